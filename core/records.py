@@ -1,0 +1,139 @@
+"""The records plugins register, and the small runtime types they exchange with rlvr.
+
+A plugin's hook calls ``register(Reward(...))`` (or ``Algorithm``/``Backend``). A record is
+cheap to build: no torch, vllm or sympy import happens until its ``factory`` is called, so
+``rlvr plugins`` and ``rlvr validate`` stay fast. The host fills in ``dist`` (which installed
+distribution provided the record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Params(BaseModel):
+    """Base class for a plugin's params model: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- rewards
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion as a reward sees it.
+
+    ``row`` holds every field of the dataset row (e.g. GSM8K's ``answer``). ``num_tokens`` is
+    the completion's token length when the caller knows it (always during training).
+    """
+
+    completion: str
+    prompt: str = ""
+    row: Mapping[str, Any] = field(default_factory=dict)
+    num_tokens: int | None = None
+
+
+class RewardFn(Protocol):
+    """What a reward factory returns: a picklable callable scoring one sample.
+
+    Returns a float, or ``None`` for "not applicable" (counted as 0 in the weighted sum and
+    left out of that reward's mean).
+    """
+
+    def __call__(self, sample: Sample) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class Reward:
+    """A reward plugin.
+
+    ``factory(params)`` runs inside each reward worker process and must be importable by
+    reference (a module-level function or class), so it can be sent to the workers.
+    ``fields(params)`` names the dataset fields the reward reads, so a dataset lacking one is
+    reported before training starts.
+    """
+
+    name: str
+    params: type[Params]
+    factory: Callable[[Any], RewardFn]
+    description: str
+    fields: Callable[[Any], tuple[str, ...]] = lambda params: ()
+    dist: str | None = None
+
+
+# --------------------------------------------------------------------------- algorithms
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What an algorithm needs from the rest of the run, checked before any model loads."""
+
+    reference_model: bool = False
+    value_model: bool = False
+    old_logprobs: bool = True
+    sampler_logprobs: bool = False
+    min_group_size: int = 1
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """An algorithm plugin: ``factory(params, run)`` builds the object the trainer drives.
+
+    ``requirements(params)`` must be cheap (no torch): config validation calls it.
+    The object's interface is :class:`rlvr.algorithm.AlgorithmImpl`.
+    """
+
+    name: str
+    params: type[Params]
+    factory: Callable[..., Any]
+    description: str
+    requirements: Callable[[Any], Requirements] = lambda params: Requirements()
+    dist: str | None = None
+
+
+# --------------------------------------------------------------------------- backends
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a generation backend can provide."""
+
+    sampler_logprobs: bool = False
+    reference_logprobs: bool = True
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A rollout backend plugin: ``factory(params, run)`` builds the generator.
+
+    ``available()`` returns ``None`` when the backend can run here, else a message saying what
+    is missing and how to install it (checked by ``rlvr validate`` before anything loads).
+    """
+
+    name: str
+    params: type[Params]
+    factory: Callable[..., Any]
+    description: str
+    capabilities: Capabilities = Capabilities()
+    available: Callable[[], str | None] = lambda: None
+    dist: str | None = None
+
+
+Record = Reward | Algorithm | Backend
+
+__all__ = [
+    "Algorithm",
+    "Backend",
+    "Capabilities",
+    "Params",
+    "Record",
+    "Requirements",
+    "Reward",
+    "RewardFn",
+    "Sample",
+]

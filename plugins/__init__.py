@@ -1,0 +1,1 @@
+"""rlvr's built-in plugins: registered through the ``rlvr`` entry-point group like any other."""

@@ -1,0 +1,39 @@
+"""Shared fixtures: offline, deterministic, and a way to fake installed plugin packages."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+GSM8K_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
+
+
+@pytest.fixture
+def fake_dist(tmp_path, monkeypatch):
+    """Install a fake distribution: ``fake_dist("pkg", "mod", {"ep": "mod"}, source)``.
+
+    Writes ``mod.py`` and ``pkg-1.0.dist-info/`` with an ``rlvr`` entry point on a directory
+    that is put on ``sys.path``, which is all importlib.metadata needs to find it.
+    """
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+
+    def make(dist: str, module: str, entry_points: dict[str, str], source: str) -> None:
+        (root / f"{module}.py").write_text(textwrap.dedent(source))
+        # Like a wheel, escape "-" in the folder name (importlib.metadata splits on it).
+        info = root / f"{dist.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+        eps = "\n".join(f"{k} = {v}" for k, v in entry_points.items())
+        (info / "entry_points.txt").write_text(f"[rlvr]\n{eps}\n")
+
+    return make

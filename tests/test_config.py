@@ -1,0 +1,198 @@
+"""Config loading: schema from the registry, errors with paths, overrides, cross-checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import Field
+
+from rlvr import hookimpl
+from rlvr.cli import main
+from rlvr.config import ConfigError, apply_overrides, json_schema, load_config
+from rlvr.host import create_host
+from rlvr.records import Algorithm, Backend, Capabilities, Params, Requirements, Reward
+
+
+class ToleranceParams(Params):
+    tolerance: float = Field(1e-6, ge=0)
+    position: str = "last"
+
+
+class GroupParams(Params):
+    beta: float = 0.0
+    epsilon: float = 0.2
+
+
+class FileParams(Params):
+    path: str = "x.jsonl"
+
+
+class Plugin:
+    """Records for the tests: a reward, a group algorithm, and two backends."""
+
+    @hookimpl
+    def rlvr_register_rewards(self, register):
+        register(Reward(name="numbers", params=ToleranceParams, factory=dict, description="n"))
+        register(Reward(name="format", params=Params, factory=dict, description="f"))
+
+    @hookimpl
+    def rlvr_register_algorithms(self, register):
+        register(
+            Algorithm(
+                name="grpo",
+                params=GroupParams,
+                factory=dict,
+                description="g",
+                requirements=lambda p: Requirements(
+                    reference_model=p.beta > 0, min_group_size=2
+                ),
+            )
+        )
+
+    @hookimpl
+    def rlvr_register_backends(self, register):
+        register(Backend(name="hf", params=Params, factory=dict, description="h"))
+        register(
+            Backend(
+                name="replay",
+                params=FileParams,
+                factory=dict,
+                description="r",
+                capabilities=Capabilities(reference_logprobs=False),
+                available=lambda: None,
+            )
+        )
+        register(
+            Backend(
+                name="missing",
+                params=Params,
+                factory=dict,
+                description="m",
+                available=lambda: "needs the `zz` package: pip install 'rlvr[zz]'",
+            )
+        )
+
+    @hookimpl
+    def rlvr_validate_config(self, config):
+        if config.training.max_completion_length > 4096:
+            return [("training.max_completion_length", "too long for the tests' plugin")]
+        return None
+
+
+@pytest.fixture
+def host():
+    return create_host(entrypoints=False, plugins=[Plugin()])
+
+
+def problems(data, host, **kw):
+    with pytest.raises(ConfigError) as info:
+        load_config(data, host, **kw)
+    return dict(info.value.problems)
+
+
+def test_valid_config_fills_defaults(host):
+    config = load_config({"rewards": [{"name": "numbers"}]}, host)
+    (entry,) = config.rewards
+    assert entry.params.tolerance == 1e-6 and entry.weight == 1.0 and entry.key == "numbers"
+    assert config.training.num_generations == 8 and config.algorithm is None
+
+
+def test_all_errors_at_once_with_paths_and_did_you_mean(host):
+    data = {
+        "rewards": [
+            {"name": "numbers", "params": {"tolerance": -1}},
+            {"name": "numbrs"},
+            {"name": "numbers", "params": {"tolerence": 0.1}},
+        ],
+        "training": {"learning_rate": "fast"},
+        "trainig": {},
+    }
+    found = problems(data, host)
+    assert "greater than or equal to 0" in found["rewards[0].params.tolerance"]
+    assert "did you mean 'numbers'" in found["rewards[1].name"]
+    assert "Available: format, numbers" in found["rewards[1].name"]
+    assert "did you mean 'tolerance'" in found["rewards[2].params.tolerence"]
+    assert "Valid keys: tolerance, position" in found["rewards[2].params.tolerence"]
+    assert "training.learning_rate" in found
+    assert "did you mean 'training'" in found["trainig"]
+
+
+def test_required_sections_and_defaults(host):
+    found = problems({"rewards": [{"name": "format"}]}, host, require=("model", "rewards"))
+    assert "needs a `model:` section" in found["model"]
+    config = load_config({}, host, require=("algorithm", "backend"))
+    assert config.algorithm.name == "grpo" and config.backend.name == "hf"
+
+
+def test_duplicate_labels_rejected(host):
+    data = {"rewards": [{"name": "format"}, {"name": "format"}]}
+    assert "distinct `label`" in problems(data, host)["rewards[1].label"]
+    data["rewards"][1]["label"] = "format_again"
+    assert [e.key for e in load_config(data, host).rewards] == ["format", "format_again"]
+
+
+def test_cross_plugin_checks(host):
+    base = {"algorithm": {"name": "grpo", "params": {"beta": 0.04}}, "backend": {"name": "replay"}}
+    found = problems({**base, "training": {"num_generations": 1}}, host)
+    assert "at least 2 per prompt" in found["training.num_generations"]
+    assert "set algorithm.params.beta: 0" in found["algorithm.params.beta"]
+    found = problems({"backend": {"name": "missing"}}, host)
+    assert "pip install" in found["backend.name"]
+    found = problems({"training": {"max_completion_length": 5000}}, host)
+    assert "tests' plugin" in found["training.max_completion_length"]
+
+
+def test_trl_block_pastes_into_training(host):
+    data = {
+        "algorithm": {"name": "grpo"},
+        "training": {"beta": 0.1, "bf16": True, "learning_rate": 1e-5, "use_vllm": False},
+    }
+    with pytest.warns(UserWarning, match="bf16 is ignored"):
+        config = load_config(data, host)
+    assert config.algorithm.params.beta == 0.1 and config.training.learning_rate == 1e-5
+    data = {"algorithm": {"name": "grpo", "params": {"beta": 0.2}}, "training": {"beta": 0.1}}
+    assert "keep only one" in problems(data, host)["training.beta"]
+
+
+def test_overrides():
+    data = {"rewards": [{"name": "a"}, {"name": "b", "weight": 1}], "training": {}}
+    apply_overrides(data, ["rewards[1].weight=0.5", "training.seed=7", "model.name_or_path=x"])
+    assert data["rewards"][1]["weight"] == 0.5
+    assert data["training"]["seed"] == 7 and data["model"] == {"name_or_path": "x"}
+    apply_overrides(data, ["rewards.0.params.tolerance=1e-3"])
+    assert data["rewards"][0]["params"]["tolerance"] == 1e-3
+    with pytest.raises(ConfigError, match="no list item"):
+        apply_overrides(data, ["rewards.5.weight=1"])
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        apply_overrides(data, ["training.seed"])
+
+
+def test_yaml_and_toml_files(tmp_path, host):
+    (tmp_path / "c.yaml").write_text("rewards:\n  - name: numbers\n    weight: 2\n")
+    (tmp_path / "c.toml").write_text('[[rewards]]\nname = "numbers"\nweight = 2\n')
+    for name in ("c.yaml", "c.toml"):
+        assert load_config(tmp_path / name, host).rewards[0].weight == 2
+    (tmp_path / "bad.yaml").write_text("rewards: [\n")
+    assert "cannot parse" in problems(tmp_path / "bad.yaml", host)[""]
+    assert "does not exist" in problems(tmp_path / "nope.yaml", host)[""]
+
+
+def test_json_schema_is_a_union_on_name(host):
+    schema = json_schema(host)
+    text = json.dumps(schema)
+    assert "tolerance" in text and "discriminator" in text
+
+
+def test_validate_command(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text("rewards:\n  - name: answer\n")
+    assert main(["validate", str(path), "--set", "rewards[0].weight=3"]) == 0
+    out = capsys.readouterr().out
+    assert "weight: 3" in out and "correct:" in out  # resolved, params defaults filled in
+    path.write_text("rewards:\n  - name: anser\n")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "rewards[0].name" in err and "did you mean 'answer'" in err
+    assert main(["schema"]) == 0
+    assert "length_penalty" in capsys.readouterr().out

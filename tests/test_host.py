@@ -1,0 +1,140 @@
+"""Plugin discovery: built-ins through entry points, fake installed packages, failures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlvr.cli import main
+from rlvr.host import PluginError, create_host
+
+GOOD = """
+from rlvr import hookimpl
+from rlvr.records import Params, Reward
+
+class LenParams(Params):
+    scale: float = 1.0
+
+class LenReward:
+    def __init__(self, params):
+        self.scale = params.scale
+    def __call__(self, sample):
+        return self.scale * len(sample.completion)
+
+@hookimpl
+def rlvr_register_rewards(register):
+    register(Reward(name="{name}", params=LenParams, factory=LenReward,
+                    description="length of the completion"))
+"""
+
+
+def test_builtins_register_through_entry_points():
+    host = create_host()
+    assert {"format", "answer", "numbers", "length_penalty"} <= set(host.rewards)
+    assert all(r.dist == "rlvr" for r in host.rewards.values())
+    assert {p.name for p in host.plugins} >= {"rewards", "algorithms", "backends"}
+    assert host.failures == []
+
+
+def test_fake_installed_plugin_is_found_with_its_distribution(fake_dist):
+    fake_dist("rlvr-len", "rlvr_len_a", {"len": "rlvr_len_a"}, GOOD.format(name="len"))
+    host = create_host()
+    record = host.rewards["len"]
+    assert record.dist == "rlvr-len"
+    assert record.factory(record.params(scale=2.0)).__class__.__name__ == "LenReward"
+    info = next(p for p in host.plugins if p.dist == "rlvr-len")
+    assert info.version == "1.0" and info.registered == [("reward", "len")]
+
+
+def test_broken_import_is_recorded_not_fatal(fake_dist, monkeypatch):
+    fake_dist("rlvr-broken", "rlvr_broken_b", {"broken": "rlvr_broken_b"}, "import nope_xyz\n")
+    host = create_host()
+    assert "format" in host.rewards  # rlvr still works
+    (failure,) = host.failures
+    assert failure.dist == "rlvr-broken"
+    assert "nope_xyz" in failure.error
+    # The same failure is fatal in strict mode (for CI).
+    monkeypatch.setenv("RLVR_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match="nope_xyz"):
+        create_host()
+
+
+def test_bad_registration_is_recorded(fake_dist):
+    source = """
+from rlvr import hookimpl
+from pydantic import BaseModel
+from rlvr.records import Reward
+
+class Loose(BaseModel):  # accepts unknown keys: not allowed
+    x: int = 1
+
+@hookimpl
+def rlvr_register_rewards(register):
+    register("not a record")
+    register(Reward(name="loose", params=Loose, factory=dict, description="d"))
+"""
+    fake_dist("rlvr-bad", "rlvr_bad_c", {"bad": "rlvr_bad_c"}, source)
+    host = create_host()
+    errors = [f.error for f in host.failures]
+    assert any("expected an rlvr.records.Reward" in e for e in errors)
+    assert any("must reject unknown keys" in e for e in errors)
+    assert "loose" not in host.rewards
+
+
+def test_duplicate_name_names_both_providers(fake_dist):
+    fake_dist("rlvr-one", "rlvr_one_d", {"one": "rlvr_one_d"}, GOOD.format(name="format"))
+    host = create_host()
+    assert "format" not in host.rewards
+    (failure,) = host.failures
+    assert "rlvr" in failure.error and "rlvr-one" in failure.error
+    with pytest.raises(KeyError, match="more than one plugin"):
+        host.get("reward", "format")
+
+
+def test_allow_list_and_disable(fake_dist, monkeypatch):
+    fake_dist("rlvr-len2", "rlvr_len_e", {"len2": "rlvr_len_e"}, GOOD.format(name="len2"))
+    monkeypatch.setenv("RLVR_PLUGINS", "something-else")
+    host = create_host()
+    assert "len2" not in host.rewards and "format" in host.rewards  # built-ins stay
+    monkeypatch.setenv("RLVR_PLUGINS", "rlvr-len2")
+    assert "len2" in create_host().rewards
+    monkeypatch.delenv("RLVR_PLUGINS")
+    monkeypatch.setenv("RLVR_DISABLE_PLUGINS", "rlvr-len2,rlvr:backends")
+    host = create_host()
+    assert "len2" not in host.rewards and not host.backends
+
+
+def test_unknown_name_message_mentions_failed_plugins(fake_dist):
+    fake_dist("rlvr-gone", "rlvr_gone_f", {"gone": "rlvr_gone_f"}, "raise RuntimeError('x')\n")
+    message = create_host().unknown_message("reward", "anwser")
+    assert "did you mean 'answer'" in message
+    assert "rlvr-gone" in message
+
+
+def test_plugins_command_json(fake_dist, capsys):
+    fake_dist("rlvr-len3", "rlvr_len_g", {"len3": "rlvr_len_g"}, GOOD.format(name="len3"))
+    fake_dist("rlvr-oops", "rlvr_oops_h", {"oops": "rlvr_oops_h"}, "1/0\n")
+    assert main(["plugins", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by_dist = {p["dist"]: p for p in out["plugins"]}
+    assert by_dist["rlvr-len3"]["version"] == "1.0"
+    assert by_dist["rlvr-len3"]["registers"][0]["name"] == "len3"
+    assert any(f["dist"] == "rlvr-oops" and "ZeroDivisionError" in f["error"] for f in out["failures"])
+    assert main(["plugins"]) == 0
+    text = capsys.readouterr().out
+    assert "len3" in text and "failed plugins" in text
+
+
+def test_in_process_plugins_for_tests():
+    class Plugin:
+        from rlvr import hookimpl
+
+        @hookimpl
+        def rlvr_register_rewards(self, register):
+            from rlvr.records import Params, Reward
+
+            register(Reward(name="p", params=Params, factory=dict, description="d"))
+
+    host = create_host(entrypoints=False, plugins=[Plugin()])
+    assert list(host.rewards) == ["p"] and host.rewards["p"].dist is None
