@@ -1,0 +1,72 @@
+"""rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``length_penalty``.
+
+Registered through the ``rlvr`` entry-point group like any third-party plugin. Importing this
+package is cheap: math-verify and sympy load only when an ``answer`` reward needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rlvr import hookimpl
+from rlvr.records import Reward
+
+from .answer import AnswerParams, AnswerReward
+from .format import FormatParams, FormatReward
+from .length_penalty import LengthPenaltyParams, LengthPenaltyReward
+from .numbers import NumbersParams, NumbersReward
+
+
+def _gold_field(params: AnswerParams | NumbersParams) -> tuple[str, ...]:
+    return (params.gold_field,)
+
+
+@hookimpl
+def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
+    register(
+        Reward(
+            name="format",
+            params=FormatParams,
+            factory=FormatReward,
+            description="Reasoning block then answer block, full match, exactly one of each tag.",
+        )
+    )
+    register(
+        Reward(
+            name="answer",
+            params=AnswerParams,
+            factory=AnswerReward,
+            description="Math correctness of the extracted answer (numeric, then math-verify).",
+            fields=_gold_field,
+        )
+    )
+    register(
+        Reward(
+            name="numbers",
+            params=NumbersParams,
+            factory=NumbersReward,
+            description="Fast numeric check: the first/last number of the answer equals the gold.",
+            fields=_gold_field,
+        )
+    )
+    register(
+        Reward(
+            name="length_penalty",
+            params=LengthPenaltyParams,
+            factory=LengthPenaltyReward,
+            description="Token-length penalty: DAPO soft overlong punishment or a target length.",
+        )
+    )
+
+
+__all__ = [
+    "AnswerParams",
+    "AnswerReward",
+    "FormatParams",
+    "FormatReward",
+    "LengthPenaltyParams",
+    "LengthPenaltyReward",
+    "NumbersParams",
+    "NumbersReward",
+    "rlvr_register_rewards",
+]

@@ -1,0 +1,55 @@
+"""``numbers``: a fast numeric check of the answer (no sympy, no math-verify).
+
+The prediction is extracted by the ordered ``strategies`` (default: the answer block first);
+the ``first`` or ``last`` number in it (:func:`rlvr.extract.find_numbers`: ``1,080``, ``-3``,
+``$5``, ``50%``, ``\\frac{1}{2}``) is compared with the gold (``row[gold_field]``, GSM8K's
+``#### N`` detected). It is correct when
+``|pred - gold| <= max(tolerance, rel_tolerance * |gold|)``.
+
+``no_answer`` when nothing is extracted or the extraction holds no number. Returns ``None``
+(not applicable) when the gold is not a number; a row without ``gold_field`` is an error.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rlvr.extract import ExtractionParams, Percent, find_numbers, gold_from_row, parse_number
+from rlvr.records import Sample
+
+
+class NumbersParams(ExtractionParams):
+    """Extraction, tolerances and scores of the ``numbers`` reward."""
+
+    gold_field: str = Field("answer", description="dataset field with the gold answer")
+    position: Literal["first", "last"] = Field(
+        "last", description="which number of the extracted answer is compared"
+    )
+    tolerance: float = Field(1e-6, ge=0, description="absolute tolerance")
+    rel_tolerance: float = Field(0.0, ge=0, description="relative tolerance (of |gold|)")
+    correct: float = Field(1.0, description="score when the number equals the gold")
+    wrong: float = Field(0.0, description="score when it does not")
+    no_answer: float = Field(0.0, description="score when no answer or no number is found")
+    percent: Percent = Field("number", description="'50%' reads as 50 (number) or 0.5 (fraction)")
+
+
+class NumbersReward:
+    """Scores the number in the extracted answer against the gold number."""
+
+    def __init__(self, params: NumbersParams) -> None:
+        self.params = params
+
+    def __call__(self, sample: Sample) -> float | None:
+        p = self.params
+        gold = parse_number(gold_from_row(sample.row, p.gold_field), percent=p.percent)
+        if gold is None:
+            return None
+        found = p.extract(sample.completion)
+        numbers = find_numbers(found.text, percent=p.percent) if found else []
+        if not numbers:
+            return p.no_answer
+        pred = numbers[0 if p.position == "first" else -1].value
+        ok = abs(pred - gold) <= max(p.tolerance, p.rel_tolerance * abs(gold))
+        return p.correct if ok else p.wrong
