@@ -1,0 +1,183 @@
+"""rlvr's built-in algorithms: grpo, dapo, dr_grpo, rloo and ppo.
+
+Registering them is cheap: this module imports only the pydantic params models; torch and
+``rlvr.functional`` load when a factory builds an algorithm. All five share one clipped
+policy-gradient implementation (``base.PolicyGradient``) and differ in their params defaults,
+advantage estimator (``base``), sample selection and reward shaping (``dapo``) or value model
+(``ppo``). The math is ``rlvr.functional``, documented in docs/ALGORITHMS.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from rlvr import hookimpl
+from rlvr.plugins.algorithms.params import (
+    ALGORITHM_PARAMS,
+    DAPOParams,
+    DrGRPOParams,
+    GRPOParams,
+    PolicyGradientParams,
+    PPOParams,
+    RLOOParams,
+)
+from rlvr.records import Algorithm
+
+
+@dataclass(frozen=True)
+class LazyFactory:
+    """``module:Class`` imported on the first call, so registration never imports torch."""
+
+    target: str
+
+    def __call__(self, params: Any, run: Any) -> Any:
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)(params, run)
+
+
+_BASE = "rlvr.plugins.algorithms.base"
+
+ALGORITHMS: tuple[tuple[str, type[PolicyGradientParams], str, str], ...] = (
+    (
+        "grpo",
+        GRPOParams,
+        f"{_BASE}:GroupRelative",
+        "GRPO: group-normalised advantages, clipped ratio, per-sequence token mean, k3 KL "
+        "(beta 0.04)",
+    ),
+    (
+        "dapo",
+        DAPOParams,
+        "rlvr.plugins.algorithms.dapo:DAPO",
+        "DAPO: Clip-Higher (0.2/0.28), token-level loss, dynamic sampling, overlong penalty and "
+        "truncation masking, no KL",
+    ),
+    (
+        "dr_grpo",
+        DrGRPOParams,
+        f"{_BASE}:GroupRelative",
+        "Dr. GRPO: unscaled group advantages, token sums divided by max_completion_length",
+    ),
+    (
+        "rloo",
+        RLOOParams,
+        f"{_BASE}:LeaveOneOut",
+        "RLOO: leave-one-out baseline, clipped ratio, token-level loss",
+    ),
+    (
+        "ppo",
+        PPOParams,
+        "rlvr.plugins.algorithms.ppo:PPO",
+        "PPO: GAE from a learned value model (policy backbone + scalar head), KL in the reward",
+    ),
+)
+
+
+def _requirements(params: PolicyGradientParams) -> Any:
+    return params.requirements()
+
+
+@hookimpl
+def rlvr_register_algorithms(register) -> None:
+    for name, params, target, description in ALGORITHMS:
+        register(
+            Algorithm(
+                name=name,
+                params=params,
+                factory=LazyFactory(target),
+                description=description,
+                requirements=_requirements,
+            )
+        )
+
+
+@hookimpl
+def rlvr_validate_config(config: Any) -> list[tuple[str, str]]:
+    """Algorithm-specific cross-checks (the generic ones come from ``Requirements``)."""
+    algorithm = getattr(config, "algorithm", None)
+    name = getattr(algorithm, "name", None)
+    params = getattr(algorithm, "params", None)
+    expected = ALGORITHM_PARAMS.get(name)  # type: ignore[arg-type]
+    if expected is None or not isinstance(params, expected):
+        return []  # not ours (or a third-party algorithm of the same name)
+    training = getattr(config, "training", None)
+    max_completion = getattr(training, "max_completion_length", None)
+    problems: list[tuple[str, str]] = []
+    if isinstance(params, DAPOParams):
+        problems += _check_dapo(params, max_completion, getattr(config, "rewards", None))
+    if isinstance(params, PPOParams):
+        problems += _check_ppo(params, training)
+    return problems
+
+
+def _check_dapo(
+    params: DAPOParams, max_completion: int | None, rewards: Any
+) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    overlong = params.overlong_penalty
+    where = "algorithm.params.overlong_penalty"
+    if overlong.enabled and isinstance(max_completion, int):
+        if overlong.max_length is not None and overlong.max_length > max_completion:
+            problems.append(
+                (
+                    f"{where}.max_length",
+                    f"{overlong.max_length} exceeds training.max_completion_length "
+                    f"({max_completion}), so completions never reach the full penalty; set it "
+                    "<= training.max_completion_length or null (= max_completion_length)",
+                )
+            )
+        else:
+            max_length, buffer = overlong.resolve(max_completion)
+            if buffer > max_length:
+                problems.append(
+                    (
+                        f"{where}.buffer",
+                        f"{buffer} is longer than the penalised length {max_length}; set "
+                        f"buffer <= {max_length} (null: 20% of it)",
+                    )
+                )
+    if params.dynamic_sampling and params.filter_metric != "reward" and rewards is not None:
+        labels = _reward_labels(rewards)
+        if labels is not None and params.filter_metric not in labels:
+            problems.append(
+                (
+                    "algorithm.params.filter_metric",
+                    f"{params.filter_metric!r} is not a reward label of this config (labels: "
+                    f"{', '.join(labels) or 'none'}); use 'reward' (the weighted score) or one "
+                    "of them",
+                )
+            )
+    return problems
+
+
+def _reward_labels(rewards: Any) -> list[str] | None:
+    try:
+        return [
+            str(getattr(r, "key", None) or getattr(r, "label", None) or r.name) for r in rewards
+        ]
+    except (AttributeError, TypeError):
+        return None
+
+
+def _check_ppo(params: PPOParams, training: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    lr = getattr(training, "learning_rate", None)
+    if params.value_learning_rate is None and training is not None and lr is None:
+        problems.append(
+            (
+                "algorithm.params.value_learning_rate",
+                "ppo trains a value model and needs a learning rate for it; set "
+                "algorithm.params.value_learning_rate (or training.learning_rate)",
+            )
+        )
+    return problems
+
+
+__all__ = [
+    "ALGORITHMS",
+    "LazyFactory",
+    "rlvr_register_algorithms",
+    "rlvr_validate_config",
+]

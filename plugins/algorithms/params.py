@@ -1,0 +1,335 @@
+"""Params models of the built-in algorithms (pydantic only: importing this never loads torch).
+
+Names follow TRL's ``GRPOConfig`` (``epsilon``, ``epsilon_high``, ``beta``, ``scale_rewards``,
+``loss_type``, ``num_iterations``, ``mask_truncated_completions``, ``delta``) and, for PPO, TRL's
+``PPOConfig`` (``cliprange``, ``cliprange_value``, ``vf_coef``, ``gamma``, ``lam``,
+``kl_coef``, ``kl_estimator``, ``num_ppo_epochs``), accepted as aliases of the shared names.
+Each model also answers :meth:`requirements`, which config validation calls (no torch).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import AliasChoices, Field, field_validator, model_validator
+
+from rlvr.records import Params, Requirements
+
+#: TRL ``loss_type`` names -> ``rlvr.functional.aggregate`` modes.
+LOSS_TYPES: dict[str, str] = {
+    "grpo": "seq-mean-token-mean",
+    "bnpo": "token-mean",
+    "dapo": "token-mean",
+    "dr_grpo": "seq-mean-token-sum-norm",
+}
+AGGREGATION_MODES = (
+    "token-mean",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-sum-norm",
+)
+
+LossType = Literal[
+    "grpo",
+    "bnpo",
+    "dapo",
+    "dr_grpo",
+    "token-mean",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-sum-norm",
+]
+ScaleRewards = Literal["group", "batch", "none"]
+
+
+def _alias(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class _AliasedParams(Params):
+    """Rejects a value given under two names (``epsilon`` and ``cliprange``) with a clear error."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name_per_field(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for name, info in cls.model_fields.items():
+            alias = info.validation_alias
+            if isinstance(alias, AliasChoices):
+                given = [str(c) for c in alias.choices if isinstance(c, str) and c in data]
+                if len(given) > 1:
+                    raise ValueError(
+                        f"{' and '.join(given)} are the same setting ({name}); give only one"
+                    )
+        return data
+
+
+class PolicyGradientParams(_AliasedParams):
+    """Settings shared by every clipped policy-gradient algorithm."""
+
+    #: the algorithm's name, for messages (not a field).
+    algorithm: ClassVar[str] = "policy-gradient"
+    #: group-based advantages need at least this many completions per prompt.
+    min_group_size: ClassVar[int] = 2
+
+    epsilon: float = Field(
+        0.2,
+        ge=0.0,
+        description="Lower clip range: the ratio is clipped to [1 - epsilon, 1 + epsilon_high].",
+    )
+    epsilon_high: float | None = Field(
+        None,
+        ge=0.0,
+        description="Upper clip range (DAPO Clip-Higher); null means equal to epsilon.",
+    )
+    delta: float | None = Field(
+        None,
+        validation_alias=_alias("delta", "dual_clip"),
+        description=(
+            "Dual clip: the loss of a negative-advantage token is capped at -A*delta "
+            "(TRL's two-sided GRPO `delta`); must exceed 1 + epsilon_high. null: off."
+        ),
+    )
+    beta: float = Field(
+        0.0,
+        ge=0.0,
+        description="KL coefficient towards the reference model; 0 loads no reference model.",
+    )
+    kl_kind: Literal["k1", "k2", "k3"] = Field(
+        "k3", description="KL estimator added to the per-token loss (k3: low variance)."
+    )
+    loss_type: LossType = Field(
+        "grpo",
+        description=(
+            "Loss aggregation: grpo = seq-mean-token-mean, bnpo/dapo = token-mean, "
+            "dr_grpo = seq-mean-token-sum-norm (divided by max_completion_length); the "
+            "aggregation mode names are accepted too."
+        ),
+    )
+    num_iterations: int = Field(
+        1, ge=1, description="Optimizer passes over each generated batch (mu in the GRPO paper)."
+    )
+    mask_truncated_completions: bool = Field(
+        False,
+        description="Exclude completions cut at max_completion_length from the loss.",
+    )
+
+    @property
+    def eps_high(self) -> float:
+        return self.epsilon if self.epsilon_high is None else self.epsilon_high
+
+    @property
+    def aggregation(self) -> str:
+        """The ``rlvr.functional.aggregate`` mode of ``loss_type``."""
+        return LOSS_TYPES.get(self.loss_type, self.loss_type)
+
+    @model_validator(mode="after")
+    def _check_delta(self) -> PolicyGradientParams:
+        if self.delta is not None and self.delta <= 1.0 + self.eps_high:
+            raise ValueError(
+                f"delta (dual clip) must be greater than 1 + epsilon_high = {1 + self.eps_high:g} "
+                f"(got {self.delta:g}); the dual-clip paper uses 3. Set it to null to disable."
+            )
+        return self
+
+    def requirements(self) -> Requirements:
+        return Requirements(
+            reference_model=self.beta > 0,
+            value_model=False,
+            old_logprobs=self.num_iterations > 1,
+            sampler_logprobs=False,
+            min_group_size=self.min_group_size,
+        )
+
+
+class GroupParams(PolicyGradientParams):
+    """Group-relative advantages (GRPO family)."""
+
+    scale_rewards: ScaleRewards = Field(
+        "group",
+        description=(
+            "Divide advantages by the group's reward std ('group'), the batch's ('batch') or "
+            "not at all ('none'); true/false mean 'group'/'none' as in TRL."
+        ),
+    )
+
+    @field_validator("scale_rewards", mode="before")
+    @classmethod
+    def _trl_bool(cls, value: Any) -> Any:
+        if value is True:
+            return "group"
+        if value is False:
+            return "none"
+        return value
+
+
+class GRPOParams(GroupParams):
+    """GRPO (DeepSeekMath): group-normalised advantages, per-sequence token mean, k3 KL."""
+
+    algorithm: ClassVar[str] = "grpo"
+    beta: float = Field(
+        0.04,
+        ge=0.0,
+        description="KL coefficient towards the reference model; 0 loads no reference model.",
+    )
+
+
+class OverlongPenaltyParams(Params):
+    """DAPO soft overlong punishment, added to the reward."""
+
+    enabled: bool = Field(True, description="Apply the overlong penalty.")
+    max_length: int | None = Field(
+        None,
+        gt=0,
+        description="Length (tokens) with the full penalty; null: training.max_completion_length.",
+    )
+    buffer: int | None = Field(
+        None,
+        gt=0,
+        description="Length of the linear ramp before max_length; null: 20% of max_length.",
+    )
+    factor: float = Field(1.0, ge=0.0, description="Penalty at max_length (reward - factor).")
+
+    def resolve(self, max_completion_length: int) -> tuple[int, int]:
+        """``(max_length, buffer)`` with the defaults filled in."""
+        max_length = self.max_length or max_completion_length
+        buffer = self.buffer or max(1, round(0.2 * max_length))
+        return max_length, buffer
+
+
+class DAPOParams(GroupParams):
+    """DAPO: Clip-Higher, token-level loss, dynamic sampling, overlong shaping, no KL."""
+
+    algorithm: ClassVar[str] = "dapo"
+    epsilon_high: float | None = Field(
+        0.28, ge=0.0, description="Upper clip range (Clip-Higher); null means equal to epsilon."
+    )
+    loss_type: LossType = Field("dapo", description="Loss aggregation (dapo = token-mean).")
+    mask_truncated_completions: bool = Field(
+        True, description="Overlong filtering: truncated completions get no loss."
+    )
+    dynamic_sampling: bool = Field(
+        True,
+        description="Drop groups whose filter_metric is equal for all members, and generate more.",
+    )
+    max_generation_rounds: int = Field(
+        4, ge=1, description="Generation rounds allowed to fill a step under dynamic sampling."
+    )
+    filter_metric: str = Field(
+        "reward",
+        min_length=1,
+        description="'reward' (the weighted score) or a reward's label, e.g. an accuracy reward.",
+    )
+    overlong_penalty: OverlongPenaltyParams = Field(
+        default_factory=OverlongPenaltyParams,
+        description="Soft overlong punishment added to the reward.",
+    )
+
+
+class DrGRPOParams(GroupParams):
+    """Dr. GRPO: no std scaling, token sums divided by a constant length."""
+
+    algorithm: ClassVar[str] = "dr_grpo"
+    scale_rewards: ScaleRewards = Field(
+        "none", description="Dr. GRPO removes the std division ('none')."
+    )
+    loss_type: LossType = Field(
+        "dr_grpo", description="Loss aggregation (dr_grpo = seq-mean-token-sum-norm)."
+    )
+
+
+class RLOOParams(PolicyGradientParams):
+    """RLOO: leave-one-out baseline, clipped surrogate, token-level loss."""
+
+    algorithm: ClassVar[str] = "rloo"
+    loss_type: LossType = Field("dapo", description="Loss aggregation (dapo = token-mean).")
+
+
+class ValueModelParams(Params):
+    """How PPO builds its value model."""
+
+    init: Literal["policy"] = Field(
+        "policy", description="'policy': a copy of the policy's backbone plus a scalar head."
+    )
+    head_init_std: float = Field(
+        0.0, ge=0.0, description="Std of the head's initial weights (0: zeros, values start at 0)."
+    )
+
+
+class PPOParams(PolicyGradientParams):
+    """PPO: GAE on token rewards from a learned value model, KL in the reward."""
+
+    algorithm: ClassVar[str] = "ppo"
+    min_group_size: ClassVar[int] = 1
+
+    epsilon: float = Field(
+        0.2,
+        ge=0.0,
+        validation_alias=_alias("epsilon", "cliprange"),
+        description="Policy clip range (TRL PPOConfig: cliprange).",
+    )
+    beta: float = Field(
+        0.05,
+        ge=0.0,
+        validation_alias=_alias("beta", "kl_coef"),
+        description="KL coefficient: beta * KL(policy, ref) is subtracted from each token reward.",
+    )
+    kl_kind: Literal["k1", "k2", "k3"] = Field(
+        "k1",
+        validation_alias=_alias("kl_kind", "kl_estimator"),
+        description="KL estimator in the reward (TRL: kl_estimator).",
+    )
+    loss_type: LossType = Field("dapo", description="Policy loss aggregation (token-mean).")
+    num_iterations: int = Field(
+        1,
+        ge=1,
+        validation_alias=_alias("num_iterations", "num_ppo_epochs"),
+        description="Optimizer passes over each generated batch (TRL: num_ppo_epochs).",
+    )
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount factor.")
+    lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda.")
+    cliprange_value: float = Field(
+        0.2, gt=0.0, description="Value updates are clipped to old value +- cliprange_value."
+    )
+    vf_coef: float = Field(0.1, gt=0.0, description="Weight of the value loss.")
+    value_learning_rate: float | None = Field(
+        None, gt=0.0, description="Learning rate of the value model; null: the policy's."
+    )
+    whiten_advantages: bool = Field(
+        True, description="Normalise GAE advantages to mean 0, std 1 over valid tokens."
+    )
+    value_model: ValueModelParams = Field(
+        default_factory=ValueModelParams, description="How the value model is built."
+    )
+
+    def requirements(self) -> Requirements:
+        return Requirements(
+            reference_model=self.beta > 0,
+            value_model=True,
+            old_logprobs=True,
+            sampler_logprobs=False,
+            min_group_size=1,
+        )
+
+
+ALGORITHM_PARAMS: dict[str, type[PolicyGradientParams]] = {
+    "grpo": GRPOParams,
+    "dapo": DAPOParams,
+    "dr_grpo": DrGRPOParams,
+    "rloo": RLOOParams,
+    "ppo": PPOParams,
+}
+
+__all__ = [
+    "ALGORITHM_PARAMS",
+    "DAPOParams",
+    "DrGRPOParams",
+    "GRPOParams",
+    "GroupParams",
+    "OverlongPenaltyParams",
+    "PPOParams",
+    "PolicyGradientParams",
+    "RLOOParams",
+    "ValueModelParams",
+]

@@ -1,0 +1,176 @@
+"""PPO: token-level GAE advantages from a learned value model, KL to the reference in the reward.
+
+The policy loss is the shared clipped surrogate (:class:`~rlvr.plugins.algorithms.base.
+PolicyGradient`, token-mean); this module adds the token rewards, GAE, the clipped value loss
+and the value model (a copy of the policy's backbone with a scalar head).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlvr import functional as F
+from rlvr.plugins.algorithms.base import PolicyGradient, _float
+from rlvr.protocols import RolloutBatch, RunInfo
+
+
+class ValueModel(nn.Module):
+    """``backbone`` (a transformer returning hidden states) + ``nn.Linear(hidden, 1)``.
+
+    ``forward(input_ids, attention_mask)`` returns float32 values ``[N, L]``, one per input
+    position (the value of the state after reading that position). Position ids are derived
+    from ``attention_mask`` so left-padded prompts get the same positions as in the policy.
+    """
+
+    def __init__(self, backbone: nn.Module, hidden_size: int, *, head_init_std: float = 0.0):
+        super().__init__()
+        self.backbone = backbone
+        try:
+            device = next(backbone.parameters()).device
+        except StopIteration:
+            device = None
+        self.head = nn.Linear(hidden_size, 1, device=device, dtype=torch.float32)
+        with torch.no_grad():
+            if head_init_std > 0:
+                self.head.weight.normal_(0.0, head_init_std)
+            else:
+                self.head.weight.zero_()
+            self.head.bias.zero_()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if position_ids is None and attention_mask is not None:
+            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        out = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+        )
+        hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+        return self.head(hidden.to(self.head.weight.dtype)).squeeze(-1).float()
+
+    def gradient_checkpointing_enable(self, **kwargs: Any) -> None:
+        if hasattr(self.backbone, "gradient_checkpointing_enable"):
+            self.backbone.gradient_checkpointing_enable(**kwargs)
+
+
+def policy_backbone(policy: nn.Module) -> nn.Module:
+    """The base transformer of a ``*ForCausalLM`` model (without its LM head)."""
+    base = getattr(policy, "base_model", None)
+    if isinstance(base, nn.Module) and base is not policy:
+        return base
+    get_decoder = getattr(policy, "get_decoder", None)
+    if callable(get_decoder):
+        decoder = get_decoder()
+        if isinstance(decoder, nn.Module) and decoder is not policy:
+            return decoder
+    raise TypeError(
+        f"cannot find the backbone of {type(policy).__name__} for PPO's value model: expected "
+        "a transformers *ForCausalLM model with `base_model` or `get_decoder()`"
+    )
+
+
+def hidden_size_of(policy: nn.Module, backbone: nn.Module) -> int:
+    for owner in (backbone, policy):
+        config = getattr(owner, "config", None)
+        if config is None:
+            continue
+        if hasattr(config, "get_text_config"):
+            config = config.get_text_config()
+        size = getattr(config, "hidden_size", None)
+        if isinstance(size, int):
+            return size
+    embeddings = policy.get_input_embeddings() if hasattr(policy, "get_input_embeddings") else None
+    if embeddings is not None and hasattr(embeddings, "embedding_dim"):
+        return int(embeddings.embedding_dim)
+    raise TypeError(f"cannot tell the hidden size of {type(policy).__name__}")
+
+
+def last_token_rewards(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[N, T]`` zeros with each row's score on its last valid token (rows with none: 0)."""
+    m = mask.bool()
+    positions = torch.arange(m.shape[1], device=m.device).expand_as(m)
+    last = torch.where(m, positions, -1).amax(dim=1)
+    out = torch.zeros(m.shape, dtype=torch.float32, device=m.device)
+    rows = torch.nonzero(last >= 0).squeeze(1)
+    out[rows, last[rows]] = scores.float().to(m.device)[rows]
+    return out
+
+
+class PPO(PolicyGradient):
+    kl_in_loss = False
+
+    def __init__(self, params, run: RunInfo):
+        super().__init__(params, run)
+        #: the value model's learning rate; None means the policy's (training.learning_rate).
+        self.value_learning_rate = params.value_learning_rate
+
+    def advantages(self, batch: RolloutBatch, rewards, mask, metrics):
+        p = self.params
+        if batch.old_values is None:
+            raise ValueError(
+                "ppo needs batch.old_values (the value model's values of the completion "
+                "tokens at generation time); requirements.value_model asks the trainer for them"
+            )
+        token_rewards = last_token_rewards(rewards, mask)
+        if p.beta > 0:
+            if batch.old_logp is None or batch.ref_logp is None:
+                raise ValueError(
+                    "ppo with beta > 0 needs batch.old_logp and batch.ref_logp for the KL in the "
+                    "reward (requirements.reference_model/old_logprobs ask the trainer for them)"
+                )
+            kl = F.kl_penalty(batch.old_logp, batch.ref_logp, p.kl_kind)
+            token_rewards = token_rewards - p.beta * torch.where(mask.bool(), kl, 0.0)
+            metrics["kl/mean"] = _float(F.masked_mean(kl, mask))
+        adv, returns = F.gae(
+            token_rewards,
+            batch.old_values,
+            mask,
+            gamma=p.gamma,
+            lam=p.lam,
+            whiten=p.whiten_advantages,
+        )
+        metrics["values/mean"] = _float(F.masked_mean(batch.old_values, mask))
+        metrics["returns/mean"] = _float(F.masked_mean(returns, mask))
+        return adv, returns
+
+    def extra_loss(self, batch, values, mask, num_tokens, metrics):
+        p = self.params
+        if values is None:
+            raise ValueError(
+                "ppo.loss needs `values`: the value model's outputs on the completion tokens"
+            )
+        if batch.returns is None or batch.old_values is None:
+            raise ValueError("batch has no returns/old_values: call prepare() before loss()")
+        m = mask.bool()
+        # Zero the padding first so garbage there cannot reach the backward pass.
+        v = torch.where(m, values.float(), 0.0)
+        v_old = torch.where(m, batch.old_values.float(), 0.0)
+        ret = torch.where(m, batch.returns.float(), 0.0)
+        v_clip = v_old + (v - v_old).clamp(-p.cliprange_value, p.cliprange_value)
+        loss_unclipped = (v - ret).square()
+        loss_clipped = (v_clip - ret).square()
+        per_token = 0.5 * torch.maximum(loss_unclipped, loss_clipped)
+        value_loss = F.aggregate(per_token, m, "token-mean", num_tokens=num_tokens)
+        metrics["value_loss"] = _float(F.masked_mean(per_token.detach(), m))
+        metrics["value_clip_frac"] = _float(F.masked_mean(loss_clipped > loss_unclipped, m))
+        metrics["values/pred_mean"] = _float(F.masked_mean(v.detach(), m))
+        return p.vf_coef * value_loss
+
+    def build_value_model(self, policy: Any) -> ValueModel:
+        backbone = policy_backbone(policy)
+        hidden = hidden_size_of(policy, backbone)
+        return ValueModel(
+            copy.deepcopy(backbone),
+            hidden,
+            head_init_std=self.params.value_model.head_init_std,
+        )
