@@ -44,9 +44,7 @@ class Plugin:
                 params=GroupParams,
                 factory=dict,
                 description="g",
-                requirements=lambda p: Requirements(
-                    reference_model=p.beta > 0, min_group_size=2
-                ),
+                requirements=lambda p: Requirements(reference_model=p.beta > 0, min_group_size=2),
             )
         )
 

@@ -1,0 +1,58 @@
+"""`rlvr rewards score`: a JSONL file in, scored rows out, bad rows reported by line."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import GSM8K_DIR
+
+from rlvr.cli import main
+
+
+def test_score_gsm8k_rows_with_a_bad_line(tmp_path, capsys):
+    rows = [json.loads(line) for line in (GSM8K_DIR / "test.jsonl").read_text().splitlines()[:6]]
+    lines = []
+    for i, row in enumerate(rows):
+        gold = row["answer"].split("####")[-1].strip()
+        answer = gold if i % 2 == 0 else gold + "1"  # odd rows wrong
+        lines.append(
+            json.dumps({**row, "completion": f"<think>ok</think><answer>{answer}</answer>"})
+        )
+    lines.insert(2, "{not json")
+    lines.insert(4, json.dumps({"prompt": "no completion here"}))
+    src = tmp_path / "rows.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "rewards:\n"
+        "  - {name: answer}\n"
+        "  - {name: format, weight: 0.5}\n"
+        "  - {name: length_penalty, params: {max_length: 100, buffer: 20}}\n"
+    )
+    out = tmp_path / "scored.jsonl"
+    code = main(["rewards", "score", "-c", str(config), "-i", str(src), "-o", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(scored) == 6  # every good row, in order
+    assert [r["rewards"]["answer"] for r in scored] == [1.0, 0.0] * 3
+    assert all(r["rewards"]["format"] == 1.0 for r in scored)
+    # No token lengths in the rows: the length penalty is "not applicable", not 0.
+    assert all(r["rewards"]["length_penalty"] is None for r in scored)
+    assert [r["reward"] for r in scored] == [1.5, 0.5] * 3
+    assert scored[0]["question"] == rows[0]["question"]  # the row's own fields are kept
+    assert "line 3: not valid JSON" in captured.err
+    assert "line 5: needs a string `completion` field" in captured.err
+    table = captured.out
+    assert "answer" in table and "0.5000" in table and "6 rows scored" in table
+    assert "2 malformed rows skipped" in table
+
+
+def test_score_requires_only_rewards(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text("rewards: [{name: answr}]\n")
+    src = tmp_path / "rows.jsonl"
+    src.write_text('{"completion": "x"}\n')
+    code = main(["rewards", "score", "-c", str(config), "-i", str(src), "-o", str(tmp_path / "o")])
+    assert code == 2
+    assert "did you mean 'answer'" in capsys.readouterr().err
