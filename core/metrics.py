@@ -1,0 +1,348 @@
+"""What a run reports: ``metrics.jsonl``, ``samples.jsonl``, the progress bar, a compact line
+every ``logging_steps``, TensorBoard and Weights & Biases.
+
+``metrics.jsonl`` has one flat JSON object per step, flushed as it is written:
+
+- ``step``; ``reward`` / ``reward_std`` (weighted score over every completion generated in the
+  step, all generation rounds); ``rewards/<label>/{mean,std,none_count,timeouts,errors}``
+  (stds are population stds, as in ``rlvr rewards score``; a mean over no values is null);
+- ``zero_std_frac`` (groups whose completions all scored the same), ``groups_filtered``,
+  ``groups_kept``, ``generation_rounds`` (dynamic sampling);
+- ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``;
+- ``loss``, ``entropy``, ``kl`` (to the reference model, only when there is one),
+  ``grad_norm`` (before clipping; ``value_grad_norm`` for PPO), ``learning_rate``,
+  ``skipped`` (1 when a non-finite loss or gradient skipped the update; ``loss`` is then null);
+- timing fields (:data:`TIMING_KEYS`): ``step_time``, ``generation_time``, ``scoring_time``,
+  ``training_time``, ``tokens_per_second`` (completion tokens generated per second of the
+  step), ``peak_memory_mb``;
+- whatever the algorithm's ``prepare`` and ``loss`` report (``clip_frac_low``,
+  ``clip_frac_high``, ``approx_kl``, ...); a name the trainer already uses gets ``algo/``.
+
+On resume the files are cut back to the resumed step, so they read as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import resource
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE = "metrics.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+
+#: Fields that depend on the machine and load, not on the run's math (left out when runs are
+#: compared, e.g. resumed vs uninterrupted).
+TIMING_KEYS = frozenset(
+    {
+        "step_time",
+        "generation_time",
+        "scoring_time",
+        "training_time",
+        "tokens_per_second",
+        "peak_memory_mb",
+    }
+)
+
+#: Keys every line of metrics.jsonl has (besides the per-reward ones).
+CORE_KEYS = (
+    "step",
+    "reward",
+    "reward_std",
+    "loss",
+    "zero_std_frac",
+    "groups_filtered",
+    "generation_rounds",
+    "completion_length/mean",
+    "completion_length/min",
+    "completion_length/max",
+    "truncated_frac",
+    "entropy",
+    "grad_norm",
+    "learning_rate",
+    "skipped",
+    "step_time",
+    "tokens_per_second",
+    "peak_memory_mb",
+)
+
+_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
+
+
+class ReportError(RuntimeError):
+    """A logger named in ``training.report_to`` cannot be used."""
+
+
+def reporters(report_to: str | Sequence[str]) -> list[str]:
+    """The integrations to use for ``report_to``; raise if a named one is not installed.
+
+    ``"all"`` means every installed one (none is an error); ``"none"`` none. Called before
+    any model loads.
+    """
+    names = [report_to] if isinstance(report_to, str) else list(report_to)
+    if "none" in names and len(names) == 1:
+        return []
+    if "all" in names:
+        return [n for n, (module, _) in _PACKAGES.items() if _installed(module)]
+    out = []
+    for name in names:
+        if name == "none":
+            continue
+        module, pip_name = _PACKAGES[name]
+        if not _installed(module):
+            raise ReportError(
+                f"training.report_to names {name!r} but the {pip_name!r} package is not "
+                f"installed: pip install {pip_name}  (or remove it from training.report_to)"
+            )
+        out.append(name)
+    return out
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def peak_memory_mb() -> float:
+    """CUDA peak allocated memory, or the process's peak RSS on CPU, in MiB."""
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return torch.cuda.max_memory_allocated() / 2**20
+    except ImportError:  # pragma: no cover
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def reward_metrics(total: Any, per_reward: Mapping[str, Any]) -> dict[str, float]:
+    """``reward``, ``reward_std`` and ``rewards/<label>/{mean,std,none_count,timeouts,errors}``
+    from :class:`rlvr.scoring.RewardStats` (population std; mean and std are NaN, logged as
+    null, when a reward returned None for every sample)."""
+    out: dict[str, float] = {"reward": total.mean, "reward_std": total.std}
+    for label, s in per_reward.items():
+        out[f"rewards/{label}/mean"] = s.mean
+        out[f"rewards/{label}/std"] = s.std
+        out[f"rewards/{label}/none_count"] = s.none_count
+        out[f"rewards/{label}/timeouts"] = s.timeouts
+        out[f"rewards/{label}/errors"] = s.errors
+    return out
+
+
+def length_metrics(lengths: Sequence[int], truncated: Sequence[bool]) -> dict[str, float]:
+    n = max(len(lengths), 1)
+    return {
+        "completion_length/mean": sum(lengths) / n,
+        "completion_length/min": float(min(lengths, default=0)),
+        "completion_length/max": float(max(lengths, default=0)),
+        "truncated_frac": sum(bool(t) for t in truncated) / n,
+    }
+
+
+def _clean(value: Any) -> Any:
+    """A JSON-able scalar: tensors to numbers, non-finite floats to None-safe strings."""
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _cut(path: Path, step: int) -> None:
+    """Keep only the lines of ``path`` with ``"step" <= step`` (written atomically)."""
+    if not path.is_file():
+        return
+    keep = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    keep.append(line if line.endswith("\n") else line + "\n")
+            except json.JSONDecodeError:  # a line cut short by a kill
+                continue
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(keep), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_metrics(output_dir: str | Path) -> list[dict[str, Any]]:
+    """The lines of ``OUTPUT_DIR/metrics.jsonl``."""
+    path = Path(output_dir) / METRICS_FILE
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class MetricsLogger:
+    """Writes the run's metrics and samples; one per run.
+
+    ``start_step`` > 0 means a resumed run: the files are cut back to that step first, and
+    TensorBoard events after it are purged.
+    """
+
+    def __init__(
+        self,
+        output_dir: str | Path,
+        *,
+        report_to: str | Sequence[str] = "none",
+        max_steps: int,
+        start_step: int = 0,
+        logging_steps: int = 1,
+        progress: bool = True,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.dir = Path(output_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.logging_steps = logging_steps
+        self.max_steps = max_steps
+        _cut(self.dir / METRICS_FILE, start_step)
+        _cut(self.dir / SAMPLES_FILE, start_step)
+        self._metrics = open(self.dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        self._samples: Any = None
+        self._tb: Any = None
+        self._wandb: Any = None
+        for name in reporters(report_to):
+            if name == "tensorboard":
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(
+                    log_dir=str(self.dir / "tensorboard"), purge_step=start_step + 1
+                )
+            elif name == "wandb":
+                self._wandb = self._start_wandb(config, resume=start_step > 0)
+        self._bar: Any = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(
+                total=max_steps, initial=start_step, desc="rlvr", unit="step", dynamic_ncols=True
+            )
+
+    def _start_wandb(self, config: Mapping[str, Any] | None, resume: bool) -> Any:
+        import wandb
+
+        id_file = self.dir / "wandb_id.txt"
+        run_id = id_file.read_text().strip() if resume and id_file.is_file() else None
+        run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "rlvr"),
+            name=self.dir.name,
+            dir=str(self.dir),
+            config=dict(config or {}),
+            id=run_id,
+            resume="allow" if run_id else None,
+        )
+        id_file.write_text(run.id)
+        return run
+
+    def log(self, metrics: Mapping[str, Any]) -> None:
+        """Write one step's metrics (must contain ``step``) everywhere."""
+        step = int(metrics["step"])
+        line = {k: _clean(v) for k, v in metrics.items()}
+        self._metrics.write(json.dumps(line) + "\n")
+        self._metrics.flush()
+        numeric = {
+            k: float(v)
+            for k, v in line.items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and k != "step"
+        }
+        if self._tb is not None:
+            for k, v in numeric.items():
+                self._tb.add_scalar(k, v, step)
+            self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(numeric, step=step)
+        if self._bar is not None:
+            self._bar.update(step - self._bar.n)
+            self._bar.set_postfix(
+                reward=f"{line.get('reward', 0):.3f}", loss=f"{line.get('loss', 0):.4f}"
+            )
+        if step % self.logging_steps == 0 or step == self.max_steps:
+            self.write(compact_line(line, self.max_steps))
+
+    def log_samples(self, step: int, samples: Iterable[Mapping[str, Any]]) -> None:
+        """Append sample completions (with rewards) of ``step`` to ``samples.jsonl``."""
+        if self._samples is None:
+            self._samples = open(self.dir / SAMPLES_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        for sample in samples:
+            record = {"step": step, **sample}
+            self._samples.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+        self._samples.flush()
+
+    def write(self, message: str) -> None:
+        """A line of text that does not break the progress bar."""
+        if self._bar is not None:
+            self._bar.write(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        for f in (self._metrics, self._samples):
+            if f is not None and not f.closed:
+                f.close()
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+    def __enter__(self) -> MetricsLogger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
+    """``step 12/100 | reward 0.412 ± 0.31 | loss 0.0123 | len 87 | kl 0.0011 | 3.2 s``."""
+
+    def num(key: str, fmt: str) -> str | None:
+        v = m.get(key)
+        return None if v is None or isinstance(v, str) else format(v, fmt)
+
+    parts = [f"step {m['step']}/{max_steps}"]
+    if (r := num("reward", ".3f")) is not None:
+        parts.append(f"reward {r} ± {num('reward_std', '.2f')}")
+    for key, label, fmt in (
+        ("loss", "loss", ".4g"),
+        ("completion_length/mean", "len", ".0f"),
+        ("kl", "kl", ".3g"),
+        ("entropy", "entropy", ".3f"),
+        ("grad_norm", "grad", ".3g"),
+        ("learning_rate", "lr", ".2e"),
+        ("step_time", "", ".1f"),
+    ):
+        if (v := num(key, fmt)) is not None:
+            parts.append(f"{label} {v}".strip() + (" s" if key == "step_time" else ""))
+    if m.get("skipped"):
+        parts.append("SKIPPED (non-finite)")
+    return " | ".join(parts)
+
+
+__all__ = [
+    "CORE_KEYS",
+    "METRICS_FILE",
+    "SAMPLES_FILE",
+    "TIMING_KEYS",
+    "MetricsLogger",
+    "ReportError",
+    "compact_line",
+    "length_metrics",
+    "peak_memory_mb",
+    "read_metrics",
+    "reporters",
+    "reward_metrics",
+]

@@ -1,0 +1,481 @@
+"""Loading the policy and scoring completions with it.
+
+- :func:`resolve_device_dtype` turns ``model.dtype`` (``auto``/``float32``/...) into a device and
+  a torch dtype.
+- :func:`load_policy` loads a model and its tokenizer from a hub id, a local directory or a GGUF
+  file (dequantized to dense weights, so it trains and saves like any other model).
+- :func:`completion_logprobs` gives the per-token log-probabilities (and optionally entropies)
+  of completions under a model, in one forward pass, without materialising a float32
+  ``[N, T, V]`` tensor for the whole batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from rlvr.config import ModelConfig
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelLoadError(FileNotFoundError):
+    """The model or tokenizer named in the config could not be found or loaded."""
+
+
+# --------------------------------------------------------------------------- device and dtype
+
+
+def resolve_device_dtype(dtype: str = "auto") -> tuple[torch.device, torch.dtype]:
+    """``auto``: CUDA with bfloat16 when a GPU is available, else CPU with float32.
+
+    An explicit dtype keeps the same device choice (CUDA if available, else CPU).
+    """
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda") if cuda else torch.device("cpu")
+    if dtype == "auto":
+        return device, torch.bfloat16 if cuda else torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(_DTYPES)}")
+    return device, _DTYPES[dtype]
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
+
+
+def _looks_like_path(name: str) -> bool:
+    return (
+        name.startswith(("/", ".", "~"))
+        or name.count("/") > 1
+        or "\\" in name
+        or name.endswith(".gguf")
+    )
+
+
+def _resolve_source(cfg: ModelConfig) -> tuple[str, str | None, bool]:
+    """``(directory or hub id, GGUF file name or None, is_local)``; raises if a path is missing."""
+    name = cfg.name_or_path
+    path = Path(name).expanduser()
+    if path.is_file():
+        if path.suffix != ".gguf":
+            raise ModelLoadError(
+                f"model.name_or_path {name!r} is a file but not a .gguf file; give a model "
+                "directory, a .gguf file, or a hub id"
+            )
+        if cfg.gguf_file and cfg.gguf_file != path.name:
+            raise ModelLoadError(
+                f"model.name_or_path is the GGUF file {name!r}; model.gguf_file "
+                f"{cfg.gguf_file!r} names another one (leave gguf_file unset)"
+            )
+        return str(path.resolve().parent), path.name, True
+    if path.is_dir():
+        if cfg.gguf_file:
+            gguf = path / cfg.gguf_file
+            if not gguf.is_file():
+                found = sorted(p.name for p in path.glob("*.gguf"))
+                raise ModelLoadError(
+                    f"GGUF file {str(gguf.resolve())!r} does not exist"
+                    + (f" (GGUF files there: {', '.join(found)})" if found else "")
+                )
+        return str(path.resolve()), cfg.gguf_file, True
+    if _looks_like_path(name):
+        raise ModelLoadError(
+            f"model path {str(path.resolve())!r} does not exist (model.name_or_path: {name!r})"
+        )
+    return name, cfg.gguf_file, False
+
+
+def _load_error(what: str, name: str, local: bool, exc: BaseException) -> ModelLoadError:
+    if local:
+        return ModelLoadError(f"cannot load the {what} from {name!r}: {exc}")
+    where = str(Path(name).resolve())
+    hub = (
+        "the Hugging Face hub is unreachable offline (HF_HUB_OFFLINE is set)"
+        if _offline()
+        else "loading it from the Hugging Face hub failed (no network, or no such repo)"
+    )
+    return ModelLoadError(
+        f"cannot load the {what} {name!r}: no local directory or file {where!r}, and {hub}. "
+        "Point model.name_or_path at a local model directory or .gguf file. "
+        f"({type(exc).__name__}: {exc})"
+    )
+
+
+def load_tokenizer(cfg: ModelConfig) -> Any:
+    """The tokenizer of ``cfg``'s model, left-padded, with a pad token (eos if it had none)."""
+    source, gguf_file, local = _resolve_source(cfg)
+    if gguf_file is not None and local:
+        cached = _gguf_cache_dir(Path(source) / gguf_file)
+        if cached is not None and (cached / "config.json").is_file():
+            source, gguf_file = str(cached), None
+    return _load_tokenizer(cfg, source, gguf_file, local)
+
+
+def _load_tokenizer(cfg: ModelConfig, source: str, gguf_file: str | None, local: bool) -> Any:
+    from transformers import AutoTokenizer
+
+    kwargs: dict[str, Any] = {"trust_remote_code": cfg.trust_remote_code}
+    if cfg.revision is not None and not local:
+        kwargs["revision"] = cfg.revision
+    if gguf_file is not None:
+        kwargs["gguf_file"] = gguf_file
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise _load_error("tokenizer", source, local, exc) from exc
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ModelLoadError(
+                f"the tokenizer of {cfg.name_or_path!r} has neither a pad nor an eos token"
+            )
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_policy(
+    cfg: ModelConfig,
+    *,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> tuple[Any, Any]:
+    """Load ``(model, tokenizer)`` as ``cfg`` says; ``device``/``dtype`` default to
+    :func:`resolve_device_dtype` of ``cfg.dtype``.
+
+    ``cfg.name_or_path`` is a local directory, a ``.gguf`` file, a directory plus
+    ``cfg.gguf_file``, or a hub id (needs the network). A GGUF checkpoint is dequantized into
+    a plain dense model in ``dtype`` (the quantization config is dropped, so the model trains
+    and ``save_pretrained`` writes ordinary safetensors). Reading a GGUF file with transformers
+    is slow (about a minute for a 135M model on 2 CPU cores), so the first load of a local GGUF
+    file also saves the dense float32 model and tokenizer in a cache directory (see
+    :func:`gguf_cache_root`) that later loads read in about a second.
+
+    Raises :class:`ModelLoadError` (a ``FileNotFoundError``) saying what was tried when the
+    model cannot be found. The model comes back in eval mode, as ``from_pretrained`` leaves it.
+    """
+    if device is None or dtype is None:
+        auto_device, auto_dtype = resolve_device_dtype(cfg.dtype)
+        device = auto_device if device is None else device
+        dtype = auto_dtype if dtype is None else dtype
+    source, gguf_file, local = _resolve_source(cfg)
+    if gguf_file is not None and local:
+        cached = _dense_from_gguf(cfg, Path(source) / gguf_file)
+        if cached is not None:
+            source, gguf_file = str(cached), None
+    model = _load_model(cfg, source, gguf_file, local, dtype)
+    model.to(device)
+    tokenizer = _load_tokenizer(cfg, source, gguf_file, local)
+    gen = getattr(model, "generation_config", None)
+    if gen is not None and gen.pad_token_id is None:
+        gen.pad_token_id = tokenizer.pad_token_id
+    if getattr(model.config, "pad_token_id", None) is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def _load_model(
+    cfg: ModelConfig, source: str, gguf_file: str | None, local: bool, dtype: torch.dtype
+) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"trust_remote_code": cfg.trust_remote_code, "dtype": dtype}
+    if cfg.revision is not None and not local:
+        kwargs["revision"] = cfg.revision
+    if cfg.attn_implementation is not None:
+        kwargs["attn_implementation"] = cfg.attn_implementation
+    if gguf_file is not None:
+        from transformers import GgufConfig
+
+        kwargs["gguf_file"] = gguf_file
+        # Dense weights: packed GGUF layers (used when a matmul kernel is installed) can't train.
+        kwargs["quantization_config"] = GgufConfig(gguf_file=gguf_file, dequantize=True)
+    try:
+        with _memoized_gguf_name_map():
+            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise _load_error("model", source, local, exc) from exc
+    if gguf_file is not None:
+        drop_quantization(model)
+    return model
+
+
+# --------------------------------------------------------------------------- GGUF cache
+
+
+def gguf_cache_root() -> Path | None:
+    """Where dense copies of GGUF models are kept: ``$RLVR_GGUF_CACHE`` if set (``0``/``off``
+    disables the cache), else ``$XDG_CACHE_HOME/rlvr/gguf`` (``~/.cache/rlvr/gguf``)."""
+    value = os.environ.get("RLVR_GGUF_CACHE")
+    if value is not None:
+        if value.strip().lower() in {"", "0", "off", "false", "no", "none"}:
+            return None
+        return Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "rlvr" / "gguf"
+
+
+def _gguf_cache_dir(gguf_path: Path) -> Path | None:
+    root = gguf_cache_root()
+    if root is None:
+        return None
+    import hashlib
+
+    import transformers
+
+    stat = gguf_path.stat()
+    key = f"{gguf_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return root / f"{gguf_path.stem}-{digest}"
+
+
+def _dense_from_gguf(cfg: ModelConfig, gguf_path: Path) -> Path | None:
+    """The cache directory holding ``gguf_path`` as a dense float32 model (written now if
+    missing), or None when caching is off or the cache cannot be written."""
+    cached = _gguf_cache_dir(gguf_path)
+    if cached is None:
+        return None
+    if (cached / "config.json").is_file() and (cached / "tokenizer_config.json").is_file():
+        return cached
+    import shutil
+    import tempfile
+    import warnings
+
+    source, name = str(gguf_path.parent), gguf_path.name
+    model = _load_model(cfg, source, name, True, torch.float32)
+    tokenizer = _load_tokenizer(cfg, source, name, True)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=cached.name + ".tmp-", dir=cached.parent))
+        try:
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            os.replace(tmp, cached)  # atomic; fails if another process got there first
+        except OSError:
+            if not (cached / "config.json").is_file():
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as exc:
+        warnings.warn(
+            f"could not cache the dense copy of {gguf_path} in {cached} ({exc}); loading the "
+            "GGUF file directly (set RLVR_GGUF_CACHE to a writable directory, or 0 to silence)",
+            stacklevel=3,
+        )
+        return None
+    return cached
+
+
+@contextlib.contextmanager
+def _memoized_gguf_name_map() -> Iterator[None]:
+    """transformers' GGUF loader rebuilds ``gguf.get_tensor_name_map`` once per submodule (a
+    pure function, ~40 ms each, 16 s for a 135M Llama); memoize it during a load."""
+    try:
+        import gguf
+    except ImportError:
+        yield
+        return
+    original = gguf.get_tensor_name_map
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(original)
+    try:
+        yield
+    finally:
+        gguf.get_tensor_name_map = original
+
+
+def drop_quantization(model: Any) -> Any:
+    """Forget that ``model`` came from a quantized (GGUF) checkpoint once its weights are dense,
+    so ``save_pretrained`` writes plain safetensors that load without the GGUF file."""
+    packed = [n for n, m in model.named_modules() if type(m).__name__.startswith("Gguf")]
+    if packed:
+        raise RuntimeError(
+            f"the model still has packed GGUF layers ({packed[0]}, ...); load it with "
+            "GgufConfig(dequantize=True)"
+        )
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    if "is_quantized" in vars(model):
+        model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        delattr(model.config, "quantization_config")
+    return model
+
+
+def enable_gradient_checkpointing(model: Any) -> None:
+    """Recompute activations in the backward pass (less memory, ~30% more compute)."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if getattr(model.config, "use_cache", None):
+        model.config.use_cache = False
+
+
+# --------------------------------------------------------------------------- log-probabilities
+
+
+def _forward_params(model: Any) -> set[str]:
+    inner = getattr(model, "module", model)  # DDP / accelerate wrappers
+    try:
+        return set(inspect.signature(inner.forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _compute_dtype(logits: torch.Tensor) -> torch.dtype:
+    return torch.float64 if logits.dtype == torch.float64 else torch.float32
+
+
+def _scaled(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``logits / temperature`` in float32 (float64 stays float64); may be a view of
+    ``logits``, so never write into it."""
+    x = logits.to(_compute_dtype(logits))
+    return x / temperature if temperature != 1.0 else x
+
+
+class _ChunkedLogProbs(torch.autograd.Function):
+    """Log-probabilities and entropies of ``ids`` ``[N, T]`` from ``logits`` ``[N, L, V]``
+    (positions ``L - T - 1 .. L - 2`` score the ``T`` tokens), ``chunk_size`` rows at a time.
+
+    Forward and backward both work chunk by chunk in float32 and save only ``logits`` (which
+    the model's graph keeps anyway) and ``[N, T]`` statistics, so the extra memory is one
+    chunk's ``[c, T, V]`` temporaries, never a float32 ``[N, T, V]`` tensor. The gradient is
+    written straight into one ``logits``-shaped tensor (no per-chunk full-size copies).
+    """
+
+    @staticmethod
+    def forward(ctx, logits, ids, temperature, chunk_size, with_entropy):
+        n, length, _ = logits.shape
+        t = ids.shape[1]
+        first = length - t - 1
+        logp = torch.empty((n, t), dtype=_compute_dtype(logits), device=logits.device)
+        lse = torch.empty_like(logp)
+        entropy = torch.zeros_like(logp)
+        for start in range(0, n, chunk_size):
+            rows = slice(start, start + chunk_size)
+            x = _scaled(logits[rows, first : first + t], temperature)
+            lse_c = torch.logsumexp(x, dim=-1)
+            lse[rows] = lse_c
+            logp[rows] = x.gather(-1, ids[rows].unsqueeze(-1)).squeeze(-1) - lse_c
+            if with_entropy:  # H = lse - sum_j p_j x_j
+                p = (x - lse_c.unsqueeze(-1)).exp_()
+                entropy[rows] = lse_c - (p * x).sum(-1)
+        ctx.save_for_backward(logits, ids, lse, entropy)
+        ctx.temperature, ctx.chunk_size, ctx.with_entropy = temperature, chunk_size, with_entropy
+        if not with_entropy:
+            ctx.mark_non_differentiable(entropy)
+        return logp, entropy
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_logp, grad_entropy):
+        logits, ids, lse, entropy = ctx.saved_tensors
+        temperature, chunk_size = ctx.temperature, ctx.chunk_size
+        use_entropy = ctx.with_entropy and grad_entropy is not None
+        n, length, _ = logits.shape
+        t = ids.shape[1]
+        first = length - t - 1
+        grad = torch.empty_like(logits)
+        grad[:, :first].zero_()
+        grad[:, first + t :].zero_()
+        if grad_logp is None:
+            grad_logp = torch.zeros_like(lse)
+        for start in range(0, n, chunk_size):
+            rows = slice(start, start + chunk_size)
+            x = _scaled(logits[rows, first : first + t], temperature)
+            lse_c = lse[rows].unsqueeze(-1)
+            g = grad_logp[rows].unsqueeze(-1).to(x.dtype)
+            if use_entropy or x.data_ptr() == logits.data_ptr() or x._base is not None:
+                p = (x - lse_c).exp_()
+            else:  # x is a temporary copy: reuse its memory
+                p = x.sub_(lse_c).exp_()
+            if use_entropy:
+                # dH/dx_j = -p_j (x_j - lse + H)
+                h = entropy[rows].unsqueeze(-1)
+                ge = grad_entropy[rows].unsqueeze(-1).to(x.dtype)
+                gx = p * ((x - lse_c + h) * -ge - g)
+            else:
+                gx = p.mul_(-g)
+            # d logp / dx_j = [j == id] - p_j
+            gx.scatter_add_(-1, ids[rows].unsqueeze(-1), g)
+            if temperature != 1.0:
+                gx.div_(temperature)
+            grad[rows, first : first + t] = gx
+        return grad, None, None, None, None
+
+
+def completion_logprobs(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_size: int = 8,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probabilities ``[N, T]`` (float32) of ``completion_ids`` under ``model``.
+
+    ``prompt_ids``/``prompt_mask`` are ``[N, P]`` left-padded, ``completion_ids``/
+    ``completion_mask`` ``[N, T]`` right-padded. One forward pass over the concatenation, with
+    position ids counted from the attention mask; only the logits of the ``T + 1`` last
+    positions are computed (``logits_to_keep``). The logits are divided by ``temperature`` (as
+    the sampler did) and normalised ``chunk_size`` rows at a time in float32, in the forward
+    and in the backward pass (a custom autograd function that keeps only the model's logits
+    and ``[N, T]`` statistics), so no float32 ``[N, T, V]`` tensor is ever materialised for
+    the whole batch. Positions where
+    ``completion_mask`` is 0 are 0. Returns ``(logp, entropy)``; ``entropy`` (of the
+    temperature-scaled distribution) is None unless ``with_entropy``. Differentiable when
+    called with gradients enabled.
+    """
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0 (use 1.0 for greedy-sampled completions)")
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be >= 1")
+    n, t = completion_ids.shape
+    device = prompt_ids.device
+    completion_ids = completion_ids.to(device)
+    completion_mask = completion_mask.to(device)
+    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    kwargs: dict[str, Any] = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "use_cache": False,
+    }
+    params = _forward_params(model)
+    if "logits_to_keep" in params:
+        kwargs["logits_to_keep"] = t + 1
+    elif "num_logits_to_keep" in params:
+        kwargs["num_logits_to_keep"] = t + 1
+    logits = model(**kwargs).logits
+    # Position j predicts token j + 1: the T logits before the last one score the completion.
+    logp, entropy = _ChunkedLogProbs.apply(
+        logits, completion_ids, float(temperature), int(chunk_size), bool(with_entropy)
+    )
+    valid = completion_mask.bool()
+    logp = torch.where(valid, logp, 0.0).float()
+    return logp, (torch.where(valid, entropy, 0.0).float() if with_entropy else None)
+
+
+__all__ = [
+    "ModelLoadError",
+    "completion_logprobs",
+    "drop_quantization",
+    "enable_gradient_checkpointing",
+    "gguf_cache_root",
+    "load_policy",
+    "load_tokenizer",
+    "resolve_device_dtype",
+]

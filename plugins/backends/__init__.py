@@ -1,0 +1,51 @@
+"""rlvr's built-in rollout backends.
+
+Registration must stay cheap: this module imports no torch, transformers or vLLM. Each backend's
+params model lives in :mod:`rlvr.plugins.backends.params`; its generator lives in a module of its
+own (``hf.py``, ...) that the factory below imports only when a run builds the generator.
+
+Every factory is called as ``factory(params, run, model, tokenizer)`` and returns a
+:class:`rlvr.protocols.Generator`. To add a backend: a params model, a module with the generator,
+a lazy factory here, and one more ``register(...)`` call in :func:`rlvr_register_backends`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rlvr import hookimpl
+from rlvr.plugins.backends.params import HFParams
+from rlvr.plugins.backends.vllm import VLLMParams, vllm_generator
+from rlvr.plugins.backends.vllm import available as vllm_available
+from rlvr.records import Backend, Capabilities
+
+
+def hf_generator(params: HFParams, run: Any, model: Any, tokenizer: Any) -> Any:
+    """Build :class:`rlvr.plugins.backends.hf.HFGenerator` (imports torch/transformers now)."""
+    from rlvr.plugins.backends.hf import HFGenerator
+
+    return HFGenerator(params, run, model, tokenizer)
+
+
+@hookimpl
+def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
+    register(
+        Backend(
+            name="hf",
+            params=HFParams,
+            factory=hf_generator,
+            description="transformers generate() on the training model",
+            capabilities=Capabilities(sampler_logprobs=False, reference_logprobs=True),
+        )
+    )
+    register(
+        Backend(
+            name="vllm",
+            params=VLLMParams,
+            factory=vllm_generator,
+            description="colocated in-process vLLM engine, weights synced in place each step",
+            capabilities=Capabilities(sampler_logprobs=True, reference_logprobs=True),
+            available=vllm_available,
+        )
+    )

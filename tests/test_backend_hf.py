@@ -1,0 +1,218 @@
+"""The built-in ``hf`` backend: registration and transformers-generate() sampling."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pydantic
+import pytest
+import torch
+
+import rlvr.plugins.backends as backends
+from rlvr.config import ModelConfig
+from rlvr.host import create_host
+from rlvr.modeling import load_policy
+from rlvr.plugins.backends.params import HFParams
+from rlvr.protocols import Generation, RunInfo, SamplingParams
+from rlvr.tiny_model import build_tiny_model
+
+RUN = RunInfo(max_completion_length=12, num_generations=3, seed=0)
+TEXTS = ["What is 1 + 2?", "Natalia has 48 clips.", "hi", "<think>"]
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    path = build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+    return load_policy(
+        ModelConfig(name_or_path=str(path)), device=torch.device("cpu"), dtype=torch.float32
+    )
+
+
+@pytest.fixture(scope="module")
+def prompts(policy):
+    _, tok = policy
+    return [tok(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
+
+
+def make(policy, **params):
+    model, tok = policy
+    return backends.hf_generator(HFParams(**params), RUN, model, tok)
+
+
+def check_well_formed(gen: Generation, n_prompts: int, n: int, max_tokens: int, eos, tok):
+    assert len(gen.token_ids) == len(gen.texts) == len(gen.truncated) == n_prompts * n
+    assert gen.logprobs is None
+    eos = set(eos)
+    for ids, text, truncated in zip(gen.token_ids, gen.texts, gen.truncated, strict=True):
+        assert 1 <= len(ids) <= max_tokens
+        assert all(isinstance(i, int) for i in ids)
+        assert not eos & set(ids[:-1]), "nothing after the first eos"
+        if truncated:
+            assert ids[-1] not in eos and len(ids) == max_tokens
+        else:
+            assert ids[-1] in eos
+        assert text == tok.decode(ids, skip_special_tokens=True)
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def test_registered_with_capabilities():
+    host = create_host(entrypoints=False, plugins=[backends])
+    record = host.backends["hf"]
+    assert record.params is HFParams
+    assert record.capabilities.sampler_logprobs is False
+    assert record.capabilities.reference_logprobs is True
+    assert record.available() is None
+    assert record.description
+
+
+def test_registration_imports_no_torch():
+    code = (
+        "import sys, rlvr.plugins.backends as b; from rlvr.host import create_host; "
+        "create_host(entrypoints=False, plugins=[b]); "
+        "bad = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_params():
+    assert HFParams() == HFParams(batch_size=None, use_cache=True)
+    with pytest.raises(pydantic.ValidationError):
+        HFParams(batch_size=0)
+    with pytest.raises(pydantic.ValidationError):
+        HFParams(batchsize=4)  # unknown keys are errors
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def test_greedy_is_deterministic_and_grouped(policy, prompts):
+    gen = make(policy)
+    model, tok = policy
+    greedy = SamplingParams(max_tokens=8, temperature=0.0)
+    out = gen.generate(prompts, 2, greedy)
+    check_well_formed(out, len(prompts), 2, 8, gen.eos_ids, tok)
+    assert out.token_ids == gen.generate(prompts, 2, greedy).token_ids
+    for i in range(0, len(out.token_ids), 2):  # group layout: i // n
+        assert out.token_ids[i] == out.token_ids[i + 1]
+    alone = gen.generate([prompts[1]], 1, greedy)
+    assert alone.token_ids[0] == out.token_ids[2]  # prompt 1 is completions 2 and 3
+
+
+def test_seeded_sampling_is_reproducible(policy, prompts):
+    gen = make(policy, batch_size=5)
+    _, tok = policy
+    sampling = SamplingParams(max_tokens=10, temperature=1.0, seed=123)
+    rng_before = torch.get_rng_state()
+    a = gen.generate(prompts, 3, sampling)
+    assert torch.equal(torch.get_rng_state(), rng_before)  # the global RNG is left alone
+    b = gen.generate(prompts, 3, sampling)
+    assert a.token_ids == b.token_ids
+    check_well_formed(a, len(prompts), 3, 10, gen.eos_ids, tok)
+    c = gen.generate(prompts, 3, SamplingParams(max_tokens=10, temperature=1.0, seed=124))
+    assert c.token_ids != a.token_ids
+    # samples of one prompt differ from each other (a random tiny model is near-uniform)
+    assert len({tuple(ids) for ids in a.token_ids[:3]}) > 1
+
+
+def test_batch_size_limits_generate_calls(policy, prompts, monkeypatch):
+    model, _ = policy
+    gen = make(policy, batch_size=4)
+    sizes = []
+    original = model.generate
+
+    def spy(*args, **kwargs):
+        sizes.append(kwargs["input_ids"].shape[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model, "generate", spy)
+    out = gen.generate(prompts, 3, SamplingParams(max_tokens=4, seed=0))
+    assert sizes == [4, 4, 4]
+    assert len(out.token_ids) == 12
+    sizes.clear()
+    make(policy).generate(prompts, 3, SamplingParams(max_tokens=4, seed=0))
+    assert sizes == [12]
+
+
+def test_eos_ends_completions(policy, prompts):
+    """Make a frequent token an extra eos (as a model's generation_config may list several):
+    completions end right after it, the others are truncated at max_tokens."""
+    model, tok = policy
+    sampling = SamplingParams(max_tokens=12, temperature=1.0, seed=7)
+    free = make(policy).generate(prompts, 4, sampling)
+    counts = collections.Counter(t for ids in free.token_ids for t in ids)
+    frequent = counts.most_common(1)[0][0]
+    saved = model.generation_config.eos_token_id
+    model.generation_config.eos_token_id = [tok.eos_token_id, frequent]
+    try:
+        gen = make(policy)
+        assert set(gen.eos_ids) == {tok.eos_token_id, frequent}
+        out = gen.generate(prompts, 4, sampling)
+    finally:
+        model.generation_config.eos_token_id = saved
+    check_well_formed(out, len(prompts), 4, 12, gen.eos_ids, tok)
+    assert not all(out.truncated)
+    ended = [ids for ids, cut in zip(out.token_ids, out.truncated, strict=True) if not cut]
+    assert all(ids[-1] == frequent for ids in ended)
+    assert any(len(ids) < 12 for ids in ended)
+    # the rest of the batch ran on: its rows are max_tokens long, not padded with eos
+    assert all(len(ids) == 12 for ids, cut in zip(out.token_ids, out.truncated, strict=True) if cut)
+
+
+def test_sampling_settings_apply(policy, prompts):
+    model, _ = policy
+    gen = make(policy)
+    greedy = gen.generate(prompts, 1, SamplingParams(max_tokens=6, temperature=0.0))
+    top1 = gen.generate(prompts, 1, SamplingParams(max_tokens=6, temperature=1.0, top_k=1, seed=1))
+    assert top1.token_ids == greedy.token_ids
+    # the model's own generation defaults do not leak into sampling
+    model.generation_config.top_k = 1
+    model.generation_config.do_sample = False
+    try:
+        free = gen.generate(prompts, 1, SamplingParams(max_tokens=6, temperature=1.0, seed=1))
+    finally:
+        model.generation_config.top_k = None
+        model.generation_config.do_sample = None
+    assert free.token_ids != greedy.token_ids
+    for sampling in (
+        SamplingParams(max_tokens=5, temperature=0.8, top_p=0.9, seed=2),
+        SamplingParams(max_tokens=5, temperature=1.2, min_p=0.05, seed=2),
+        SamplingParams(max_tokens=5, temperature=0.0, repetition_penalty=1.3),
+    ):
+        out = gen.generate(prompts, 2, sampling)
+        assert all(1 <= len(ids) <= 5 for ids in out.token_ids)
+
+
+def test_train_mode_and_grad_state(policy, prompts):
+    model, _ = policy
+    gen = make(policy)
+    model.train()
+    try:
+        gen.generate(prompts[:1], 1, SamplingParams(max_tokens=3, seed=0))
+        assert model.training
+        assert all(p.grad is None for p in model.parameters())
+    finally:
+        model.eval()
+    gen.generate(prompts[:1], 1, SamplingParams(max_tokens=3, seed=0))
+    assert not model.training
+
+
+def test_edge_cases(policy, prompts):
+    gen = make(policy)
+    empty = gen.generate([], 4, SamplingParams(max_tokens=3))
+    assert empty.token_ids == [] and empty.texts == [] and empty.truncated == []
+    with pytest.raises(ValueError, match="at least one token"):
+        gen.generate([[]], 1, SamplingParams(max_tokens=3))
+    with pytest.raises(ValueError, match="n must be"):
+        gen.generate(prompts, 0, SamplingParams(max_tokens=3))
+    model, _ = policy
+    gen.sync_weights(model)  # a no-op: generation uses the training model itself
+    assert gen.model is model
+    gen.close()

@@ -1,0 +1,385 @@
+"""rlvr.tiny_model and rlvr.modeling: tiny models, loading (GGUF included), log-probabilities."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pytest
+import torch
+
+from rlvr.config import ModelConfig
+from rlvr.modeling import (
+    ModelLoadError,
+    completion_logprobs,
+    gguf_cache_root,
+    load_policy,
+    resolve_device_dtype,
+)
+from rlvr.tiny_model import EOS_TOKEN, PAD_TOKEN, TAG_TOKENS, build_tiny_model, write_gguf
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_dir):
+    return load_policy(ModelConfig(name_or_path=str(tiny_dir)), device=CPU, dtype=torch.float32)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --------------------------------------------------------------------------- tiny model
+
+
+def test_build_is_fast_and_deterministic(tmp_path, tiny_dir):
+    start = time.perf_counter()
+    again = build_tiny_model(tmp_path / "again")
+    assert time.perf_counter() - start < 5
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert _digest(again / name) == _digest(tiny_dir / name), name
+    other = build_tiny_model(tmp_path / "other", seed=1)
+    assert _digest(other / "model.safetensors") != _digest(tiny_dir / "model.safetensors")
+    assert _digest(other / "tokenizer.json") == _digest(tiny_dir / "tokenizer.json")
+
+
+def test_tiny_model_loads_with_auto_classes(tiny_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    assert model.dtype == torch.float32
+    assert (tiny_dir / "model.safetensors").is_file()
+    cfg = model.config
+    assert cfg.model_type == "qwen2"
+    assert cfg.head_dim == 64 and cfg.num_attention_heads * cfg.head_dim == cfg.hidden_size
+    assert cfg.vocab_size == len(tok) == 512
+    assert tok.eos_token == EOS_TOKEN and cfg.eos_token_id == tok.eos_token_id
+    assert tok.pad_token == PAD_TOKEN and cfg.pad_token_id == tok.pad_token_id
+    assert model.generation_config.eos_token_id == tok.eos_token_id
+
+
+def test_tiny_tokenizer_tags_and_template(policy):
+    _, tok = policy
+    for tag in TAG_TOKENS:
+        assert len(tok(tag, add_special_tokens=False)["input_ids"]) == 1, tag
+    text = "What is 12 + 7? <think>12 + 7 = 19</think> <answer>19</answer>"
+    ids = tok(text + EOS_TOKEN, add_special_tokens=False)["input_ids"]
+    assert ids[-1] == tok.eos_token_id
+    assert tok.convert_ids_to_tokens(ids).count("1") >= 3  # digits one by one
+    assert tok.decode(ids, skip_special_tokens=True) == text  # tags kept, eos dropped
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
+    assert prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    # byte-level: any text round-trips
+    weird = "Ünïcödé ✓ 3½ \t\n"
+    assert tok.decode(tok(weird)["input_ids"]) == weird
+
+
+def test_build_rejects_bad_head_layout(tmp_path):
+    with pytest.raises(ValueError, match="head_dim"):
+        build_tiny_model(tmp_path / "bad", hidden_size=64, num_heads=2, head_dim=64)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def test_resolve_device_dtype():
+    device, dtype = resolve_device_dtype("auto")
+    if torch.cuda.is_available():
+        assert (device.type, dtype) == ("cuda", torch.bfloat16)
+    else:
+        assert (device.type, dtype) == ("cpu", torch.float32)
+    assert resolve_device_dtype("bfloat16")[1] == torch.bfloat16
+    with pytest.raises(ValueError):
+        resolve_device_dtype("float8")
+
+
+def test_load_policy_local_dir(policy):
+    model, tok = policy
+    assert model.dtype == torch.float32
+    assert next(model.parameters()).device.type == "cpu"
+    assert tok.padding_side == "left"
+    assert tok.pad_token_id is not None
+    assert model.generation_config.pad_token_id == tok.pad_token_id
+
+
+def test_load_policy_errors(tmp_path):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load_policy(ModelConfig(name_or_path=str(tmp_path / "missing")))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_policy(ModelConfig(name_or_path=str(tmp_path / "missing.gguf")))
+    with pytest.raises(ModelLoadError, match="hub is unreachable offline"):
+        load_policy(ModelConfig(name_or_path="no-such-org/no-such-model"))
+    with pytest.raises(ModelLoadError, match="x.gguf"):
+        load_policy(ModelConfig(name_or_path=str(tmp_path), gguf_file="x.gguf"))
+
+
+def test_gguf_cache_root(monkeypatch, tmp_path):
+    monkeypatch.setenv("RLVR_GGUF_CACHE", "off")
+    assert gguf_cache_root() is None
+    monkeypatch.setenv("RLVR_GGUF_CACHE", str(tmp_path))
+    assert gguf_cache_root() == tmp_path
+    monkeypatch.delenv("RLVR_GGUF_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert gguf_cache_root() == tmp_path / "rlvr" / "gguf"
+
+
+def _check_dense_roundtrip(model, tok, ref_model, ref_tok, tmp_path, atol):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert not hasattr(model.config, "quantization_config")
+    assert getattr(model, "hf_quantizer", None) is None
+    x = torch.tensor([[5, 17, 99, 3, 250, 7]])
+    with torch.no_grad():
+        logits = model(x).logits
+        assert torch.allclose(logits, ref_model(x).logits, atol=atol)
+    text = "Weng has 12 clips. <think>12 * 3 = 36</think> <answer>36</answer><|im_end|>"
+    assert tok(text)["input_ids"] == ref_tok(text)["input_ids"]
+    assert tok.chat_template == ref_tok.chat_template
+    assert tok.padding_side == "left"
+    # save_pretrained works and the result loads without the GGUF file
+    out = tmp_path / "saved"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    assert "quantization_config" not in (out / "config.json").read_text()
+    again = AutoModelForCausalLM.from_pretrained(out)
+    with torch.no_grad():
+        assert torch.equal(again(x).logits, logits)
+    assert AutoTokenizer.from_pretrained(out)(text)["input_ids"] == tok(text)["input_ids"]
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_load_policy_gguf(tiny_dir, policy, tmp_path, monkeypatch, cache):
+    """A GGUF exported from the tiny model loads dequantized, trains and saves like any model."""
+    ref_model, ref_tok = policy
+    gguf_dir = tmp_path / "gguf"
+    gguf_dir.mkdir()
+    write_gguf(tiny_dir, gguf_dir / "tiny.gguf")
+    write_gguf(tiny_dir, gguf_dir / "tiny-q8.gguf", qtype="Q8_0")
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("RLVR_GGUF_CACHE", str(cache_dir) if cache else "0")
+
+    # a .gguf path, and a directory + gguf_file
+    model, tok = load_policy(
+        ModelConfig(name_or_path=str(gguf_dir / "tiny.gguf")), device=CPU, dtype=torch.float32
+    )
+    _check_dense_roundtrip(model, tok, ref_model, ref_tok, tmp_path / "f32", atol=1e-5)
+    model, tok = load_policy(
+        ModelConfig(name_or_path=str(gguf_dir), gguf_file="tiny-q8.gguf"),
+        device=CPU,
+        dtype=torch.float32,
+    )
+    _check_dense_roundtrip(model, tok, ref_model, ref_tok, tmp_path / "q8", atol=3e-2)
+    assert len(list(cache_dir.glob("*/config.json")) if cache else []) == (2 if cache else 0)
+    if cache:  # second load comes from the cache, same weights
+        again, _ = load_policy(
+            ModelConfig(name_or_path=str(gguf_dir / "tiny-q8.gguf")),
+            device=CPU,
+            dtype=torch.float32,
+        )
+        for (k, a), b in zip(model.state_dict().items(), again.state_dict().values(), strict=True):
+            assert torch.equal(a, b), k
+    # a requested dtype applies to GGUF models too
+    half, _ = load_policy(
+        ModelConfig(name_or_path=str(gguf_dir / "tiny.gguf")), device=CPU, dtype=torch.bfloat16
+    )
+    assert half.dtype == torch.bfloat16
+
+
+@pytest.mark.slow
+def test_load_policy_smollm2_gguf(tmp_path, monkeypatch):
+    """The real SmolLM2-135M-Instruct Q4_1 GGUF (examples/fetch_smollm2.sh) loads and answers."""
+    path = os.environ.get("RLVR_SMOLLM2_GGUF")
+    if not path or not Path(path).is_file():
+        pytest.skip("set RLVR_SMOLLM2_GGUF to the .gguf from examples/fetch_smollm2.sh")
+    monkeypatch.setenv("RLVR_GGUF_CACHE", str(tmp_path / "cache"))
+    model, tok = load_policy(ModelConfig(name_or_path=path), device=CPU, dtype=torch.float32)
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert 134_000_000 < sum(p.numel() for p in model.parameters()) < 135_000_000
+    assert not hasattr(model.config, "quantization_config")
+    assert tok.eos_token == "<|im_end|>" and tok.padding_side == "left"
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": "What is 2 + 3?"}], add_generation_prompt=True
+    )
+    ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+    out = model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False)
+    assert "5" in tok.decode(out[0, len(ids) :], skip_special_tokens=True)
+    model.save_pretrained(tmp_path / "saved")  # no quantization config left in the way
+    cached, _ = load_policy(ModelConfig(name_or_path=path), device=CPU, dtype=torch.float32)
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        assert torch.equal(cached(x).logits, model(x).logits)
+
+
+# --------------------------------------------------------------------------- log-probabilities
+
+
+def _padded_batch(vocab: int, seed: int = 0):
+    """Prompts left-padded, completions right-padded, one completion empty."""
+    g = torch.Generator().manual_seed(seed)
+    prompt_lens, completion_lens = [7, 5, 3, 6, 1, 4], [6, 3, 1, 5, 0, 6]
+    n, p, t = len(prompt_lens), max(prompt_lens), max(completion_lens)
+    prompt_ids = torch.randint(3, vocab, (n, p), generator=g)
+    completion_ids = torch.randint(3, vocab, (n, t), generator=g)
+    prompt_mask = torch.zeros(n, p, dtype=torch.long)
+    completion_mask = torch.zeros(n, t, dtype=torch.long)
+    for i, (lp, lc) in enumerate(zip(prompt_lens, completion_lens, strict=True)):
+        prompt_mask[i, p - lp :] = 1
+        prompt_ids[i, : p - lp] = 0
+        completion_mask[i, :lc] = 1
+        completion_ids[i, lc:] = 0
+    return prompt_ids, prompt_mask, completion_ids, completion_mask
+
+
+def _reference(model, prompt_ids, prompt_mask, completion_ids, completion_mask, temperature):
+    """Each row alone, unpadded, full float64 log_softmax."""
+    model64 = model.to(torch.float64)
+    n, t = completion_ids.shape
+    logp = torch.zeros(n, t, dtype=torch.float64)
+    entropy = torch.zeros(n, t, dtype=torch.float64)
+    with torch.no_grad():
+        for i in range(n):
+            p = prompt_ids[i][prompt_mask[i].bool()]
+            c = completion_ids[i][completion_mask[i].bool()]
+            if len(c) == 0:
+                continue
+            logits = model64(torch.cat([p, c])[None]).logits[0, len(p) - 1 : -1] / temperature
+            ls = logits.log_softmax(-1)
+            logp[i, : len(c)] = ls.gather(-1, c[:, None])[:, 0]
+            entropy[i, : len(c)] = -(ls.exp() * ls).sum(-1)
+    model.to(torch.float32)
+    return logp, entropy
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_completion_logprobs_matches_reference(policy, temperature):
+    model, _ = policy
+    batch = _padded_batch(model.config.vocab_size)
+    with torch.no_grad():
+        logp, entropy = completion_logprobs(
+            model, *batch, temperature=temperature, chunk_size=4, with_entropy=True
+        )
+    ref_logp, ref_entropy = _reference(model, *batch, temperature)
+    assert logp.dtype == entropy.dtype == torch.float32
+    assert logp.shape == entropy.shape == batch[2].shape
+    assert torch.allclose(logp.double(), ref_logp, atol=1e-5)
+    assert torch.allclose(entropy.double(), ref_entropy, atol=1e-5)
+    invalid = batch[3] == 0
+    assert (logp[invalid] == 0).all() and (entropy[invalid] == 0).all()
+    assert (logp[~invalid] < 0).all()
+
+
+def test_completion_logprobs_chunking_is_exact(policy):
+    model, _ = policy
+    batch = _padded_batch(model.config.vocab_size, seed=1)
+    with torch.no_grad():
+        whole, ent_whole = completion_logprobs(model, *batch, chunk_size=1000, with_entropy=True)
+        for chunk in (1, 2, 5):
+            logp, ent = completion_logprobs(model, *batch, chunk_size=chunk, with_entropy=True)
+            assert torch.equal(logp, whole) and torch.equal(ent, ent_whole), chunk
+    with_grad, none = completion_logprobs(model, *batch, chunk_size=3)  # checkpointed chunks
+    assert none is None and with_grad.requires_grad
+    assert torch.equal(with_grad.detach(), whole)
+
+
+@pytest.mark.parametrize("with_entropy", [False, True])
+def test_completion_logprobs_gradients(policy, with_entropy):
+    """Gradients through the chunked custom backward equal autograd through a naive
+    full-vocabulary log_softmax (log-probs and, optionally, entropies)."""
+    model, _ = policy
+    batch = _padded_batch(model.config.vocab_size, seed=2)
+    prompt_ids, prompt_mask, completion_ids, completion_mask = batch
+    g = torch.Generator().manual_seed(0)
+    w_logp = torch.randn(completion_ids.shape, generator=g)
+    w_ent = torch.randn(completion_ids.shape, generator=g) if with_entropy else None
+
+    def grads(fn):
+        model.zero_grad(set_to_none=True)
+        logp, entropy = fn()
+        loss = (logp * w_logp).sum()
+        if with_entropy:
+            loss = loss + (entropy * w_ent).sum()
+        loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    def naive():  # full-vocab log_softmax, no chunking
+        ids = torch.cat([prompt_ids, completion_ids], 1)
+        mask = torch.cat([prompt_mask, completion_mask], 1)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        t = completion_ids.shape[1]
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+        ls = (logits[:, -t - 1 : -1] / 0.7).log_softmax(-1)
+        logp = ls.gather(-1, completion_ids[..., None])[..., 0] * completion_mask
+        entropy = -(ls.exp() * ls).sum(-1) * completion_mask
+        return logp, entropy
+
+    def chunked():
+        return completion_logprobs(
+            model, *batch, temperature=0.7, chunk_size=2, with_entropy=with_entropy
+        )
+
+    model.train()
+    try:
+        expected, got = grads(naive), grads(chunked)
+    finally:
+        model.eval()
+        model.zero_grad(set_to_none=True)
+    assert expected.keys() == got.keys() and len(got) == len(list(model.parameters()))
+    for name, grad in got.items():
+        assert torch.allclose(grad, expected[name], atol=1e-6, rtol=1e-4), name
+    assert any(g.abs().sum() > 0 for g in got.values())
+
+
+def test_chunked_logprobs_gradcheck():
+    """The hand-written backward passes torch.autograd.gradcheck (float64)."""
+    from rlvr.modeling import _ChunkedLogProbs
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, 7, dtype=torch.float64, generator=g, requires_grad=True)
+    ids = torch.randint(0, 7, (3, 3), generator=g)
+    for temperature, chunk, entropy in [(1.0, 1, False), (0.7, 2, True), (1.3, 8, True)]:
+        fn = lambda x, t=temperature, c=chunk, e=entropy: _ChunkedLogProbs.apply(x, ids, t, c, e)  # noqa: E731
+        assert torch.autograd.gradcheck(fn, (logits,))
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_tiny_model_loads_in_vllm(tiny_dir, policy):
+    """The same directory runs in vLLM (CPU build) and greedy-decodes like transformers."""
+    pytest.importorskip("vllm")
+    script = f"""
+import os, json
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+from vllm import LLM, SamplingParams
+llm = LLM(model={str(tiny_dir)!r}, dtype="float32", max_model_len=256, seed=0, enforce_eager=True)
+greedy = SamplingParams(max_tokens=8, temperature=0)
+out = llm.generate([{{"prompt_token_ids": [5, 17, 99, 3]}}], greedy)
+print("TOKENS", json.dumps(list(out[0].outputs[0].token_ids)))
+"""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("TOKENS "))
+    vllm_tokens = json.loads(line.split(" ", 1)[1])
+    model, _ = policy
+    with torch.no_grad():
+        hf = model.generate(torch.tensor([[5, 17, 99, 3]]), max_new_tokens=8, do_sample=False)
+    assert vllm_tokens == hf[0, 4:].tolist()
