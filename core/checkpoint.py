@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlvr.errors import RlvrError
+
 COMPLETE = "COMPLETE"
 TRAINER_STATE = "trainer_state.json"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -37,7 +39,7 @@ _LEFTOVER = re.compile(r"^\.checkpoint-\d+\.(tmp|del|old)$")
 SLEEP_ENV = "RLVR_TEST_CHECKPOINT_SLEEP"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(RlvrError, RuntimeError):
     """A checkpoint cannot be found or loaded."""
 
 

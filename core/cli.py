@@ -15,6 +15,7 @@ from typing import Any
 
 from rlvr import __version__
 from rlvr.config import ConfigError, dump, json_schema, load_config
+from rlvr.errors import RlvrError
 from rlvr.host import Host, PluginError, create_host
 
 TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
@@ -97,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
+    except RlvrError as exc:  # data, model, checkpoint, training: the message says what to fix
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

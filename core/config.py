@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
+from rlvr.errors import RlvrError
 from rlvr.host import Host
 from rlvr.records import Params, Requirements
 
@@ -155,7 +156,7 @@ class PluginEntry(Section):
     pass
 
 
-class ConfigError(Exception):
+class ConfigError(RlvrError):
     """A config with problems; ``problems`` lists ``(path, message)`` pairs."""
 
     def __init__(self, problems: list[tuple[str, str]], source: str | None = None):

@@ -21,12 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from rlvr.errors import RlvrError
+
 logger = logging.getLogger("rlvr.data")
 
 _FILE_KINDS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 
-class DataError(ValueError):
+class DataError(RlvrError, ValueError):
     """The dataset cannot be used as configured (missing fields, no rows, bad prompts)."""
 
 

@@ -25,6 +25,7 @@ import pluggy
 from pydantic import BaseModel
 
 from rlvr import hookspecs
+from rlvr.errors import RlvrError
 from rlvr.records import Algorithm, Backend, Record, Reward
 
 KINDS: dict[str, type] = {"reward": Reward, "algorithm": Algorithm, "backend": Backend}
@@ -36,7 +37,7 @@ _HOOKS = {
 BUILTIN_DIST = "rlvr"
 
 
-class PluginError(RuntimeError):
+class PluginError(RlvrError, RuntimeError):
     """A plugin could not be loaded or registered (fatal only in strict mode)."""
 
 

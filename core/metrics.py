@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlvr.errors import RlvrError
+
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 
@@ -74,7 +76,7 @@ CORE_KEYS = (
 _PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
 
 
-class ReportError(RuntimeError):
+class ReportError(RlvrError, RuntimeError):
     """A logger named in ``training.report_to`` cannot be used."""
 
 

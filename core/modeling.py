@@ -21,13 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from rlvr.errors import RlvrError
+
 if TYPE_CHECKING:
     from rlvr.config import ModelConfig
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class ModelLoadError(FileNotFoundError):
+class ModelLoadError(RlvrError, FileNotFoundError):
     """The model or tokenizer named in the config could not be found or loaded."""
 
 

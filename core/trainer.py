@@ -49,6 +49,7 @@ import torch
 from rlvr import checkpoint as ckpt
 from rlvr.config import dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
+from rlvr.errors import RlvrError
 from rlvr.metrics import (
     METRICS_FILE,
     MetricsLogger,
@@ -64,7 +65,7 @@ from rlvr.scoring import RewardStats, ScoreEntry, Scorer, merge_summaries
 logger = logging.getLogger("rlvr.trainer")
 
 
-class TrainingError(RuntimeError):
+class TrainingError(RlvrError, RuntimeError):
     """Training cannot go on (non-finite losses, nothing to train on, a bad resume...)."""
 
 

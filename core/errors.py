@@ -1,0 +1,5 @@
+"""The one base class for errors a user can fix: the CLI prints their message, no traceback."""
+
+
+class RlvrError(Exception):
+    """An error whose message says what is wrong and how to fix it."""
