@@ -177,12 +177,15 @@ class ConfigError(RlvrError):
 
 def _entry_model(kind: str, record: Any, base: type[BaseModel]) -> type[BaseModel]:
     params_model: type[Params] = record.params
+    # A params model with required fields makes `params:` itself required (an error at its path).
+    required = any(f.is_required() for f in params_model.model_fields.values())
+    default = Field(...) if required else Field(default_factory=params_model)
     return create_model(
         f"{kind.title()}_{record.name}",
         __base__=base,
         __doc__=record.description,
         name=(Literal[record.name], ...),
-        params=(params_model, Field(default_factory=params_model)),
+        params=(params_model, default),
     )
 
 
@@ -414,6 +417,10 @@ def _pydantic_problems(
             msg = _unknown_key_message(str(err["loc"][-1]), _model_at(model, err["loc"][:-1]))
         elif err["type"] == "missing":
             msg = "required field is missing"
+            params = _model_at(model, err["loc"]) if path.endswith("params") else None
+            if params is not None:
+                need = [k for k, f in params.model_fields.items() if f.is_required()]
+                msg = f"required field is missing: this plugin needs {', '.join(need)}"
         problems.append((path, msg))
     return problems
 

@@ -19,6 +19,10 @@ class ToleranceParams(Params):
     position: str = "last"
 
 
+class NeedsParams(Params):
+    function: str
+
+
 class GroupParams(Params):
     beta: float = 0.0
     epsilon: float = 0.2
@@ -35,6 +39,7 @@ class Plugin:
     def rlvr_register_rewards(self, register):
         register(Reward(name="numbers", params=ToleranceParams, factory=dict, description="n"))
         register(Reward(name="format", params=Params, factory=dict, description="f"))
+        register(Reward(name="needs", params=NeedsParams, factory=dict, description="n"))
 
     @hookimpl
     def rlvr_register_algorithms(self, register):
@@ -109,11 +114,18 @@ def test_all_errors_at_once_with_paths_and_did_you_mean(host):
     found = problems(data, host)
     assert "greater than or equal to 0" in found["rewards[0].params.tolerance"]
     assert "did you mean 'numbers'" in found["rewards[1].name"]
-    assert "Available: format, numbers" in found["rewards[1].name"]
+    assert "Available: format, needs, numbers" in found["rewards[1].name"]
     assert "did you mean 'tolerance'" in found["rewards[2].params.tolerence"]
     assert "Valid keys: tolerance, position" in found["rewards[2].params.tolerence"]
     assert "training.learning_rate" in found
     assert "did you mean 'training'" in found["trainig"]
+
+
+def test_required_params_are_reported_at_their_path(host):
+    found = problems({"rewards": [{"name": "format"}, {"name": "needs"}]}, host)
+    assert found == {"rewards[1].params": "required field is missing: this plugin needs function"}
+    found = problems({"rewards": [{"name": "needs", "params": {}}]}, host)
+    assert "required field is missing" in found["rewards[0].params.function"]
 
 
 def test_required_sections_and_defaults(host):

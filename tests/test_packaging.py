@@ -4,48 +4,24 @@ and used by name from a config, exactly as a user would."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples" / "plugins"
+# tests/ on sys.path whatever pytest's import mode, for the shared helper module.
+sys.path.insert(0, str(Path(__file__).parent))
+
+from plugin_venv import EXAMPLES, build_and_install, make_venv, run  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-def run(*cmd: str | Path, cwd: Path | None = None) -> str:
-    proc = subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
 
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
     """A fresh venv that sees this interpreter's packages (rlvr, torch) through a .pth file,
     so only the plugin wheels are installed into it."""
-    root = tmp_path_factory.mktemp("venv")
-    run(sys.executable, "-m", "venv", root / "v")
-    python = root / "v" / "bin" / "python"
-    site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
-    parents = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-    # addsitedir (not a bare path) so the parent's own .pth files run: editable installs
-    # of rlvr are found through one.
-    lines = [f"import site; site.addsitedir({p!r})" for p in sorted(parents)]
-    Path(site, "_rlvr_parent.pth").write_text("\n".join(lines) + "\n")
-    return python
-
-
-def build_and_install(python: Path, package: Path, tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", wheels, package)
-    (wheel,) = wheels.glob(f"{package.name.replace('-', '_')}-*.whl")
-    run(python, "-m", "pip", "install", "--no-deps", wheel)
+    return make_venv(tmp_path_factory.mktemp("venv"))
 
 
 def test_keywords_reward_package(venv, tmp_path):

@@ -67,14 +67,16 @@ def registered() -> dict[str, Reward]:
     return {r.name: r for r in records}
 
 
-def test_hook_registers_four_rewards_with_fields() -> None:
+def test_hook_registers_the_builtin_rewards_with_fields() -> None:
     records = registered()
-    assert sorted(records) == ["answer", "format", "length_penalty", "numbers"]
+    assert sorted(records) == ["answer", "callable", "format", "length_penalty", "numbers"]
+    needed = {
+        "length_penalty": {"max_length": 100, "buffer": 10},
+        "callable": {"function": "json:dumps"},
+    }
     for record in records.values():
         assert record.description and record.factory(
-            record.params.model_validate(
-                {"max_length": 100, "buffer": 10} if record.name == "length_penalty" else {}
-            )
+            record.params.model_validate(needed.get(record.name, {}))
         )
     assert records["format"].fields(FormatParams()) == ()
     assert records["answer"].fields(AnswerParams()) == ("answer",)

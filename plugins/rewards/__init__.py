@@ -1,4 +1,4 @@
-"""rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``length_penalty``.
+"""rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``length_penalty``, ``callable``.
 
 Registered through the ``rlvr`` entry-point group like any third-party plugin. Importing this
 package is cheap: math-verify and sympy load only when an ``answer`` reward needs them.
@@ -12,6 +12,7 @@ from rlvr import hookimpl
 from rlvr.records import Reward
 
 from .answer import AnswerParams, AnswerReward
+from .callable import CallableParams, CallableReward, validate_callable_config
 from .format import FormatParams, FormatReward
 from .length_penalty import LengthPenaltyParams, LengthPenaltyReward
 from .numbers import NumbersParams, NumbersReward
@@ -57,11 +58,22 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
             description="Token-length penalty: DAPO soft overlong punishment or a target length.",
         )
     )
+    register(
+        Reward(
+            name="callable",
+            params=CallableParams,
+            factory=CallableReward,
+            description="A TRL-style reward function (module:function or file.py:function); "
+            "runs your own code.",
+        )
+    )
 
 
 __all__ = [
     "AnswerParams",
     "AnswerReward",
+    "CallableParams",
+    "CallableReward",
     "FormatParams",
     "FormatReward",
     "LengthPenaltyParams",
@@ -69,4 +81,5 @@ __all__ = [
     "NumbersParams",
     "NumbersReward",
     "rlvr_register_rewards",
+    "validate_callable_config",
 ]

@@ -1,0 +1,292 @@
+"""``callable``: use a TRL-style reward function as it is, without rewriting it.
+
+TRL's ``GRPOTrainer`` calls each reward function on a batch as
+``fn(prompts=[...], completions=[...], completion_ids=[...], **columns)`` (every dataset column
+but ``prompt``/``completion``/``completion_ids`` as a list) and expects a list with one
+float or ``None`` per completion. This reward imports such a function and calls it the same
+way, once per sample (a batch of one), inside rlvr's reward workers::
+
+    rewards:
+      - name: callable
+        params:
+          function: my_rewards:correctness_reward_func      # module:function
+          kwargs: {bonus: 0.5}                              # extra keyword arguments
+      - name: callable
+        label: strict_format
+        params: {function: "rewards/format.py:strict_format_reward_func"}   # file:function
+
+- ``function`` is ``"module:function"`` (a module importable from ``sys.path`` or the current
+  directory, e.g. ``my_pkg.rewards:accuracy``) or ``"path/to/file.py:function"`` (relative
+  paths are resolved against the current directory when the config is validated). The part
+  after ``:`` may be a dotted attribute (``module:Class.method``).
+- ``format`` follows TRL's dataset formats: ``standard`` passes the prompt text and the
+  completion text; ``conversational`` passes message lists (``prompts=[[{role, content},
+  ...]]``, ``completions=[[{"role": "assistant", "content": text}]]``); ``auto`` (default) is
+  conversational when the row's ``prompt`` is a list of messages, as TRL decides.
+- ``kwargs`` are passed on every call and win over a dataset column of the same name.
+- ``completion_ids`` is None: rewards see text, not tokens.
+
+Validation checks the form of ``function`` without running anything, and the config check
+(:func:`validate_callable_config`) that the module or file exists and, by reading its source,
+that it defines the function; the import itself happens in each reward worker.
+
+**This runs your own code**: the function is imported and executed with your permissions, like
+any Python script you run. Only use configs whose ``function`` you trust.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from rlvr import hookimpl
+from rlvr.records import Params, Sample
+
+#: Row fields TRL does not pass on as keyword arguments.
+RESERVED = ("prompt", "completion", "completion_ids")
+
+
+def _split(spec: str) -> tuple[str, str]:
+    """``"a.b:c.d"`` -> ``("a.b", "c.d")``; ``"x/y.py:f"`` -> ``("x/y.py", "f")``."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise ValueError(
+            f"{spec!r} is not 'module:function' or 'path/to/file.py:function' "
+            "(e.g. 'my_rewards:accuracy_reward')"
+        )
+    return target, attr
+
+
+def _is_file(target: str) -> bool:
+    return target.endswith(".py")
+
+
+class CallableParams(Params):
+    """Which TRL-style function to call, and how."""
+
+    function: str = Field(
+        description="'module:function' or 'path/to/file.py:function' (runs your own code)"
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="extra keyword arguments passed on every call"
+    )
+    format: Literal["auto", "standard", "conversational"] = Field(
+        "auto",
+        description="TRL dataset format: auto = conversational when the row's prompt is a "
+        "list of messages",
+    )
+
+    @field_validator("function")
+    @classmethod
+    def _check_function(cls, value: str) -> str:
+        value = value.strip()
+        target, attr = _split(value)
+        if not all(part.isidentifier() for part in attr.split(".")):
+            raise ValueError(f"{attr!r} (after ':') is not a Python name or dotted attribute")
+        if _is_file(target):
+            path = Path(target).expanduser()
+            if not path.is_absolute():
+                path = Path.cwd() / path
+            return f"{path}:{attr}"
+        if not all(part.isidentifier() for part in target.split(".")):
+            raise ValueError(
+                f"{target!r} (before ':') is neither a dotted module name nor a path ending in .py"
+            )
+        return value
+
+    @field_validator("kwargs")
+    @classmethod
+    def _check_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        bad = [k for k in value if not k.isidentifier() or k in ("prompts", "completions")]
+        if bad:
+            raise ValueError(f"kwargs {bad} cannot be keyword arguments of the function")
+        return value
+
+
+def load_function(spec: str) -> Callable[..., Any]:
+    """Import the function named by ``spec`` (``module:function`` or ``file.py:function``)."""
+    target, attr = _split(spec)
+    if _is_file(target):
+        path = Path(target)
+        if not path.is_file():
+            raise FileNotFoundError(f"no file {str(path)!r} (from function {spec!r})")
+        digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
+        name = f"rlvr_callable_{path.stem}_{digest}"
+        module = sys.modules.get(name)
+        if module is None:
+            loader_spec = importlib.util.spec_from_file_location(name, path)
+            if loader_spec is None or loader_spec.loader is None:
+                raise ImportError(f"cannot import {str(path)!r}")
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[name] = module  # so dataclasses/pickle inside it find the module
+            try:
+                loader_spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+    else:
+        cwd = os.getcwd()
+        if cwd not in sys.path:
+            sys.path.append(cwd)  # like `python script.py` next to the rewards module
+        module = importlib.import_module(target)
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise AttributeError(f"{target!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise TypeError(f"{spec!r} is {type(obj).__name__}, not a callable")
+    return obj
+
+
+def _is_messages(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(m, Mapping) and "role" in m for m in value)
+
+
+class CallableReward:
+    """Calls the TRL-style function for one sample; returns its one float (or None)."""
+
+    def __init__(self, params: CallableParams) -> None:
+        self.params = params
+        self.fn = load_function(params.function)
+
+    def __call__(self, sample: Sample) -> float | None:
+        p = self.params
+        row_prompt = sample.row.get("prompt")
+        conversational = p.format == "conversational" or (
+            p.format == "auto" and _is_messages(row_prompt)
+        )
+        if conversational:
+            prompt: Any = (
+                list(row_prompt)
+                if _is_messages(row_prompt)
+                else [{"role": "user", "content": sample.prompt}]
+            )
+            completion: Any = [{"role": "assistant", "content": sample.completion}]
+        else:
+            prompt, completion = sample.prompt, sample.completion
+        columns = {k: [v] for k, v in sample.row.items() if k not in RESERVED}
+        columns.update(p.kwargs)
+        out = self.fn(prompts=[prompt], completions=[completion], completion_ids=None, **columns)
+        if isinstance(out, str | bytes) or not hasattr(out, "__len__") or len(out) != 1:
+            raise TypeError(
+                f"{p.function} returned {out!r}; a TRL reward function returns a list with one "
+                "float (or None) per completion, and it was given one completion"
+            )
+        value = out[0]
+        return None if value is None else value
+
+
+# --------------------------------------------------------------------------- config check
+
+
+def _defined_names(source: str) -> set[str] | None:
+    """Top-level names a module's source defines (also inside top-level ``if``/``try``/
+    ``with`` blocks), or None when that cannot be told without running it (a syntax error, a
+    star import, a module ``__getattr__``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    names: set[str] = set()
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                pending.extend(getattr(node, field, None) or [])
+        elif isinstance(node, ast.ExceptHandler):
+            pending.extend(node.body)
+    return None if "__getattr__" in names else names
+
+
+def _source_of(target: str) -> tuple[str | None, str | None]:
+    """``(path of the source, problem)`` for a module or file target, without importing it
+    (only the top-level package of a dotted module is located, never executed)."""
+    if _is_file(target):
+        path = Path(target)
+        return (str(path), None) if path.is_file() else (None, f"no file {str(path)!r}")
+    top = target.split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(top, [os.getcwd()])
+    if spec is None:
+        return None, (
+            f"module {top!r} is not importable (not on sys.path nor in the current directory "
+            f"{os.getcwd()!r})"
+        )
+    if "." in target or not spec.origin or not spec.origin.endswith(".py"):
+        return None, None  # a submodule or compiled module: checked when a worker imports it
+    return spec.origin, None
+
+
+def check_function(spec: str) -> str | None:
+    """Why ``spec`` cannot be imported, as far as reading (not running) the source tells."""
+    target, attr = _split(spec)
+    origin, problem = _source_of(target)
+    if problem or origin is None:
+        return problem
+    try:
+        source = Path(origin).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot read {origin!r}: {exc}"
+    names = _defined_names(source)
+    head = attr.split(".")[0]
+    if names is None or head in names:
+        return None
+    close = difflib.get_close_matches(head, sorted(names), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{origin!r} defines no {head!r} at top level{hint}"
+
+
+@hookimpl(specname="rlvr_validate_config")
+def validate_callable_config(config: Any) -> list[tuple[str, str]]:
+    """Cheap checks of every ``callable`` reward: the module or file exists and defines the
+    function. Nothing is imported or run here (a module's import may be slow or have side
+    effects); the reward workers import it when they start."""
+    problems = []
+    for i, entry in enumerate(getattr(config, "rewards", None) or []):
+        params = getattr(entry, "params", None)
+        if getattr(entry, "name", None) != "callable" or not isinstance(params, CallableParams):
+            continue
+        problem = check_function(params.function)
+        if problem:
+            problems.append((f"rewards[{i}].params.function", problem))
+    return problems
+
+
+__all__ = [
+    "CallableParams",
+    "CallableReward",
+    "check_function",
+    "load_function",
+    "validate_callable_config",
+]
