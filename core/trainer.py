@@ -50,6 +50,7 @@ from rlvr import checkpoint as ckpt
 from rlvr.config import dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.errors import RlvrError
+from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
 from rlvr.metrics import (
     METRICS_FILE,
     MetricsLogger,
@@ -707,6 +708,8 @@ class Trainer:
         algo_metrics: dict[str, list[tuple[float, float]]] = {}
         entropy: list[tuple[float, float]] = []
         kl: list[tuple[float, float]] = []
+        gap_mean: list[tuple[float, float]] = []
+        gap_max = 0.0
         for idx in self._micro_batches(len(batch)):
             mb = _trim(batch.index(idx))
             mb_mask = mb.loss_mask if mb.loss_mask is not None else mb.completion_mask
@@ -730,9 +733,11 @@ class Trainer:
             if ent is not None:
                 ent_mean = (ent.detach().float() * cmask).sum() / max(n_tok, 1.0)
                 entropy.append((float(ent_mean.item()), n_tok))
+            if first and mb.sampler_logp is not None:  # trainer vs sampler (e.g. vLLM)
+                gap = logprob_gap_stats(logp.detach().float(), mb.sampler_logp, cmask)
+                gap_mean.append((gap["mean"], n_tok))
+                gap_max = max(gap_max, gap["max"])
             if mb.ref_logp is not None and "kl" not in out.metrics:
-                from rlvr.functional import kl_penalty, masked_mean
-
                 k3 = kl_penalty(logp.detach().float(), mb.ref_logp, "k3")
                 kl.append((float(masked_mean(k3, mb_mask).item()), weight))
 
@@ -770,6 +775,9 @@ class Trainer:
             out_metrics["entropy"] = _weighted_mean(entropy)
         if kl:
             out_metrics["kl"] = _weighted_mean(kl)
+        if gap_mean:
+            out_metrics["sampler/logp_gap_mean"] = _weighted_mean(gap_mean)
+            out_metrics["sampler/logp_gap_max"] = gap_max
         return out_metrics
 
     # ------------------------------------------------------------------ one step
@@ -802,8 +810,9 @@ class Trainer:
         m["grad_norm"] = sum(u["grad_norm"] for u in updates) / len(updates)
         if self.value_model is not None:
             m["value_grad_norm"] = sum(u["value_grad_norm"] for u in updates) / len(updates)
-        if "entropy" in updates[0]:
-            m["entropy"] = updates[0]["entropy"]
+        for key in ("entropy", "sampler/logp_gap_mean", "sampler/logp_gap_max"):
+            if key in updates[0]:  # measured before the first update of the step
+                m[key] = updates[0][key]
         kls = [u["kl"] for u in updates if "kl" in u]
         if kls:
             m["kl"] = sum(kls) / len(kls)

@@ -575,3 +575,56 @@ def test_prepare_does_not_mutate(host):
     prepared, _ = build(host, "dapo").prepare(batch)
     assert batch.advantages is None and batch.loss_mask is None
     assert prepared is not batch and torch.equal(batch.scores, scores)
+
+
+def test_importance_sampling_correction_needs_sampler_logprobs():
+    from rlvr.config import ConfigError, load_config
+
+    data = {
+        "algorithm": {"name": "grpo", "params": {"importance_sampling_correction": True}},
+        "backend": {"name": "hf"},
+    }
+    with pytest.raises(ConfigError) as info:
+        load_config(data, create_host())
+    (path, message), *_ = info.value.problems
+    assert path == "backend.name" and "log-probabilities" in message
+    data["backend"]["name"] = "vllm"
+    config = load_config(data, create_host())
+    assert config.algorithm.params.importance_sampling_cap == 2.0
+    # TRL's names are accepted as aliases.
+    data["algorithm"]["params"] = {"vllm_importance_sampling_correction": True}
+    assert load_config(data, create_host()).algorithm.params.importance_sampling_correction
+
+
+def test_importance_weights_scale_the_policy_loss():
+    from rlvr.plugins.algorithms.base import GroupRelative
+    from rlvr.plugins.algorithms.params import GroupParams
+    from rlvr.protocols import RunInfo
+
+    run = RunInfo(max_completion_length=4, num_generations=2)
+    logp = torch.tensor([[-1.0, -1.0], [-2.0, -2.0]], requires_grad=True)
+    batch = RolloutBatch(
+        prompt_ids=torch.zeros(2, 1, dtype=torch.long),
+        prompt_mask=torch.ones(2, 1),
+        completion_ids=torch.zeros(2, 2, dtype=torch.long),
+        completion_mask=torch.ones(2, 2),
+        group_ids=torch.tensor([0, 0]),
+        scores=torch.tensor([1.0, 0.0]),
+        lengths=torch.tensor([2, 2]),
+        truncated=torch.tensor([False, False]),
+        # Sampler log-probs: ratio exp(0)=1 on row 0, exp(2) capped at 2 on row 1.
+        sampler_logp=torch.tensor([[-1.0, -1.0], [-4.0, -4.0]]),
+    )
+    plain = GroupRelative(GroupParams(beta=0.0), run)
+    corrected = GroupRelative(
+        GroupParams(beta=0.0, importance_sampling_correction=True, importance_sampling_cap=2.0),
+        run,
+    )
+    prepared, _ = plain.prepare(batch)
+    loss_plain = plain.loss(prepared, logp, num_tokens=4, num_seqs=2)
+    loss_tis = corrected.loss(prepared, logp, num_tokens=4, num_seqs=2)
+    # Advantages are +a / -a; per-token loss -A: row 0 weight 1, row 1 weight 2.
+    a = float(prepared.advantages[0])
+    assert loss_plain.loss.item() == pytest.approx((-a + a) / 2)
+    assert loss_tis.loss.item() == pytest.approx((-a * 1 + a * 2) / 2)
+    assert loss_tis.metrics["importance_weight/mean"] == pytest.approx(1.5)

@@ -156,14 +156,12 @@ def test_registered_without_importing_torch_or_vllm():
 def test_params_defaults_and_validation():
     p = VLLMParams()
     assert p.gpu_memory_utilization == 0.3 and p.max_num_seqs == 256
-    assert p.importance_sampling.enabled is False and p.importance_sampling.cap == 2.0
     assert p.enforce_eager is None and p.cpu_threads is None and p.max_model_len is None
-    p = VLLMParams.model_validate({"importance_sampling": {"enabled": True, "cap": 3}})
-    assert p.importance_sampling.cap == 3.0
+    assert VLLMParams.model_validate({"max_num_seqs": 8}).max_num_seqs == 8
     with pytest.raises(ValueError):
         VLLMParams.model_validate({"gpu_mem": 0.5})
     with pytest.raises(ValueError):
-        VLLMParams.model_validate({"importance_sampling": {"cap": 0}})
+        VLLMParams.model_validate({"gpu_memory_utilization": 1.5})
 
 
 def test_completion_seed_is_stable_and_distinct():

@@ -1,4 +1,4 @@
-"""rlvr.sampler_correction: truncated importance weights and the log-prob gap, by hand."""
+"""rlvr.functional: truncated importance weights and the log-prob gap, by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rlvr.sampler_correction import logprob_gap_stats, truncated_importance_weights
+from rlvr.functional import logprob_gap_stats, truncated_importance_weights
 
 
 def test_weights_hand_computed():

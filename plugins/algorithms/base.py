@@ -142,6 +142,17 @@ class PolicyGradient:
             )
 
         metrics = {k: _float(v) for k, v in stats.items()}
+        if p.importance_sampling_correction:
+            if batch.sampler_logp is None:
+                raise ValueError(
+                    "importance_sampling_correction needs the sampler's log-probabilities in "
+                    "batch.sampler_logp; use a backend that returns them (e.g. vllm)"
+                )
+            weights = F.truncated_importance_weights(
+                old_logp, batch.sampler_logp, mask, p.importance_sampling_cap
+            )
+            per_token = per_token * weights
+            metrics["importance_weight/mean"] = _float(F.masked_mean(weights, mask))
         metrics["policy_loss"] = _float(reduce(per_token.detach()))
         if self.kl_in_loss and p.beta > 0:
             if batch.ref_logp is None:

@@ -114,6 +114,24 @@ class PolicyGradientParams(_AliasedParams):
         False,
         description="Exclude completions cut at max_completion_length from the loss.",
     )
+    importance_sampling_correction: bool = Field(
+        False,
+        validation_alias=_alias(
+            "importance_sampling_correction", "vllm_importance_sampling_correction"
+        ),
+        description=(
+            "Truncated importance sampling: weight each token's loss by "
+            "min(pi_train / pi_sampler, importance_sampling_cap), correcting for the gap "
+            "between the trainer's and the sampler's (vLLM's) log-probabilities. Needs a "
+            "backend that returns log-probabilities."
+        ),
+    )
+    importance_sampling_cap: float = Field(
+        2.0,
+        gt=0.0,
+        validation_alias=_alias("importance_sampling_cap", "vllm_importance_sampling_cap"),
+        description="Upper bound of the truncated importance weights.",
+    )
 
     @property
     def eps_high(self) -> float:
@@ -138,7 +156,7 @@ class PolicyGradientParams(_AliasedParams):
             reference_model=self.beta > 0,
             value_model=False,
             old_logprobs=self.num_iterations > 1,
-            sampler_logprobs=False,
+            sampler_logprobs=self.importance_sampling_correction,
             min_group_size=self.min_group_size,
         )
 
@@ -308,7 +326,7 @@ class PPOParams(PolicyGradientParams):
             reference_model=self.beta > 0,
             value_model=True,
             old_logprobs=True,
-            sampler_logprobs=False,
+            sampler_logprobs=self.importance_sampling_correction,
             min_group_size=1,
         )
 
