@@ -25,6 +25,8 @@ def fake_dist(tmp_path, monkeypatch):
     """
     root = tmp_path / "site"
     root.mkdir()
+    # The fake packages are broken on purpose: strict mode (set in CI) would make them fatal.
+    monkeypatch.delenv("RLVR_STRICT_PLUGINS", raising=False)
     monkeypatch.syspath_prepend(str(root))
 
     def make(dist: str, module: str, entry_points: dict[str, str], source: str) -> None:
