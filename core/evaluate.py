@@ -1,0 +1,473 @@
+"""Evaluate a policy on held-out prompts: sample ``k`` completions per prompt, score them with
+the configured rewards, report mean rewards and pass@k.
+
+:func:`evaluate` reuses the training pieces: :func:`rlvr.modeling.load_policy` for the model,
+:func:`rlvr.data.load_rows` and :class:`rlvr.data.PromptSet` for the prompts (same system
+prompt, chat template and ``max_prompt_length`` as training), the configured backend's
+generator, and :class:`rlvr.scoring.Scorer` for the rewards. Decisions, all explicit:
+
+- **Model**: ``checkpoint`` when given: a checkpoint directory the trainer saved (anything
+  ``from_pretrained`` loads), a run's ``output_dir`` (its latest complete checkpoint is used),
+  or a ``.gguf`` file; otherwise ``model`` from the config.
+- **Data**: ``data.eval_path`` (default ``data.path``) with split ``split`` (default
+  ``data.eval_split``; when that is null, ``data.split``). A directory of files or a hub
+  dataset has splits (a directory with ``train.jsonl`` and ``test.jsonl`` has ``train`` and
+  ``test``). A single local file has none: it is used whole, and a ``split`` that is itself a
+  path to a ``.json``/``.jsonl``/``.parquet`` file *is* the eval data
+  (``rlvr eval run.yaml --split data/test.jsonl``). Asking a single file for a named split is
+  an error; evaluating the training file because nothing else is configured only warns.
+  ``data.max_samples`` (a training setting) is ignored; ``limit`` keeps the first N prompts.
+- **Sampling**: the ``training`` section's temperature, top-p/top-k/min-p, repetition penalty
+  and ``max_completion_length``, for every ``k`` (``k=1`` included), so pass@1 is the expected
+  success of one sample at the training temperature. For greedy decoding, set
+  ``training.temperature=0`` (then ``k > 1`` repeats the same completion and only warns).
+  Seeds derive from ``training.seed``.
+- **Correctness** (for pass@k): the reward labelled ``metric`` (default: the first reward
+  whose name is ``answer``, else the first reward) scored ``>= threshold`` (default: that
+  reward's ``correct`` param when it has one, as ``answer`` and ``numbers`` do, else 1.0). A
+  reward that returned None (not applicable) counts as not correct. The raw value is compared,
+  not the weighted one.
+- **pass@k**: the unbiased estimator of Chen et al. (2021), :func:`pass_at_k`, with ``n = k``
+  samples per prompt, averaged over prompts; ``pass@j`` is also reported for every power of
+  two ``j < k`` (more useful than pass@k alone when ``k`` is large).
+- **Output**: ``output`` is the samples JSONL (one line per completion); the summary JSON is
+  written beside it as ``<stem>.summary.json``. When ``output`` is a directory (or has no
+  suffix) the files are ``samples.jsonl`` and ``summary.json`` inside it. Default:
+  ``training.output_dir/eval/`` (existing files there are replaced).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rlvr.errors import RlvrError
+
+logger = logging.getLogger("rlvr.evaluate")
+
+_DATA_SUFFIXES = (".json", ".jsonl", ".parquet")
+SAMPLES_NAME = "samples.jsonl"
+SUMMARY_NAME = "summary.json"
+
+
+class EvalError(RlvrError, ValueError):
+    """The evaluation cannot run as asked (bad k, split, metric, checkpoint...)."""
+
+
+# --------------------------------------------------------------------------- pass@k
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate from ``n`` samples of which ``c`` are correct:
+    ``1 - C(n - c, k) / C(n, k)`` (Chen et al. 2021, "Evaluating Large Language Models Trained
+    on Code"): the probability that at least one of ``k`` samples drawn without replacement
+    from the ``n`` is correct. Exact (integer binomials), so it is fine for any ``n``.
+
+    >>> pass_at_k(5, 2, 1), pass_at_k(5, 2, 2)
+    (0.4, 0.7)
+    """
+    if n < 1 or not 0 <= c <= n:
+        raise ValueError(f"need n >= 1 and 0 <= c <= n (got n={n}, c={c})")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n (got k={k}, n={n})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_at_ks(k: int) -> list[int]:
+    """The ``j`` of the reported ``pass@j``: 1, every power of two below ``k``, and ``k``."""
+    out = {1, k}
+    j = 2
+    while j < k:
+        out.add(j)
+        j *= 2
+    return sorted(out)
+
+
+def mean_pass_at_k(counts: Sequence[tuple[int, int]], k: int) -> float:
+    """pass@k averaged over prompts, ``counts`` being ``(n, c)`` per prompt."""
+    if not counts:
+        return math.nan
+    return sum(pass_at_k(n, c, k) for n, c in counts) / len(counts)
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+def correctness(config: Any, metric: str | None = None, threshold: float | None = None):
+    """``(label, threshold)`` deciding whether a completion is correct (see the module doc)."""
+    entries = list(config.rewards)
+    if not entries:
+        raise EvalError("evaluation needs at least one reward in the config's `rewards:`")
+    if metric is None:
+        entry = next((e for e in entries if e.name == "answer"), entries[0])
+    else:
+        found = [e for e in entries if e.key == metric]
+        if not found:
+            labels = ", ".join(e.key for e in entries)
+            raise EvalError(f"metric {metric!r} is not a configured reward label ({labels})")
+        entry = found[0]
+    if threshold is None:
+        correct = getattr(entry.params, "correct", None)
+        is_number = isinstance(correct, int | float) and not isinstance(correct, bool)
+        threshold = float(correct) if is_number else 1.0
+    return entry.key, float(threshold)
+
+
+def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str]:
+    """``(data config to load, split, description)`` of the eval data (see the module doc);
+    the split is None when the eval data is a single file.
+
+    ``data`` is the config's :class:`rlvr.config.DataConfig`; the returned copy has ``path``
+    set to the eval source and ``max_samples`` cleared.
+    """
+    explicit = split is not None
+    name = split if explicit else (data.eval_split or data.split)
+    if Path(name).suffix.lower() in _DATA_SUFFIXES or Path(name).expanduser().is_file():
+        path, name, desc = name, None, name  # a file path is the split
+    else:
+        path = data.eval_path or data.path
+        if Path(path).expanduser().is_file():
+            if explicit:
+                raise EvalError(
+                    f"the eval data {path!r} is a single file, which has no split {split!r}; "
+                    "pass --split PATH/TO/FILE.jsonl, or set data.eval_path to a directory or "
+                    "hub dataset with splits"
+                )
+            if data.eval_path is None:
+                logger.warning(
+                    "data.path %r is a single file (no splits) and data.eval_path is not set: "
+                    "evaluating on the TRAINING data; set data.eval_path or pass --split FILE",
+                    path,
+                )
+            name, desc = None, path
+        else:
+            desc = f"{path} [{name}]"
+    update = {"path": str(path), "split": name or data.split, "max_samples": None}
+    cfg = data.model_copy(update=update)
+    return cfg, name, desc
+
+
+def resolve_checkpoint(checkpoint: str | Path) -> Path:
+    """A model directory (or ``.gguf`` file) from ``checkpoint``: itself, or the latest
+    complete checkpoint when it is a run's ``output_dir``."""
+    from rlvr.checkpoint import latest_checkpoint
+
+    path = Path(checkpoint).expanduser()
+    if not path.exists():
+        raise EvalError(f"checkpoint {str(checkpoint)!r} does not exist")
+    if path.is_dir() and not (path / "config.json").is_file():
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise EvalError(
+                f"checkpoint {str(checkpoint)!r} is neither a model directory (no config.json) "
+                "nor a run output_dir with a complete checkpoint-<step>"
+            )
+        return latest
+    return path
+
+
+def output_paths(config: Any, output: str | Path | None) -> tuple[Path, Path]:
+    """``(samples JSONL, summary JSON)`` for ``output`` (see the module doc)."""
+    if output is None:
+        folder = Path(config.training.output_dir) / "eval"
+        return folder / SAMPLES_NAME, folder / SUMMARY_NAME
+    out = Path(output).expanduser()
+    if out.is_dir() or not out.suffix:
+        return out / SAMPLES_NAME, out / SUMMARY_NAME
+    return out, out.with_name(out.stem + ".summary.json")
+
+
+# --------------------------------------------------------------------------- evaluate
+
+
+def evaluate(
+    config: Any,
+    host: Any,
+    *,
+    checkpoint: str | Path | None = None,
+    split: str | None = None,
+    k: int = 1,
+    limit: int | None = None,
+    output: str | Path | None = None,
+    metric: str | None = None,
+    threshold: float | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Sample ``k`` completions for each eval prompt, score them, write the samples and a
+    summary, and return the summary (see the module docstring for every choice made).
+
+    ``config`` is a validated run config with ``model``, ``data`` and ``rewards`` (``backend``
+    defaults to ``hf``). The summary holds ``pass@1``, ``pass@<j>`` (``j`` in
+    :func:`pass_at_ks`), ``accuracy`` (fraction of correct completions, equal to pass@1),
+    ``reward``/``reward_std`` and ``rewards/<label>/{mean,std,none_count,timeouts,errors}``
+    (named as in ``metrics.jsonl``), ``completion_length/*``, ``truncated_frac``, and what was
+    evaluated (model, data, split, k, metric, threshold, sampling, file paths).
+    """
+    from rlvr.data import PromptSet, load_rows, require_fields
+    from rlvr.metrics import length_metrics, reward_metrics
+    from rlvr.scoring import RewardStats, Scorer, merge_summaries, score_entries
+
+    if k < 1:
+        raise EvalError(f"k must be >= 1 (got {k})")
+    if limit is not None and limit < 1:
+        raise EvalError(f"limit must be >= 1 (got {limit})")
+    t = config.training
+    label, thr = correctness(config, metric, threshold)
+    backend_name, backend_params, backend = _backend(config, host)
+    model_path = resolve_checkpoint(checkpoint) if checkpoint is not None else None
+    data_cfg, split_name, data_desc = eval_data(config.data, split)
+    rows = load_rows(data_cfg, split=split_name)
+    if limit is not None:
+        rows = rows[:limit]
+    require_fields(
+        rows,
+        config.rewards,
+        host,
+        prompt_field=data_cfg.prompt_field,
+        source=f"eval data {data_desc!r}",
+    )
+    samples_path, summary_path = output_paths(config, output)
+    if t.temperature == 0 and k > 1:
+        logger.warning("training.temperature is 0 (greedy): all %d samples per prompt match", k)
+
+    start = time.perf_counter()
+    scorer = Scorer(score_entries(config, host), workers=t.reward_workers)  # workers start now
+    generator = None
+    try:
+        model, tokenizer, model_desc = _load_model(config, model_path)
+        prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
+        run = _run_info(config, k, model_desc)
+        generator = backend.factory(backend_params, run, model, tokenizer)
+        records, summaries, gen_time, score_time = _sample_and_score(
+            config, prompts, generator, scorer, k, label, thr, progress, backend_name
+        )
+    finally:
+        if generator is not None:
+            generator.close()
+        scorer.close()
+
+    counts = []
+    for i in range(len(prompts)):
+        mine = records[i * k : (i + 1) * k]
+        counts.append((len(mine), sum(r["correct"] for r in mine)))
+    summary: dict[str, Any] = {f"pass@{j}": mean_pass_at_k(counts, j) for j in pass_at_ks(k)}
+    summary["accuracy"] = sum(c for _, c in counts) / max(len(records), 1)
+    summary.update(
+        reward_metrics(RewardStats.of([r["reward"] for r in records]), merge_summaries(summaries))
+    )
+    summary.update(
+        length_metrics([r["num_tokens"] for r in records], [r["truncated"] for r in records])
+    )
+    summary.update(
+        {
+            "model": model_desc,
+            "data": data_desc,
+            "split": split_name,
+            "num_prompts": len(prompts),
+            "k": k,
+            "num_samples": len(records),
+            "metric": label,
+            "threshold": thr,
+            "backend": backend_name,
+            "temperature": t.temperature,
+            "top_p": t.top_p,
+            "max_completion_length": t.max_completion_length,
+            "seed": t.seed,
+            "generation_time": gen_time,
+            "scoring_time": score_time,
+            "total_time": time.perf_counter() - start,
+            "samples": str(samples_path),
+            "summary": str(summary_path),
+        }
+    )
+    summary = {key: _clean(v) for key, v in summary.items()}
+    samples_path.parent.mkdir(parents=True, exist_ok=True)
+    summary_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(samples_path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, default=str, ensure_ascii=False) + "\n")
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+# --------------------------------------------------------------------------- internals
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _backend(config: Any, host: Any) -> tuple[str, Any, Any]:
+    from rlvr.config import DEFAULT_BACKEND
+
+    if config.backend is None:
+        name = DEFAULT_BACKEND
+        record = host.backends.get(name)
+        if record is None:
+            raise EvalError(f"no `backend:` in the config and the default {name!r} is missing")
+        params = record.params()
+    else:
+        name, params = config.backend.name, config.backend.params
+        record = host.backends[name]
+    missing = record.available()
+    if missing:
+        raise EvalError(f"backend {name!r} cannot run here: {missing}")
+    return name, params, record
+
+
+def _load_model(config: Any, model_path: Path | None) -> tuple[Any, Any, str]:
+    from rlvr.modeling import load_policy, resolve_device_dtype
+
+    device, dtype = resolve_device_dtype(config.model.dtype)
+    cfg = config.model
+    if model_path is not None:
+        cfg = cfg.model_copy(
+            update={"name_or_path": str(model_path), "gguf_file": None, "revision": None}
+        )
+    model, tokenizer = load_policy(cfg, device=device, dtype=dtype)
+    model.eval()
+    desc = cfg.name_or_path + (f" ({cfg.gguf_file})" if cfg.gguf_file else "")
+    return model, tokenizer, desc
+
+
+def _run_info(config: Any, k: int, model_desc: str) -> Any:
+    from rlvr.protocols import RunInfo
+
+    t = config.training
+    return RunInfo(
+        max_completion_length=t.max_completion_length,
+        num_generations=k,
+        seed=t.seed,
+        extra={
+            "max_prompt_length": t.max_prompt_length,
+            "temperature": t.temperature,
+            "output_dir": str(t.output_dir),
+            "model": config.model.model_dump(),
+            "evaluation": True,
+            "eval_model": model_desc,
+        },
+    )
+
+
+def _sampling(t: Any, call: int) -> Any:
+    # Same fields as the trainer's per-step SamplingParams; step 0 (never a training step)
+    # and the call index as the round give eval its own seeds.
+    from rlvr.protocols import SamplingParams
+    from rlvr.trainer import step_seed
+
+    return SamplingParams(
+        max_tokens=t.max_completion_length,
+        temperature=t.temperature,
+        top_p=t.top_p,
+        top_k=t.top_k or 0,
+        min_p=t.min_p or 0.0,
+        repetition_penalty=t.repetition_penalty,
+        seed=step_seed(t.seed, 0, call),
+    )
+
+
+def _sample_and_score(
+    config: Any,
+    prompts: Any,
+    generator: Any,
+    scorer: Any,
+    k: int,
+    label: str,
+    threshold: float,
+    progress: bool,
+    backend_name: str,
+) -> tuple[list[dict[str, Any]], list[Any], float, float]:
+    """Generate and score in calls of about as many sequences as a training step samples."""
+    import torch
+    from transformers import set_seed
+
+    from rlvr.records import Sample
+
+    t = config.training
+    set_seed(t.seed)
+    step_sequences = t.per_device_train_batch_size * t.gradient_accumulation_steps
+    step_sequences *= t.num_generations
+    per_call = max(1, step_sequences // k)
+    prompt_field = config.data.prompt_field
+    labels = [e.key for e in config.rewards]
+    records: list[dict[str, Any]] = []
+    summaries = []
+    gen_time = score_time = 0.0
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(prompts), desc="rlvr eval", unit="prompt", dynamic_ncols=True)
+    try:
+        for call, first in enumerate(range(0, len(prompts), per_call)):
+            batch = [prompts[i] for i in range(first, min(first + per_call, len(prompts)))]
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                out = generator.generate([p.ids for p in batch], k, _sampling(t, call))
+            t1 = time.perf_counter()
+            expected = len(batch) * k
+            if len(out.texts) != expected or len(out.token_ids) != expected:
+                raise EvalError(
+                    f"backend {backend_name!r} returned {len(out.texts)} completions for "
+                    f"{len(batch)} prompts x {k} (expected {expected})"
+                )
+            samples = [
+                Sample(
+                    completion=out.texts[j],
+                    prompt=batch[j // k].text,
+                    row=batch[j // k].row,
+                    num_tokens=len(out.token_ids[j]),
+                )
+                for j in range(expected)
+            ]
+            scores = scorer.score(samples)
+            score_time += time.perf_counter() - t1
+            gen_time += t1 - t0
+            summaries.append(scores.summary())
+            for j in range(expected):
+                rewards = {name: scores.per_reward[name][j] for name in labels}
+                value = rewards[label]
+                records.append(
+                    {
+                        "index": first + j // k,
+                        "sample": j % k,
+                        "prompt": samples[j].prompt,
+                        "completion": samples[j].completion,
+                        "rewards": rewards,
+                        "reward": float(scores.total[j]),
+                        "correct": value is not None and value >= threshold,
+                        "num_tokens": samples[j].num_tokens,
+                        "truncated": bool(out.truncated[j]),
+                        "row": {
+                            key: v for key, v in batch[j // k].row.items() if key != prompt_field
+                        },
+                    }
+                )
+            if bar is not None:
+                bar.update(len(batch))
+    finally:
+        if bar is not None:
+            bar.close()
+    return records, summaries, gen_time, score_time
+
+
+__all__ = [
+    "EvalError",
+    "correctness",
+    "eval_data",
+    "evaluate",
+    "mean_pass_at_k",
+    "output_paths",
+    "pass_at_k",
+    "pass_at_ks",
+    "resolve_checkpoint",
+]

@@ -1,0 +1,379 @@
+"""rlvr.evaluate (pass@k, eval data and checkpoint resolution, end to end on a tiny model),
+rlvr.plot, and the ``rlvr eval`` / ``rlvr plot`` commands."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr import hookimpl
+from rlvr.checkpoint import COMPLETE
+from rlvr.cli import main
+from rlvr.config import DataConfig, load_config
+from rlvr.evaluate import (
+    EvalError,
+    correctness,
+    eval_data,
+    evaluate,
+    mean_pass_at_k,
+    output_paths,
+    pass_at_k,
+    pass_at_ks,
+    resolve_checkpoint,
+)
+from rlvr.host import create_host
+from rlvr.plot import PlotError, moving_average, plot_run
+from rlvr.records import Params, Reward
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------- pass@k
+
+
+@pytest.mark.parametrize(
+    "n, c, k, expected",
+    [
+        (5, 2, 1, 0.4),
+        (5, 2, 2, 0.7),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+        (5, 0, 1, 0.0),
+        (5, 0, 5, 0.0),
+        (5, 4, 2, 1.0),  # n - c < k: every draw of 2 holds a correct one
+        (5, 5, 1, 1.0),
+        (1, 1, 1, 1.0),
+        (10, 3, 4, 1 - 35 / 210),
+    ],
+)
+def test_pass_at_k_hand_computed(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
+
+
+def test_pass_at_k_is_the_probability_over_draws():
+    """pass@k is the fraction of k-subsets of the n samples holding a correct one."""
+    for n in range(1, 7):
+        for c in range(n + 1):
+            samples = [True] * c + [False] * (n - c)
+            for k in range(1, n + 1):
+                draws = list(itertools.combinations(samples, k))
+                brute = sum(any(d) for d in draws) / len(draws)
+                assert pass_at_k(n, c, k) == pytest.approx(brute, abs=1e-12)
+    # pass@1 is the success rate; large n stays exact and in [0, 1]
+    assert pass_at_k(200, 37, 1) == pytest.approx(37 / 200)
+    assert 0.0 <= pass_at_k(1000, 1, 10) <= 1.0
+
+
+@pytest.mark.parametrize("n, c, k", [(0, 0, 1), (5, 6, 1), (5, -1, 1), (5, 2, 0), (5, 2, 6)])
+def test_pass_at_k_rejects_bad_arguments(n, c, k):
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+
+
+def test_pass_at_ks_and_mean():
+    assert pass_at_ks(1) == [1]
+    assert pass_at_ks(2) == [1, 2]
+    assert pass_at_ks(8) == [1, 2, 4, 8]
+    assert pass_at_ks(10) == [1, 2, 4, 8, 10]
+    assert mean_pass_at_k([(5, 2), (5, 0)], 2) == pytest.approx(0.35)
+    assert math.isnan(mean_pass_at_k([], 1))
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+def test_eval_data_decisions(tmp_path, caplog):
+    train = tmp_path / "train.jsonl"
+    test = tmp_path / "test.jsonl"
+    for p in (train, test):
+        p.write_text('{"prompt": "x", "answer": "1"}\n')
+    data = DataConfig(path=str(train), max_samples=3)
+    # a single file has no splits: used whole, with a warning that it is the training data
+    cfg, split, desc = eval_data(data)
+    assert (cfg.path, split, desc, cfg.max_samples) == (str(train), None, str(train), None)
+    assert "TRAINING data" in caplog.text
+    # a split that is a file path is the eval data
+    cfg, split, _ = eval_data(data, str(test))
+    assert (cfg.path, split) == (str(test), None)
+    # asking a single file for a named split is an error
+    with pytest.raises(EvalError, match="single file"):
+        eval_data(data, "validation")
+    # data.eval_path: used with its split; a directory or hub name keeps the split
+    cfg, split, desc = eval_data(DataConfig(path=str(train), eval_path=str(tmp_path)))
+    assert (cfg.path, split, desc) == (str(tmp_path), "test", f"{tmp_path} [test]")
+    cfg, split, _ = eval_data(DataConfig(path="org/dataset", eval_split=None), None)
+    assert (cfg.path, split) == ("org/dataset", "train")
+
+
+def test_resolve_checkpoint_and_output_paths(tmp_path):
+    run = tmp_path / "run"
+    for step, complete in ((2, True), (4, True), (6, False)):
+        d = run / f"checkpoint-{step}"
+        d.mkdir(parents=True)
+        (d / "config.json").write_text("{}")
+        if complete:
+            (d / COMPLETE).write_text("")
+    assert resolve_checkpoint(run) == run / "checkpoint-4"
+    assert resolve_checkpoint(run / "checkpoint-2") == run / "checkpoint-2"
+    with pytest.raises(EvalError, match="does not exist"):
+        resolve_checkpoint(tmp_path / "missing")
+    with pytest.raises(EvalError, match="neither"):
+        resolve_checkpoint(tmp_path)
+
+    class T:
+        output_dir = str(tmp_path / "out")
+
+    class C:
+        training = T
+
+    assert output_paths(C, None) == (
+        tmp_path / "out" / "eval" / "samples.jsonl",
+        tmp_path / "out" / "eval" / "summary.json",
+    )
+    assert output_paths(C, tmp_path / "e.jsonl") == (
+        tmp_path / "e.jsonl",
+        tmp_path / "e.summary.json",
+    )
+    assert output_paths(C, tmp_path / "dir")[1] == tmp_path / "dir" / "summary.json"
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+class ParityParams(Params):
+    correct: float = 1.0
+
+
+def _parity(sample) -> float:
+    return 1.0 if len(sample.completion) % 2 == 0 else 0.0
+
+
+def parity_factory(params: ParityParams):
+    return _parity
+
+
+class ParityPlugin:
+    @hookimpl
+    def rlvr_register_rewards(self, register):
+        register(
+            Reward(
+                name="parity",
+                params=ParityParams,
+                factory=parity_factory,
+                description="1 when the completion has an even number of characters",
+            )
+        )
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    from rlvr.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def eval_dir(tmp_path_factory) -> Path:
+    """A directory with train/test splits of a tiny arithmetic set."""
+    root = tmp_path_factory.mktemp("data")
+    for split, offset in (("train", 0), ("test", 10)):
+        rows = [
+            {"question": f"What is {a} + {offset}?", "answer": str(a + offset), "id": a}
+            for a in range(5)
+        ]
+        (root / f"{split}.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return root
+
+
+def _raw(tiny_model, eval_dir, tmp_path, rewards=None, **training):
+    t = {
+        "output_dir": str(tmp_path / "run"),
+        "max_completion_length": 12,
+        "reward_workers": 0,
+        "per_device_train_batch_size": 2,
+        "num_generations": 4,
+        "seed": 0,
+    }
+    t.update(training)
+    return {
+        "model": {"name_or_path": str(tiny_model)},
+        "data": {"path": str(eval_dir), "prompt_field": "question"},
+        "rewards": rewards or [{"name": "parity"}, {"name": "format", "weight": 0.5}],
+        "training": t,
+    }
+
+
+def test_evaluate_end_to_end(tiny_model, eval_dir, tmp_path):
+    host = create_host(plugins=[ParityPlugin()])
+    config = load_config(
+        _raw(tiny_model, eval_dir, tmp_path), host, require=("model", "data", "rewards")
+    )
+    assert correctness(config) == ("parity", 1.0)  # no `answer` reward: the first one
+    summary = evaluate(config, host, k=3, limit=4, progress=False)
+
+    samples_path = tmp_path / "run" / "eval" / "samples.jsonl"
+    assert summary["samples"] == str(samples_path)
+    saved = json.loads((tmp_path / "run" / "eval" / "summary.json").read_text())
+    assert saved == summary
+    rows = [json.loads(line) for line in samples_path.read_text().splitlines()]
+    assert len(rows) == 4 * 3 == summary["num_samples"]
+    assert summary["num_prompts"] == 4 and summary["k"] == 3
+    assert summary["split"] == "test" and summary["data"].endswith("[test]")
+    assert [r["index"] for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert [r["sample"] for r in rows] == [0, 1, 2] * 4
+    for r in rows:
+        assert {"prompt", "completion", "rewards", "reward", "correct", "row"} <= set(r)
+        assert "What is" in r["prompt"] and "+ 1" in r["prompt"]  # test split (+ 10..)
+        assert r["rewards"]["parity"] == (1.0 if len(r["completion"]) % 2 == 0 else 0.0)
+        assert r["reward"] == pytest.approx(r["rewards"]["parity"] + 0.5 * r["rewards"]["format"])
+        assert r["correct"] == (r["rewards"]["parity"] >= 1.0)
+        assert 1 <= r["num_tokens"] <= 12
+
+    # The numbers follow from the samples.
+    correct = [[r["correct"] for r in rows if r["index"] == i] for i in range(4)]
+    n_correct = sum(map(sum, correct))
+    assert summary["accuracy"] == pytest.approx(n_correct / 12)
+    assert summary["pass@1"] == pytest.approx(n_correct / 12)
+    assert summary["pass@2"] == pytest.approx(sum(pass_at_k(3, sum(c), 2) for c in correct) / 4)
+    assert summary["pass@3"] == pytest.approx(sum(any(c) for c in correct) / 4)
+    assert summary["reward"] == pytest.approx(sum(r["reward"] for r in rows) / 12)
+    parity = [r["rewards"]["parity"] for r in rows]
+    assert summary["rewards/parity/mean"] == pytest.approx(sum(parity) / 12)
+    assert summary["completion_length/mean"] == pytest.approx(
+        sum(r["num_tokens"] for r in rows) / 12
+    )
+    assert 0 < n_correct < 12, "the test needs a mix of correct and wrong samples"
+
+    # Same seed, same samples; another metric and threshold re-read the same completions.
+    again = evaluate(
+        config,
+        host,
+        k=3,
+        limit=4,
+        output=tmp_path / "other.jsonl",
+        metric="format",
+        threshold=0.0,
+        progress=False,
+    )
+    other = [json.loads(x) for x in (tmp_path / "other.jsonl").read_text().splitlines()]
+    assert [r["completion"] for r in other] == [r["completion"] for r in rows]
+    assert (tmp_path / "other.summary.json").is_file()
+    assert again["metric"] == "format" and again["pass@1"] == 1.0  # every value >= 0
+    with pytest.raises(EvalError, match="not a configured reward"):
+        evaluate(config, host, metric="nope", progress=False)
+    with pytest.raises(EvalError, match="k must be"):
+        evaluate(config, host, k=0, progress=False)
+
+
+def test_evaluate_a_checkpoint_and_a_split_file(tiny_model, eval_dir, tmp_path):
+    host = create_host(plugins=[ParityPlugin()])
+    config = load_config(
+        _raw(tiny_model, eval_dir, tmp_path, temperature=0),
+        host,
+        require=("model", "data", "rewards"),
+    )
+    run = tmp_path / "trained"
+    ckpt = run / "checkpoint-7"
+    shutil.copytree(tiny_model, ckpt)
+    (ckpt / COMPLETE).write_text("")
+    summary = evaluate(
+        config, host, checkpoint=run, split=str(eval_dir / "train.jsonl"), k=1, progress=False
+    )
+    assert summary["model"] == str(ckpt)
+    assert summary["split"] is None and summary["num_prompts"] == 5
+    assert "pass@1" in summary and "pass@2" not in summary
+    rows = [json.loads(x) for x in Path(summary["samples"]).read_text().splitlines()]
+    assert all("+ 0?" in r["prompt"] for r in rows)  # the train file's questions
+
+
+def test_cli_eval(tiny_model, eval_dir, tmp_path, capsys):
+    raw = _raw(tiny_model, eval_dir, tmp_path, rewards=[{"name": "answer"}, {"name": "format"}])
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "eval" / "samples.jsonl"
+    code = main(["eval", str(cfg), "-k", "2", "--limit", "3", "--output", str(out)])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["metric"] == "answer" and printed["num_samples"] == 6
+    assert {"pass@1", "pass@2", "reward", "rewards/answer/mean"} <= set(printed)
+    assert len(out.read_text().splitlines()) == 6
+    assert json.loads((tmp_path / "eval" / "samples.summary.json").read_text()) == printed
+    # a named split of a single file is refused with a message, no traceback
+    raw["data"]["path"] = str(eval_dir / "train.jsonl")
+    cfg.write_text(yaml.safe_dump(raw))
+    assert main(["eval", str(cfg), "--split", "validation"]) == 1
+    assert "single file" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _synthetic_metrics(path: Path, steps: int = 25) -> None:
+    lines = []
+    for s in range(1, steps + 1):
+        lines.append(
+            {
+                "step": s,
+                "reward": 0.1 * s,
+                "reward_std": 0.2,
+                "rewards/answer/mean": 0.02 * s,
+                "rewards/format/mean": min(1.0, 0.05 * s),
+                "rewards/format/std": 0.1,
+                "loss": None if s == 3 else 0.01 * math.sin(s),  # a skipped step
+                "grad_norm": "inf" if s == 4 else 1.0 / s,
+                "learning_rate": 1e-6 * (1 - s / steps),
+                "entropy": 2.0 - 0.01 * s,
+                "kl": 0.001 * s,
+                "clip_frac_low": 0.0,
+                "clip_frac_high": 0.01,
+                "completion_length/mean": 50 + s,
+                "completion_length/min": 10,
+                "completion_length/max": 100,
+                "truncated_frac": 0.1,
+                "zero_std_frac": 0.5,
+                "step_time": 2.0,
+                "generation_time": 1.5,
+                "tokens_per_second": 300 + s,
+                "peak_memory_mb": 1000 + s,
+            }
+        )
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"step": 26, "rew')
+
+
+def test_plot_run_writes_pngs(tmp_path, capsys):
+    _synthetic_metrics(tmp_path / "metrics.jsonl")
+    paths = plot_run(tmp_path)
+    names = [p.name for p in paths]
+    assert names == ["rewards.png", "training.png", "completions.png", "throughput.png"]
+    for p in paths:
+        assert p.parent == tmp_path / "plots"
+        assert p.read_bytes()[:8] == PNG and p.stat().st_size > 10_000
+    # only what was logged is drawn: a run with rewards only gets one figure
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "reward": 1}\n')
+    assert [p.name for p in plot_run(only)] == ["rewards.png"]
+    # the CLI prints the paths
+    assert main(["plot", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.split() == [str(p) for p in paths]
+
+
+def test_plot_errors(tmp_path, monkeypatch, capsys):
+    with pytest.raises(PlotError, match="metrics.jsonl"):
+        plot_run(tmp_path)
+    assert main(["plot", str(tmp_path)]) == 1
+    assert "metrics.jsonl" in capsys.readouterr().err
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward": 0.5}\n')
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    with pytest.raises(PlotError, match=r"pip install 'rlvr\[plot\]'"):
+        plot_run(tmp_path)
+
+
+def test_moving_average():
+    assert moving_average([1.0, 3.0, math.nan, 5.0], 2) == [1.0, 2.0, 2.0, 4.0]
+    assert math.isnan(moving_average([math.nan, 1.0], 3)[0])
