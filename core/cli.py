@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=1, help="samples per prompt for pass@k")
     p.add_argument("--limit", type=int, default=None, help="evaluate the first N prompts")
     p.add_argument("--output", default=None, help="samples JSONL (default OUTPUT_DIR/eval)")
+    p.add_argument("--metric", default=None, help="reward label that decides correctness")
+    p.add_argument("--threshold", type=float, default=None, help="correct when >= this")
 
     p = sub.add_parser("plot", help="draw a run's curves to PNG")
     p.add_argument("output_dir", help="a run's output_dir (holds metrics.jsonl)")
@@ -199,6 +201,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         k=args.k,
         limit=args.limit,
         output=args.output,
+        metric=args.metric,
+        threshold=args.threshold,
     )
     print(json.dumps(result, indent=2))
     return 0

@@ -364,15 +364,7 @@ def _sampling(t: Any, call: int) -> Any:
     from rlvr.protocols import SamplingParams
     from rlvr.trainer import step_seed
 
-    return SamplingParams(
-        max_tokens=t.max_completion_length,
-        temperature=t.temperature,
-        top_p=t.top_p,
-        top_k=t.top_k or 0,
-        min_p=t.min_p or 0.0,
-        repetition_penalty=t.repetition_penalty,
-        seed=step_seed(t.seed, 0, call),
-    )
+    return SamplingParams.from_training(t, step_seed(t.seed, 0, call))
 
 
 def _sample_and_score(

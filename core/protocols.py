@@ -44,6 +44,19 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     seed: int | None = None
 
+    @classmethod
+    def from_training(cls, training: Any, seed: int | None) -> SamplingParams:
+        """The sampling settings of a ``training`` config section, with this call's seed."""
+        return cls(
+            max_tokens=training.max_completion_length,
+            temperature=training.temperature,
+            top_p=training.top_p,
+            top_k=training.top_k or 0,
+            min_p=training.min_p or 0.0,
+            repetition_penalty=training.repetition_penalty,
+            seed=seed,
+        )
+
 
 class Generator(Protocol):
     """What a backend factory ``factory(params, run)`` returns."""

@@ -61,7 +61,7 @@ from rlvr.metrics import (
 )
 from rlvr.protocols import RolloutBatch, RunInfo, SamplingParams
 from rlvr.records import Sample
-from rlvr.scoring import RewardStats, ScoreEntry, Scorer, merge_summaries
+from rlvr.scoring import RewardStats, Scorer, merge_summaries, score_entries
 
 logger = logging.getLogger("rlvr.trainer")
 
@@ -290,17 +290,7 @@ class Trainer:
             prompt_field=config.data.prompt_field,
             source=f"data.path {config.data.path!r}",
         )
-        entries = [
-            ScoreEntry(
-                label=e.key,
-                factory=self.host.rewards[e.name].factory,
-                params=e.params,
-                weight=e.weight,
-                timeout=e.timeout,
-                fallback=e.fallback,
-            )
-            for e in config.rewards
-        ]
+        entries = score_entries(config, self.host)
         self.labels = [e.label for e in entries]
         # Started before the models load, so the workers build their rewards meanwhile.
         self.scorer = Scorer(entries, workers=t.reward_workers)
@@ -499,16 +489,7 @@ class Trainer:
     # ------------------------------------------------------------------ rollout
 
     def _sampling(self, round_: int) -> SamplingParams:
-        t = self.t
-        return SamplingParams(
-            max_tokens=t.max_completion_length,
-            temperature=t.temperature,
-            top_p=t.top_p,
-            top_k=t.top_k or 0,
-            min_p=t.min_p or 0.0,
-            repetition_penalty=t.repetition_penalty,
-            seed=step_seed(t.seed, self.step, round_),
-        )
+        return SamplingParams.from_training(self.t, step_seed(self.t.seed, self.step, round_))
 
     def _generate(self, indices: list[int], first_group: int, round_: int) -> list[Completion]:
         prompts = [self.prompts[i] for i in indices]
