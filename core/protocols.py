@@ -58,6 +58,16 @@ class SamplingParams:
         )
 
 
+def check_request(prompts: list[list[int]], n: int, sampling: SamplingParams) -> None:
+    """The argument checks every backend's ``generate`` makes first (shared, not repeated)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1 (got {n})")
+    if sampling.max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1 (got {sampling.max_tokens})")
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+
+
 class Generator(Protocol):
     """What a backend factory ``factory(params, run)`` returns."""
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from rlvr.plugins.backends.params import HFParams
-from rlvr.protocols import Generation, RunInfo, SamplingParams
+from rlvr.protocols import Generation, RunInfo, SamplingParams, check_request
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -73,12 +73,7 @@ class HFGenerator:
     # ------------------------------------------------------------------ Generator protocol
 
     def generate(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> Generation:
-        if n < 1:
-            raise ValueError(f"n must be >= 1 (got {n})")
-        if sampling.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1 (got {sampling.max_tokens})")
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_request(prompts, n, sampling)
         sequences = [list(p) for p in prompts for _ in range(n)]
         if not sequences:
             return Generation(token_ids=[], texts=[], truncated=[])

@@ -455,14 +455,9 @@ class VLLMGenerator:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
-        from rlvr.protocols import Generation
+        from rlvr.protocols import Generation, check_request
 
-        if n < 1:
-            raise ValueError(f"n must be >= 1 (got {n})")
-        if sampling.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1 (got {sampling.max_tokens})")
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
+        check_request(prompts, n, sampling)
         if not prompts:
             return Generation(token_ids=[], texts=[], truncated=[], logprobs=[])
         greedy = sampling.temperature <= 0
