@@ -53,3 +53,19 @@ def test_keywords_reward_package(venv, tmp_path):
     assert scored[0]["rewards"] == {"keywords": 1.0, "numbers": 1.0}
     assert scored[0]["reward"] == 1.5
     assert scored[1]["rewards"] == {"keywords": -0.5, "numbers": 0.0}
+
+
+def test_rlvr_wheel_layout(tmp_path):
+    """A plain (non-editable) build: `core/` ships as `rlvr`, `plugins/` as `rlvr.plugins`,
+    and nothing lands at the top level of site-packages but `rlvr`."""
+    import zipfile
+
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", tmp_path, EXAMPLES.parents[1])
+    (wheel,) = tmp_path.glob("rlvr-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"rlvr", "rlvr-0.1.0.dist-info"}
+    for module in ("cli", "functional", "host", "plugins/rewards/__init__", "testing"):
+        assert f"rlvr/{module}.py" in names
+    entry_points = zipfile.ZipFile(wheel).read("rlvr-0.1.0.dist-info/entry_points.txt").decode()
+    assert "rewards = rlvr.plugins.rewards" in entry_points
+    assert "rlvr.testing = rlvr.testing" in entry_points
