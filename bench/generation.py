@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         run = RunInfo(
             max_completion_length=args.max_tokens,
             num_generations=args.n,
-            extra={"max_prompt_length": max(plen)},
+            max_prompt_length=max(plen),
         )
         cfg = model.config
         print(

@@ -3,3 +3,7 @@
 
 class RlvrError(Exception):
     """An error whose message says what is wrong and how to fix it."""
+
+
+class TrainingError(RlvrError, RuntimeError):
+    """Training cannot go on (non-finite losses, nothing to train on, a bad resume...)."""

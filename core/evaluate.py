@@ -211,7 +211,9 @@ def evaluate(
     evaluated (model, data, split, k, metric, threshold, sampling, file paths).
     """
     from rlvr.data import PromptSet, load_rows, require_fields
+    from rlvr.host import build_generator
     from rlvr.metrics import length_metrics, reward_metrics
+    from rlvr.protocols import RunInfo
     from rlvr.scoring import RewardStats, Scorer, merge_summaries, score_entries
 
     if k < 1:
@@ -243,8 +245,8 @@ def evaluate(
     try:
         model, tokenizer, model_desc = _load_model(config, model_path)
         prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
-        run = _run_info(config, k, model_desc)
-        generator = backend.factory(backend_params, run, model, tokenizer)
+        run = RunInfo.from_config(config, num_generations=k, evaluation=True)
+        generator = build_generator(backend, backend_params, run, model, tokenizer)
         records, summaries, gen_time, score_time = _sample_and_score(
             config, prompts, generator, scorer, k, label, thr, progress, backend_name
         )
@@ -339,34 +341,6 @@ def _load_model(config: Any, model_path: Path | None) -> tuple[Any, Any, str]:
     return model, tokenizer, desc
 
 
-def _run_info(config: Any, k: int, model_desc: str) -> Any:
-    from rlvr.protocols import RunInfo
-
-    t = config.training
-    return RunInfo(
-        max_completion_length=t.max_completion_length,
-        num_generations=k,
-        seed=t.seed,
-        extra={
-            "max_prompt_length": t.max_prompt_length,
-            "temperature": t.temperature,
-            "output_dir": str(t.output_dir),
-            "model": config.model.model_dump(),
-            "evaluation": True,
-            "eval_model": model_desc,
-        },
-    )
-
-
-def _sampling(t: Any, call: int) -> Any:
-    # Same fields as the trainer's per-step SamplingParams; step 0 (never a training step)
-    # and the call index as the round give eval its own seeds.
-    from rlvr.protocols import SamplingParams
-    from rlvr.trainer import step_seed
-
-    return SamplingParams.from_training(t, step_seed(t.seed, 0, call))
-
-
 def _sample_and_score(
     config: Any,
     prompts: Any,
@@ -379,17 +353,16 @@ def _sample_and_score(
     backend_name: str,
 ) -> tuple[list[dict[str, Any]], list[Any], float, float]:
     """Generate and score in calls of about as many sequences as a training step samples."""
-    import torch
     from transformers import set_seed
 
-    from rlvr.records import Sample
+    from rlvr.protocols import SamplingParams
+    from rlvr.rollout import generate, sample_record, score, step_seed
 
     t = config.training
     set_seed(t.seed)
     step_sequences = t.per_device_train_batch_size * t.gradient_accumulation_steps
     step_sequences *= t.num_generations
     per_call = max(1, step_sequences // k)
-    prompt_field = config.data.prompt_field
     labels = [e.key for e in config.rewards]
     records: list[dict[str, Any]] = []
     summaries = []
@@ -401,51 +374,29 @@ def _sample_and_score(
         bar = tqdm(total=len(prompts), desc="rlvr eval", unit="prompt", dynamic_ncols=True)
     try:
         for call, first in enumerate(range(0, len(prompts), per_call)):
-            batch = [prompts[i] for i in range(first, min(first + per_call, len(prompts)))]
+            indices = list(range(first, min(first + per_call, len(prompts))))
+            # The trainer's per-step seeds with step 0 (never a training step) and the call
+            # index as the round give eval its own seeds.
+            sampling = SamplingParams.from_training(t, step_seed(t.seed, 0, call))
             t0 = time.perf_counter()
-            with torch.no_grad():
-                out = generator.generate([p.ids for p in batch], k, _sampling(t, call))
+            items = generate(generator, prompts, indices, k, sampling, backend=backend_name)
             t1 = time.perf_counter()
-            expected = len(batch) * k
-            if len(out.texts) != expected or len(out.token_ids) != expected:
-                raise EvalError(
-                    f"backend {backend_name!r} returned {len(out.texts)} completions for "
-                    f"{len(batch)} prompts x {k} (expected {expected})"
-                )
-            samples = [
-                Sample(
-                    completion=out.texts[j],
-                    prompt=batch[j // k].text,
-                    row=batch[j // k].row,
-                    num_tokens=len(out.token_ids[j]),
-                )
-                for j in range(expected)
-            ]
-            scores = scorer.score(samples)
+            scores = score(scorer, prompts, items, labels)
             score_time += time.perf_counter() - t1
             gen_time += t1 - t0
             summaries.append(scores.summary())
-            for j in range(expected):
-                rewards = {name: scores.per_reward[name][j] for name in labels}
-                value = rewards[label]
+            for j, c in enumerate(items):
+                value = c.rewards[label]
                 records.append(
                     {
-                        "index": first + j // k,
+                        "index": c.prompt_index,
                         "sample": j % k,
-                        "prompt": samples[j].prompt,
-                        "completion": samples[j].completion,
-                        "rewards": rewards,
-                        "reward": float(scores.total[j]),
+                        **sample_record(c, prompts, config.data.prompt_field),
                         "correct": value is not None and value >= threshold,
-                        "num_tokens": samples[j].num_tokens,
-                        "truncated": bool(out.truncated[j]),
-                        "row": {
-                            key: v for key, v in batch[j // k].row.items() if key != prompt_field
-                        },
                     }
                 )
             if bar is not None:
-                bar.update(len(batch))
+                bar.update(len(indices))
     finally:
         if bar is not None:
             bar.close()

@@ -15,6 +15,7 @@ nothing built-in is special. A plugin that fails to import or registers badly is
 from __future__ import annotations
 
 import importlib.metadata as md
+import inspect
 import os
 import traceback
 from collections.abc import Iterable
@@ -26,7 +27,7 @@ from pydantic import BaseModel
 
 from rlvr import hookspecs
 from rlvr.errors import RlvrError
-from rlvr.records import Algorithm, Backend, Record, Reward
+from rlvr.records import FACTORY_ARGS, Algorithm, Backend, Record, Reward
 
 KINDS: dict[str, type] = {"reward": Reward, "algorithm": Algorithm, "backend": Backend}
 _HOOKS = {
@@ -187,6 +188,55 @@ class Host:
         self.failures.append(failure)
 
 
+# --------------------------------------------------------------------------- building plugins
+
+
+def build_algorithm(record: Algorithm, params: Any, run: Any, requirements: Any) -> Any:
+    """``record.factory(params, run)``, checked against :class:`rlvr.protocols.AlgorithmImpl`
+    (``requirements`` is the record's ``requirements(params)``): a missing member is a
+    :class:`PluginError` naming it, raised before any step runs."""
+    impl = record.factory(params, run)
+    problems = algorithm_problems(impl, requirements)
+    _raise_missing("algorithm", record, impl, problems, "rlvr.protocols.AlgorithmImpl")
+    return impl
+
+
+def algorithm_problems(impl: Any, requirements: Any) -> list[str]:
+    """What ``impl`` lacks of :class:`rlvr.protocols.AlgorithmImpl` (``build_value_model``
+    only when ``requirements.value_model``)."""
+    from rlvr.protocols import AlgorithmImpl, missing_members
+
+    skip = () if requirements.value_model else ("build_value_model",)
+    problems = missing_members(impl, AlgorithmImpl, skip=skip)
+    for name in ("num_iterations", "max_generation_rounds"):
+        value = getattr(impl, name, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            problems.append(f"{name} (must be an int >= 1, got {value!r})")
+    return problems
+
+
+def build_generator(record: Backend, params: Any, run: Any, model: Any, tokenizer: Any) -> Any:
+    """``record.factory(params, run, model, tokenizer)``, checked against
+    :class:`rlvr.protocols.Generator` like :func:`build_algorithm`."""
+    from rlvr.protocols import Generator, missing_members
+
+    gen = record.factory(params, run, model, tokenizer)
+    problems = missing_members(gen, Generator)  # the conformance kit checks the same
+    if problems and callable(getattr(gen, "close", None)):
+        gen.close()
+    _raise_missing("backend", record, gen, problems, "rlvr.protocols.Generator")
+    return gen
+
+
+def _raise_missing(kind: str, record: Any, obj: Any, problems: list[str], protocol: str) -> None:
+    if problems:
+        where = f" (from {record.dist})" if record.dist else ""
+        raise PluginError(
+            f"{kind} {record.name!r}{where}: its factory built a {type(obj).__name__} that lacks "
+            f"{', '.join(problems)}; the object must implement {protocol}"
+        )
+
+
 def create_host(*, entrypoints: bool = True, plugins: Iterable[object] = ()) -> Host:
     """Build a fresh host: load the ``rlvr`` entry points (unless told not to), then ``plugins``.
 
@@ -244,9 +294,29 @@ def _check_record(record: object, expected: type) -> str | None:
         return f"{name!r}: params must be a pydantic model class, got {params!r}"
     if params.model_config.get("extra") != "forbid":
         return f"{name!r}: params model must reject unknown keys (subclass rlvr.records.Params)"
-    if not callable(record.factory):  # type: ignore[attr-defined]
+    factory = record.factory  # type: ignore[attr-defined]
+    if not callable(factory):
         return f"{name!r}: factory is not callable"
+    args = FACTORY_ARGS[expected]
+    if not _accepts(factory, len(args)):
+        return (
+            f"{name!r}: factory must accept {len(args)} positional argument(s) "
+            f"({', '.join(args)}), as rlvr calls it; its signature is {inspect.signature(factory)}"
+        )
     return None
+
+
+def _accepts(fn: Any, n: int) -> bool:
+    """Whether ``fn`` can be called with ``n`` positional arguments (True when unknowable)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without a signature
+        return True
+    try:
+        signature.bind(*range(n))
+    except TypeError:
+        return False
+    return True
 
 
 def _short(exc: BaseException) -> str:

@@ -1,22 +1,33 @@
 """What a run reports: ``metrics.jsonl``, ``samples.jsonl``, the progress bar, a compact line
-every ``logging_steps``, TensorBoard and Weights & Biases.
+every ``logging_steps``, TensorBoard and Weights & Biases; and :func:`step_metrics`, the one
+place a step's metrics are assembled.
 
-``metrics.jsonl`` has one flat JSON object per step, flushed as it is written:
+``metrics.jsonl`` has one flat JSON object per step, flushed as it is written. Its namespace has
+three parts and no exceptions:
 
-- ``step``; ``reward`` / ``reward_std`` (weighted score over every completion generated in the
-  step, all generation rounds); ``rewards/<label>/{mean,std,none_count,timeouts,errors}``
-  (stds are population stds, as in ``rlvr rewards score``; a mean over no values is null);
-- ``zero_std_frac`` (groups whose completions all scored the same), ``groups_filtered``,
-  ``groups_kept``, ``generation_rounds`` (dynamic sampling);
-- ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``;
-- ``loss``, ``entropy``, ``kl`` (to the reference model, only when there is one),
-  ``grad_norm`` (before clipping; ``value_grad_norm`` for PPO), ``learning_rate``,
-  ``skipped`` (1 when a non-finite loss or gradient skipped the update; ``loss`` is then null);
-- timing fields (:data:`TIMING_KEYS`): ``step_time``, ``generation_time``, ``scoring_time``,
-  ``training_time``, ``tokens_per_second`` (completion tokens generated per second of the
-  step), ``peak_memory_mb``;
-- whatever the algorithm's ``prepare`` and ``loss`` report (``clip_frac_low``,
-  ``clip_frac_high``, ``approx_kl``, ...); a name the trainer already uses gets ``algo/``.
+1. core metrics, measured by rlvr itself for every algorithm:
+
+   - ``step``; ``reward`` / ``reward_std`` (weighted score over every completion generated in
+     the step, all generation rounds);
+   - ``zero_std_frac`` (groups whose completions all scored the same), ``groups_filtered``,
+     ``groups_kept``, ``generation_rounds`` (dynamic sampling);
+   - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``;
+   - ``loss``, ``entropy``, ``kl`` (k3 estimate of the KL to the reference model, only when
+     there is one), ``grad_norm`` (before clipping; ``value_grad_norm`` with a value model),
+     ``learning_rate``, ``skipped`` (1 when a non-finite loss or gradient skipped the update;
+     ``loss`` is then null), ``sampler/logp_gap_{mean,max}`` (backends that return sampler
+     log-probs);
+   - timing fields (:data:`TIMING_KEYS`): ``step_time``, ``generation_time``,
+     ``scoring_time``, ``training_time``, ``tokens_per_second`` (completion tokens generated
+     per second of the step), ``peak_memory_mb``;
+
+2. ``rewards/<label>/{mean,std,none_count,timeouts,errors}`` per configured reward (stds are
+   population stds, as in ``rlvr rewards score``; a mean over no values is null);
+3. ``algo/<algorithm name>/<key>``: whatever the algorithm's ``prepare`` and ``loss`` report
+   (``algo/grpo/clip_frac_low``, ``algo/ppo/value_loss``, ...).
+
+Before 0.2 the algorithm's metrics were logged without the prefix (``approx_kl``,
+``clip_frac_low``, ...; :data:`LEGACY_ALGO_KEYS`); ``rlvr plot`` still reads such runs.
 
 On resume the files are cut back to the resumed step, so they read as one uninterrupted run.
 """
@@ -31,9 +42,13 @@ import resource
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr.errors import RlvrError
+
+if TYPE_CHECKING:
+    from rlvr.rollout import Completion, Rollout
+    from rlvr.update import UpdateResult
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
@@ -71,6 +86,16 @@ CORE_KEYS = (
     "step_time",
     "tokens_per_second",
     "peak_memory_mb",
+)
+
+#: Algorithm metrics logged without the ``algo/<name>/`` prefix before 0.2 (read by ``rlvr plot``
+#: for one more release).
+LEGACY_ALGO_KEYS = (
+    "approx_kl",
+    "clip_frac",
+    "clip_frac_low",
+    "clip_frac_high",
+    "algo/clip_frac",
 )
 
 _PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
@@ -147,6 +172,86 @@ def length_metrics(lengths: Sequence[int], truncated: Sequence[bool]) -> dict[st
         "completion_length/max": float(max(lengths, default=0)),
         "truncated_frac": sum(bool(t) for t in truncated) / n,
     }
+
+
+def zero_std_frac(items: Sequence[Completion]) -> float:
+    """Fraction of groups whose completions all scored the same (no learning signal)."""
+    groups: dict[int, list[float]] = {}
+    for c in items:
+        groups.setdefault(c.group, []).append(c.score)
+    if not groups:
+        return 0.0
+    flat = sum(1 for scores in groups.values() if max(scores) - min(scores) == 0)
+    return flat / len(groups)
+
+
+def step_metrics(
+    *,
+    step: int,
+    algorithm: str,
+    rollout: Rollout,
+    prepare_metrics: Mapping[str, float],
+    updates: Sequence[UpdateResult],
+    learning_rate: float,
+    num_tokens: int,
+    step_time: float,
+    training_time: float,
+) -> dict[str, Any]:
+    """A step's line of ``metrics.jsonl`` (the namespace in the module docstring).
+
+    Update measurements are averaged over the step's ``num_iterations`` updates, except
+    ``entropy`` and ``sampler/*``, measured before the first update changed any weight.
+    """
+    gen = rollout.generated
+    first = updates[0]
+    m: dict[str, Any] = {"step": step}
+    m.update(reward_metrics(_stats([c.score for c in gen]), rollout.summary))
+    m["zero_std_frac"] = zero_std_frac(gen)
+    m["groups_filtered"] = rollout.groups_filtered
+    m["groups_kept"] = len({c.group for c in rollout.kept})
+    m["generation_rounds"] = rollout.rounds
+    m.update(length_metrics([len(c.token_ids) for c in gen], [c.truncated for c in gen]))
+    m["loss"] = _mean([u.loss for u in updates])
+    m["grad_norm"] = _mean([u.grad_norm for u in updates])
+    if first.value_grad_norm is not None:
+        m["value_grad_norm"] = _mean([u.value_grad_norm or 0.0 for u in updates])
+    if first.entropy is not None:
+        m["entropy"] = first.entropy
+    if first.sampler_gap_mean is not None:
+        m["sampler/logp_gap_mean"] = first.sampler_gap_mean
+        m["sampler/logp_gap_max"] = first.sampler_gap_max
+    kls = [u.kl for u in updates if u.kl is not None]
+    if kls:
+        m["kl"] = _mean(kls)
+    m["learning_rate"] = learning_rate
+    m["skipped"] = 0 if all(u.finite for u in updates) else 1
+    m["num_tokens"] = num_tokens
+    prefix = f"algo/{algorithm}/"
+    for k, v in prepare_metrics.items():
+        m[prefix + k] = float(v)
+    loss_metrics: dict[str, list[float]] = {}
+    for u in updates:
+        for k, v in u.algo.items():
+            loss_metrics.setdefault(k, []).append(v)
+    for k, values in loss_metrics.items():
+        m[prefix + k] = _mean(values)
+    m["step_time"] = step_time
+    m["generation_time"] = rollout.generation_time
+    m["scoring_time"] = rollout.scoring_time
+    m["training_time"] = training_time
+    m["tokens_per_second"] = sum(len(c.token_ids) for c in gen) / max(step_time, 1e-9)
+    m["peak_memory_mb"] = peak_memory_mb()
+    return m
+
+
+def _stats(values: Sequence[float]) -> Any:
+    from rlvr.scoring import RewardStats
+
+    return RewardStats.of(values)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
 
 
 def _clean(value: Any) -> Any:
@@ -339,6 +444,7 @@ __all__ = [
     "METRICS_FILE",
     "SAMPLES_FILE",
     "TIMING_KEYS",
+    "LEGACY_ALGO_KEYS",
     "MetricsLogger",
     "ReportError",
     "compact_line",
@@ -347,4 +453,6 @@ __all__ = [
     "read_metrics",
     "reporters",
     "reward_metrics",
+    "step_metrics",
+    "zero_std_frac",
 ]

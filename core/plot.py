@@ -5,7 +5,9 @@
 - ``rewards.png``: the weighted reward (mean ± std over the step's completions) and each
   reward's mean (``rewards/<label>/mean``);
 - ``training.png``: loss, gradient norm (and the value model's), learning rate, entropy,
-  KL (to the reference model, and the algorithm's ``approx_kl``), clip fractions;
+  KL (to the reference model, and the algorithm's ``algo/<name>/approx_kl``), the
+  algorithm's clip fractions (runs logged before 0.2, without the ``algo/<name>/`` prefix,
+  plot the same);
 - ``completions.png``: completion length (mean, min-max band), truncated fraction, groups
   with zero reward spread and groups filtered by dynamic sampling;
 - ``throughput.png``: completion tokens per second, time per step by phase, peak memory.
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.errors import RlvrError
+from rlvr.metrics import LEGACY_ALGO_KEYS
 
 PLOTS_DIR = "plots"
 SMOOTH_FROM = 20  # steps before a moving average is drawn
@@ -44,7 +47,9 @@ def _figures(keys: set[str]) -> dict[str, list[Panel]]:
         for k in keys
         if k.startswith("rewards/") and k.endswith("/mean")
     )
-    clip = sorted(k for k in keys if k.startswith("clip_frac") or k.startswith("algo/clip_frac"))
+    # algo/<name>/clip_frac_low, ...; before 0.2 without the prefix (LEGACY_ALGO_KEYS).
+    clip = sorted(k for k in keys if _algo_key(k).startswith("clip_frac"))
+    approx_kl = sorted(k for k in keys if _algo_key(k) == "approx_kl")
     return {
         "rewards": [
             ("reward (weighted sum)", [("reward", "reward")], "reward"),
@@ -63,8 +68,12 @@ def _figures(keys: set[str]) -> dict[str, list[Panel]]:
             ),
             ("learning rate", [("learning_rate", "lr")], ""),
             ("entropy", [("entropy", "entropy")], "nats/token"),
-            ("KL", [("kl", "kl (reference)"), ("approx_kl", "approx_kl (old policy)")], ""),
-            ("clip fractions", [(k, k) for k in clip], "fraction"),
+            (
+                "KL",
+                [("kl", "kl (reference)")] + [(k, f"{k} (old policy)") for k in approx_kl],
+                "",
+            ),
+            ("clip fractions", [(k, _algo_key(k)) for k in clip], "fraction"),
         ],
         "completions": [
             ("completion length", [("completion_length/mean", "mean")], "tokens"),
@@ -93,6 +102,15 @@ def _figures(keys: set[str]) -> dict[str, list[Panel]]:
             ("peak memory", [("peak_memory_mb", "peak")], "MiB"),
         ],
     }
+
+
+def _algo_key(key: str) -> str:
+    """The algorithm's own name of a metric: ``algo/grpo/approx_kl`` and the pre-0.2
+    ``approx_kl`` / ``algo/clip_frac`` are ``approx_kl`` / ``clip_frac``; other keys: ``""``."""
+    if key in LEGACY_ALGO_KEYS:
+        return key.removeprefix("algo/")
+    parts = key.split("/", 2)
+    return parts[2] if len(parts) == 3 and parts[0] == "algo" else ""
 
 
 def _number(value: Any) -> float:

@@ -1,18 +1,19 @@
 """The runtime interfaces the trainer drives: what an algorithm and a backend factory return.
 
-The trainer knows plugins only through these. Data flows one way:
+The trainer, ``rlvr eval`` and the conformance kit (:mod:`rlvr.testing`) know plugins only
+through these and the records of :mod:`rlvr.records`. Data flows one way:
 backend.generate -> rewards -> algorithm.select -> algorithm.prepare -> algorithm.loss.
+:func:`missing_members` names what a built object lacks, so a plugin that does not implement
+its interface fails when it is built, before the first step.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import torch
-
-    from rlvr.records import Requirements
 
 
 @dataclass
@@ -68,8 +69,9 @@ def check_request(prompts: list[list[int]], n: int, sampling: SamplingParams) ->
         raise ValueError("every prompt needs at least one token")
 
 
+@runtime_checkable
 class Generator(Protocol):
-    """What a backend factory ``factory(params, run)`` returns."""
+    """What a backend factory ``factory(params, run, model, tokenizer)`` returns."""
 
     def generate(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> Generation:
         """Sample ``n`` completions for each tokenized prompt."""
@@ -91,7 +93,8 @@ class RolloutBatch:
     ``reward_components[label]`` holds each reward's values (NaN where it returned None).
     The trainer fills ``old_logp`` / ``ref_logp`` / ``old_values`` when the algorithm's
     requirements ask for them; ``prepare`` adds ``advantages`` (``[N]`` or ``[N, T]``),
-    ``loss_mask`` and, for value-based algorithms, ``returns``.
+    ``loss_mask`` and, for value-based algorithms, ``returns``. ``step`` is the training step
+    the batch was generated for (1-based; 0 outside training), for algorithms with schedules.
     """
 
     prompt_ids: torch.Tensor
@@ -110,6 +113,7 @@ class RolloutBatch:
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
     loss_mask: torch.Tensor | None = None
+    step: int = 0
 
     def __len__(self) -> int:
         return int(self.completion_ids.shape[0])
@@ -119,8 +123,8 @@ class RolloutBatch:
         out: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is None:
-                out[f.name] = None
+            if value is None or isinstance(value, int):
+                out[f.name] = value
             elif isinstance(value, dict):
                 out[f.name] = {k: v[idx] for k, v in value.items()}
             else:
@@ -133,8 +137,10 @@ class RolloutBatch:
             value = getattr(self, f.name)
             if isinstance(value, dict):
                 out[f.name] = {k: v.to(device) for k, v in value.items()}
+            elif value is None or isinstance(value, int):
+                out[f.name] = value
             else:
-                out[f.name] = None if value is None else value.to(device)
+                out[f.name] = value.to(device)
         return RolloutBatch(**out)
 
 
@@ -146,25 +152,33 @@ class LossOutput:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+@runtime_checkable
 class AlgorithmImpl(Protocol):
-    """What an algorithm factory ``factory(params, run)`` returns.
+    """What an algorithm factory ``factory(params, run)`` returns (``run``: a :class:`RunInfo`).
 
-    ``run`` is a :class:`RunInfo`. Optional extras (value models) are discovered through the
-    requirements, never through isinstance checks.
+    What the algorithm needs from the run (reference model, value model, old log-probs...) is
+    the record's ``requirements(params)`` (:class:`rlvr.records.Requirements`), the one source
+    both ``rlvr validate`` and the trainer read. The built-in algorithms share
+    :class:`rlvr.plugins.algorithms.base.PolicyGradient`, which sets every attribute below.
     """
 
-    requirements: Requirements
-    #: optimizer passes over each generated batch (TRL's ``num_iterations``).
+    #: optimizer passes over each generated batch (TRL's ``num_iterations``), >= 1.
     num_iterations: int
-    #: generation rounds allowed to fill a step when ``select`` filters groups out.
+    #: generation rounds allowed to fill a step when ``select`` filters groups out, >= 1.
     max_generation_rounds: int
+    #: the value model's learning rate; None: ``training.learning_rate``. Read only when
+    #: ``requirements.value_model`` is set.
+    value_learning_rate: float | None
 
     def select(self, batch: RolloutBatch) -> torch.Tensor | None:
         """Boolean ``[N]`` of samples to keep (dynamic sampling), or None to keep all."""
         ...
 
     def prepare(self, batch: RolloutBatch) -> tuple[RolloutBatch, dict[str, float]]:
-        """Shape rewards, set ``advantages``/``loss_mask`` (and ``returns``); pure, no grad."""
+        """Shape rewards, set ``advantages``/``loss_mask`` (and ``returns``); pure, no grad.
+
+        The metrics are logged as ``algo/<algorithm name>/<key>``.
+        """
         ...
 
     def loss(
@@ -184,16 +198,72 @@ class AlgorithmImpl(Protocol):
         ...
 
     def build_value_model(self, policy: Any) -> Any:
-        """Only when ``requirements.value_model``: a module mapping
+        """Only called when ``requirements.value_model``: a module mapping
         ``(input_ids, attention_mask)`` to per-position values ``[N, L]``."""
         ...
 
 
 @dataclass(frozen=True)
 class RunInfo:
-    """Facts about the run that plugin factories may need (no models in here)."""
+    """Facts about the run that plugin factories may need (no models in here).
+
+    Built by :meth:`from_config` for training and ``rlvr eval`` alike; tests build small ones
+    directly. ``max_steps`` is 0 and ``evaluation`` True under ``rlvr eval``.
+    """
 
     max_completion_length: int
     num_generations: int
     seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    max_prompt_length: int | None = None
+    temperature: float = 1.0
+    max_steps: int = 0
+    learning_rate: float = 0.0
+    device: str = "cpu"
+    dtype: str = "float32"
+    output_dir: str = ""
+    evaluation: bool = False
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Any,
+        *,
+        num_generations: int | None = None,
+        max_steps: int = 0,
+        device: Any = "cpu",
+        dtype: Any = "float32",
+        evaluation: bool = False,
+    ) -> RunInfo:
+        """The run facts of a validated config (``num_generations`` overrides the training
+        section's, as ``rlvr eval -k`` does)."""
+        t = config.training
+        return cls(
+            max_completion_length=t.max_completion_length,
+            num_generations=t.num_generations if num_generations is None else num_generations,
+            seed=t.seed,
+            max_prompt_length=t.max_prompt_length,
+            temperature=t.temperature,
+            max_steps=max_steps,
+            learning_rate=t.learning_rate,
+            device=str(device),
+            dtype=str(dtype).removeprefix("torch."),
+            output_dir=str(t.output_dir),
+            evaluation=evaluation,
+        )
+
+
+def missing_members(obj: object, protocol: type, *, skip: tuple[str, ...] = ()) -> list[str]:
+    """The attributes and methods of ``protocol`` that ``obj`` lacks (methods must be callable),
+    leaving out ``skip``. Used right after a factory builds a plugin object, so that the error
+    names what is missing instead of a crash mid-run."""
+    annotations = getattr(protocol, "__annotations__", {})
+    names = [n for n in dir(protocol) if not n.startswith("_")] + list(annotations)
+    missing = []
+    for name in dict.fromkeys(names):
+        if name in skip:
+            continue
+        if not hasattr(obj, name):
+            missing.append(name)
+        elif name not in annotations and not callable(getattr(obj, name)):
+            missing.append(f"{name}()")
+    return missing

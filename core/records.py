@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from rlvr.protocols import AlgorithmImpl, Generator, RunInfo
 
 
 class Params(BaseModel):
@@ -48,6 +51,12 @@ class RewardFn(Protocol):
     def __call__(self, sample: Sample) -> float | None: ...
 
 
+class RewardFactory(Protocol):
+    """``factory(params)``: builds the reward function inside a reward worker."""
+
+    def __call__(self, params: Any, /) -> RewardFn: ...
+
+
 @dataclass(frozen=True)
 class Reward:
     """A reward plugin.
@@ -60,7 +69,7 @@ class Reward:
 
     name: str
     params: type[Params]
-    factory: Callable[[Any], RewardFn]
+    factory: RewardFactory
     description: str
     fields: Callable[[Any], tuple[str, ...]] = lambda params: ()
     dist: str | None = None
@@ -80,17 +89,24 @@ class Requirements:
     min_group_size: int = 1
 
 
+class AlgorithmFactory(Protocol):
+    """``factory(params, run)``: builds the algorithm object the trainer drives."""
+
+    def __call__(self, params: Any, run: RunInfo, /) -> AlgorithmImpl: ...
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """An algorithm plugin: ``factory(params, run)`` builds the object the trainer drives.
 
-    ``requirements(params)`` must be cheap (no torch): config validation calls it.
-    The object's interface is :class:`rlvr.algorithm.AlgorithmImpl`.
+    ``requirements(params)`` must be cheap (no torch): config validation calls it, and it is
+    the only place the trainer learns what the algorithm needs. The built object's interface
+    is :class:`rlvr.protocols.AlgorithmImpl`.
     """
 
     name: str
     params: type[Params]
-    factory: Callable[..., Any]
+    factory: AlgorithmFactory
     description: str
     requirements: Callable[[Any], Requirements] = lambda params: Requirements()
     dist: str | None = None
@@ -107,9 +123,17 @@ class Capabilities:
     reference_logprobs: bool = True
 
 
+class BackendFactory(Protocol):
+    """``factory(params, run, model, tokenizer)``: builds the generator on the policy model
+    (a transformers model) and its tokenizer."""
+
+    def __call__(self, params: Any, run: RunInfo, model: Any, tokenizer: Any, /) -> Generator: ...
+
+
 @dataclass(frozen=True)
 class Backend:
-    """A rollout backend plugin: ``factory(params, run)`` builds the generator.
+    """A rollout backend plugin: ``factory(params, run, model, tokenizer)`` builds the
+    generator (:class:`rlvr.protocols.Generator`).
 
     ``available()`` returns ``None`` when the backend can run here, else a message saying what
     is missing and how to install it (checked by ``rlvr validate`` before anything loads).
@@ -117,7 +141,7 @@ class Backend:
 
     name: str
     params: type[Params]
-    factory: Callable[..., Any]
+    factory: BackendFactory
     description: str
     capabilities: Capabilities = Capabilities()
     available: Callable[[], str | None] = lambda: None
@@ -126,14 +150,25 @@ class Backend:
 
 Record = Reward | Algorithm | Backend
 
+#: How many positional arguments each kind's factory is called with (checked at registration).
+FACTORY_ARGS: dict[type, tuple[str, ...]] = {
+    Reward: ("params",),
+    Algorithm: ("params", "run"),
+    Backend: ("params", "run", "model", "tokenizer"),
+}
+
 __all__ = [
+    "FACTORY_ARGS",
     "Algorithm",
+    "AlgorithmFactory",
     "Backend",
+    "BackendFactory",
     "Capabilities",
     "Params",
     "Record",
     "Requirements",
     "Reward",
+    "RewardFactory",
     "RewardFn",
     "Sample",
 ]

@@ -441,16 +441,18 @@ def check_algorithm(
     """Check an algorithm plugin on a synthetic batch; return the metrics it reported.
 
     Builds it with ``factory(params, run)`` (``run`` defaults to a small
-    :class:`~rlvr.protocols.RunInfo`), then: the built object's ``requirements`` equal the
-    record's ``requirements(params)`` (config validation uses the latter, the trainer the
-    former); ``select`` returns None or a bool mask; ``prepare`` sets finite ``advantages``
-    (``[N]`` or ``[N, T]``) without needing tensors its requirements did not ask for; ``loss``
-    is a finite scalar with a finite gradient w.r.t. ``logp`` that is nonzero somewhere and
-    zero on padding, and the losses of two micro-batches (given the whole step's
-    ``num_tokens``/``num_seqs``) add up to the whole batch's.
+    :class:`~rlvr.protocols.RunInfo`), then: the built object has every member of
+    :class:`~rlvr.protocols.AlgorithmImpl` (``build_value_model`` when its requirements ask
+    for a value model) as the trainer checks it; ``select`` returns None or a bool mask;
+    ``prepare`` sets finite ``advantages`` (``[N]`` or ``[N, T]``) without needing tensors its
+    requirements did not ask for; ``loss`` is a finite scalar with a finite gradient w.r.t.
+    ``logp`` that is nonzero somewhere and zero on padding, and the losses of two
+    micro-batches (given the whole step's ``num_tokens``/``num_seqs``) add up to the whole
+    batch's.
     """
     import torch
 
+    from rlvr.host import algorithm_problems
     from rlvr.protocols import RolloutBatch, RunInfo
     from rlvr.records import Requirements
 
@@ -465,30 +467,15 @@ def check_algorithm(
         raise _fail(label, f"requirements.min_group_size must be an int >= 1, got {req!r}")
     group = max(4, req.min_group_size)
     if run is None:
-        run = RunInfo(
-            max_completion_length=8,
-            num_generations=group,
-            seed=seed,
-            extra={"learning_rate": 1e-6, "max_steps": 10, "device": "cpu", "dtype": "float32"},
-        )
+        run = RunInfo(max_completion_length=8, num_generations=group, seed=seed, max_steps=10)
     impl = _call(label, "factory(params, run)", record.factory, p, run)
-
-    for name in ("select", "prepare", "loss"):
-        if not callable(getattr(impl, name, None)):
-            raise _fail(label, f"the built object {type(impl).__name__} has no method {name}()")
-    built_req = getattr(impl, "requirements", req)  # the trainer falls back to the record's
-    if built_req != req:
+    problems = algorithm_problems(impl, req)
+    if problems:
         raise _fail(
             label,
-            f"the built object's requirements {built_req!r} differ from requirements(params) "
-            f"{req!r}: config validation checks the latter, the trainer acts on the former",
+            f"the built object {type(impl).__name__} lacks {', '.join(problems)} "
+            "(see rlvr.protocols.AlgorithmImpl)",
         )
-    for name in ("num_iterations", "max_generation_rounds"):
-        value = getattr(impl, name, 1)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise _fail(label, f"{name} must be an int >= 1, got {value!r}")
-    if req.value_model and not callable(getattr(impl, "build_value_model", None)):
-        raise _fail(label, "requirements.value_model is set but there is no build_value_model()")
 
     batch = synthetic_batch(
         req, group_size=run.num_generations, max_completion_length=run.max_completion_length
@@ -668,7 +655,7 @@ def check_backend(
 
     from rlvr.config import ModelConfig
     from rlvr.modeling import load_policy
-    from rlvr.protocols import RunInfo, SamplingParams
+    from rlvr.protocols import Generator, RunInfo, SamplingParams, missing_members
 
     directory = Path(model_dir) if model_dir is not None else tiny_model_dir()
     model_cfg = ModelConfig(name_or_path=str(directory), dtype="float32")
@@ -679,21 +666,18 @@ def check_backend(
     run = RunInfo(
         max_completion_length=max_tokens,
         num_generations=2,
-        seed=0,
-        extra={
-            "model": model_cfg.model_dump(),
-            "device": "cpu",
-            "dtype": "float32",
-            "max_prompt_length": max(len(x) for x in prompts),
-            "temperature": 1.0,
-        },
+        max_prompt_length=max(len(x) for x in prompts),
     )
     gen = _call(
         label, "factory(params, run, model, tokenizer)", record.factory, p, run, model, tokenizer
     )
-    for name in ("generate", "sync_weights", "close"):
-        if not callable(getattr(gen, name, None)):
-            raise _fail(label, f"the generator {type(gen).__name__} has no method {name}()")
+    missing = missing_members(gen, Generator)
+    if missing:
+        raise _fail(
+            label,
+            f"the generator {type(gen).__name__} lacks {', '.join(missing)} "
+            "(see rlvr.protocols.Generator)",
+        )
 
     cases = [
         (prompts, 2, SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=0)),

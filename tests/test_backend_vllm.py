@@ -69,9 +69,7 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run_info():
-    return RunInfo(
-        max_completion_length=32, num_generations=4, seed=0, extra={"max_prompt_length": 64}
-    )
+    return RunInfo(max_completion_length=32, num_generations=4, seed=0, max_prompt_length=64)
 
 
 @pytest.fixture(scope="module")

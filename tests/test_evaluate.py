@@ -363,6 +363,25 @@ def test_plot_run_writes_pngs(tmp_path, capsys):
     assert capsys.readouterr().out.split() == [str(p) for p in paths]
 
 
+def test_plot_reads_algorithm_metrics_by_their_new_and_old_names():
+    from rlvr.plot import _figures
+
+    def panels(keys):
+        training = dict((title, series) for title, series, _ in _figures(set(keys))["training"])
+        return training["KL"], training["clip fractions"]
+
+    new = panels({"kl", "algo/grpo/approx_kl", "algo/grpo/clip_frac_low", "algo/grpo/loss"})
+    assert new == (
+        [("kl", "kl (reference)"), ("algo/grpo/approx_kl", "algo/grpo/approx_kl (old policy)")],
+        [("algo/grpo/clip_frac_low", "clip_frac_low")],
+    )
+    old = panels({"kl", "approx_kl", "clip_frac_low", "loss"})  # runs logged before 0.2
+    assert old == (
+        [("kl", "kl (reference)"), ("approx_kl", "approx_kl (old policy)")],
+        [("clip_frac_low", "clip_frac_low")],
+    )
+
+
 def test_plot_errors(tmp_path, monkeypatch, capsys):
     with pytest.raises(PlotError, match="metrics.jsonl"):
         plot_run(tmp_path)

@@ -24,7 +24,7 @@ from rlvr.config import ConfigError
 from rlvr.plugins.algorithms.base import GroupRelative
 from rlvr.plugins.algorithms.params import GRPOParams
 from rlvr.protocols import Generation, LossOutput
-from rlvr.records import Algorithm, Backend, Capabilities, Params, Requirements, Reward, Sample
+from rlvr.records import Algorithm, Backend, Capabilities, Params, Reward, Sample
 from rlvr.testing import (  # noqa: F401 - fixtures, used here before rlvr's pytest11 entry point
     ConformanceError,
     check_algorithm,
@@ -213,8 +213,8 @@ class FlawParams(GRPOParams):
 class FlawedAlgorithm(GroupRelative):
     def __init__(self, params, run):
         super().__init__(params, run)
-        if params.flaw == "requirements":
-            self.requirements = Requirements(reference_model=True)
+        if params.flaw == "no_iterations":
+            del self.num_iterations
 
     def advantages(self, batch, rewards, mask, metrics):
         flaw = self.params.flaw
@@ -266,7 +266,7 @@ def test_sound_algorithm_passes():
 @pytest.mark.parametrize(
     ("flaw", "message"),
     [
-        ("requirements", "built object's requirements .* differ from requirements"),
+        ("no_iterations", "FlawedAlgorithm lacks num_iterations"),
         ("reads_ref", r"prepare\(batch\).*only what its requirements ask for"),
         ("adv_shape", r"advantages of shape \[12\] or \[12, 8\], got \(2,\)"),
         ("adv_nan", "non-finite advantages"),

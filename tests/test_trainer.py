@@ -184,7 +184,14 @@ def test_three_steps_write_metrics(algorithm, make_config, host):
     if algorithm in ("grpo", "ppo"):  # these load a reference model by default
         assert all("kl" in m for m in lines)
     if algorithm in ("grpo", "dapo", "rloo", "dr_grpo"):
-        assert all("clip_frac_low" in m and "clip_frac_high" in m for m in lines)
+        prefix = f"algo/{algorithm}/"
+        assert all(f"{prefix}clip_frac_low" in m and f"{prefix}clip_frac_high" in m for m in lines)
+    # One namespace: core keys, rewards/<label>/..., algo/<name>/... and nothing else.
+    core = set(CORE_KEYS) | {"kl", "groups_kept", "num_tokens", "value_grad_norm"}
+    core |= {"generation_time", "scoring_time", "training_time"}
+    for m in lines:
+        for key in m:
+            assert key in core or key.startswith(("rewards/", f"algo/{algorithm}/")), key
     assert any(m["grad_norm"] > 0 for m in lines)
     # The final checkpoint loads with from_pretrained.
     final = latest_checkpoint(out)

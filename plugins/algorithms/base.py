@@ -22,23 +22,10 @@ def _float(x: torch.Tensor | float) -> float:
     return float(x.detach().float().item()) if isinstance(x, torch.Tensor) else float(x)
 
 
-def group_count(group_ids: torch.Tensor) -> int:
-    return int(torch.unique(group_ids).numel())
-
-
-def zero_std_frac(rewards: torch.Tensor, group_ids: torch.Tensor) -> float:
-    """Fraction of groups whose rewards are all equal (they carry no learning signal)."""
-    total = group_count(group_ids)
-    if total == 0:
-        return 0.0
-    keep = F.dynamic_sampling_keep(rewards, group_ids)
-    kept = int(torch.unique(group_ids[keep]).numel())
-    return 1.0 - kept / total
-
-
 class PolicyGradient:
-    """Shared ``AlgorithmImpl``: clipped surrogate (``epsilon``/``epsilon_high``/``delta``),
-    ``beta * kl_kind`` KL added per token, aggregation by ``params.aggregation``.
+    """Shared :class:`~rlvr.protocols.AlgorithmImpl`: clipped surrogate
+    (``epsilon``/``epsilon_high``/``delta``), ``beta * kl_kind`` KL added per token,
+    aggregation by ``params.aggregation``.
 
     Subclasses implement :meth:`advantages` and may override :meth:`shape_rewards`,
     :meth:`select` and :meth:`extra_loss`.
@@ -50,9 +37,9 @@ class PolicyGradient:
     def __init__(self, params: Any, run: RunInfo):
         self.params = params
         self.run = run
-        self.requirements = params.requirements()
         self.num_iterations = int(params.num_iterations)
         self.max_generation_rounds = 1
+        self.value_learning_rate: float | None = None
 
     # ------------------------------------------------------------------ generation side
 
@@ -91,7 +78,6 @@ class PolicyGradient:
         metrics["reward/mean"] = _float(rewards.mean()) if len(rewards) else 0.0
         metrics["advantages/mean"] = _float(F.masked_mean(advantages, valid))
         metrics["advantages/abs_mean"] = _float(F.masked_mean(advantages.abs(), valid))
-        metrics["truncated_frac"] = _float(batch.truncated.float().mean()) if len(batch) else 0.0
         if self.params.mask_truncated_completions:
             metrics["masked_frac"] = 1.0 - _float(mask.bool().any(dim=1).float().mean())
         out = dataclasses.replace(batch, advantages=advantages, loss_mask=mask)
@@ -177,7 +163,6 @@ class GroupRelative(PolicyGradient):
     """GRPO and Dr. GRPO: ``R_i - mean_g(R)``, scaled by ``params.scale_rewards``."""
 
     def advantages(self, batch, rewards, mask, metrics):
-        metrics["zero_std_frac"] = zero_std_frac(rewards, batch.group_ids)
         adv = F.group_advantages(rewards, batch.group_ids, scale=self.params.scale_rewards)
         return adv, None
 
@@ -186,5 +171,4 @@ class LeaveOneOut(PolicyGradient):
     """RLOO: ``R_i - mean_{j != i} R_j`` within the prompt's group."""
 
     def advantages(self, batch, rewards, mask, metrics):
-        metrics["zero_std_frac"] = zero_std_frac(rewards, batch.group_ids)
         return F.rloo_advantages(rewards, batch.group_ids), None

@@ -111,7 +111,6 @@ class PPO(PolicyGradient):
 
     def __init__(self, params, run: RunInfo):
         super().__init__(params, run)
-        #: the value model's learning rate; None means the policy's (training.learning_rate).
         self.value_learning_rate = params.value_learning_rate
 
     def advantages(self, batch: RolloutBatch, rewards, mask, metrics):

@@ -398,10 +398,8 @@ class VLLMGenerator:
         self.load_format = load_format
 
         max_model_len = params.max_model_len
-        if max_model_len is None:
-            max_prompt = (run.extra or {}).get("max_prompt_length")
-            if max_prompt:
-                max_model_len = int(max_prompt) + int(run.max_completion_length)
+        if max_model_len is None and run.max_prompt_length:
+            max_model_len = run.max_prompt_length + run.max_completion_length
         kwargs: dict[str, Any] = {
             "model": str(source),
             "tokenizer": str(tokenizer_dir),

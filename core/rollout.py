@@ -1,0 +1,299 @@
+"""Rollout: generate completions for prompts, score them, and keep the groups the algorithm
+selects. ``rlvr train`` and ``rlvr eval`` share :func:`generate`, :func:`score` and
+:func:`sample_record`; :class:`Rollouts` adds the training step's dynamic-sampling rounds.
+
+One training rollout (:meth:`Rollouts.run`): take the step's prompts, sample
+``num_generations`` completions each, score them (one reward pool for the whole run); when the
+algorithm's ``select`` filters groups out (dynamic sampling), generate more with new prompts
+until the step has its prompts' worth of groups or ``max_generation_rounds`` rounds ran.
+Every round gets its own sampling seed from ``(seed, step, round)`` (:func:`step_seed`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlvr.data import PromptSampler, PromptSet
+from rlvr.errors import TrainingError
+from rlvr.host import PluginError
+from rlvr.protocols import Generator, RolloutBatch, SamplingParams
+from rlvr.records import Sample
+from rlvr.scoring import RewardStats, Scorer, Scores, merge_summaries
+
+logger = logging.getLogger("rlvr.rollout")
+
+#: How many distinct error messages per reward a step logs.
+MAX_MESSAGES = 5
+
+
+def step_seed(seed: int, step: int, round_: int = 0) -> int:
+    """A 31-bit seed fixed by ``(seed, step, round)``, unrelated across different triples."""
+    state = np.random.SeedSequence([seed & 0xFFFFFFFF, step, round_]).generate_state(1)
+    return int(state[0] & 0x7FFFFFFF)
+
+
+@dataclass
+class Completion:
+    """One generated completion with everything a step needs about it."""
+
+    prompt_index: int
+    group: int
+    prompt_ids: list[int]
+    token_ids: list[int]
+    text: str
+    truncated: bool
+    score: float = 0.0
+    rewards: dict[str, float | None] = field(default_factory=dict)
+    sampler_logp: list[float] | None = None
+    kept: bool = True
+
+
+# --------------------------------------------------------------------------- shared steps
+
+
+def generate(
+    generator: Generator,
+    prompts: PromptSet,
+    indices: Sequence[int],
+    n: int,
+    sampling: SamplingParams,
+    *,
+    backend: str,
+    first_group: int = 0,
+) -> list[Completion]:
+    """``n`` completions of each prompt ``indices[j]``, in group ``first_group + j``."""
+    batch = [prompts[i] for i in indices]
+    with torch.no_grad():
+        out = generator.generate([p.ids for p in batch], n, sampling)
+    expected = len(batch) * n
+    if len(out.token_ids) != expected or len(out.texts) != expected:
+        raise PluginError(
+            f"backend {backend!r} returned {len(out.token_ids)} completions for "
+            f"{len(batch)} prompts x {n} (expected {expected})"
+        )
+    return [
+        Completion(
+            prompt_index=indices[k // n],
+            group=first_group + k // n,
+            prompt_ids=batch[k // n].ids,
+            token_ids=list(out.token_ids[k]),
+            text=out.texts[k],
+            truncated=bool(out.truncated[k]),
+            sampler_logp=None if out.logprobs is None else list(out.logprobs[k]),
+        )
+        for k in range(expected)
+    ]
+
+
+def score(
+    scorer: Scorer, prompts: PromptSet, items: Sequence[Completion], labels: Sequence[str]
+) -> Scores:
+    """Score ``items`` with every reward; sets each one's ``score`` and ``rewards``."""
+    samples = [
+        Sample(
+            completion=c.text,
+            prompt=prompts[c.prompt_index].text,
+            row=prompts[c.prompt_index].row,
+            num_tokens=len(c.token_ids),
+        )
+        for c in items
+    ]
+    scores = scorer.score(samples)
+    for i, c in enumerate(items):
+        c.score = float(scores.total[i])
+        c.rewards = {label: scores.per_reward[label][i] for label in labels}
+    return scores
+
+
+def sample_record(c: Completion, prompts: PromptSet, prompt_field: str) -> dict[str, Any]:
+    """What ``samples.jsonl`` says about one completion (train and eval add their fields)."""
+    prompt = prompts[c.prompt_index]
+    return {
+        "prompt": prompt.text,
+        "completion": c.text,
+        "reward": c.score,
+        "rewards": c.rewards,
+        "num_tokens": len(c.token_ids),
+        "truncated": c.truncated,
+        "row": {k: v for k, v in prompt.row.items() if k != prompt_field},
+    }
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def _pad_right(rows: Sequence[Sequence[Any]], width: int, value: Any, dtype) -> torch.Tensor:
+    out = torch.full((len(rows), width), value, dtype=dtype)
+    for i, r in enumerate(rows):
+        if len(r):
+            out[i, : len(r)] = torch.tensor(list(r), dtype=dtype)
+    return out
+
+
+def _pad_left(rows: Sequence[Sequence[int]], width: int, value: int) -> torch.Tensor:
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, r in enumerate(rows):
+        if len(r):
+            out[i, width - len(r) :] = torch.tensor(list(r), dtype=torch.long)
+    return out
+
+
+def build_batch(
+    items: Sequence[Completion], labels: Sequence[str], pad_id: int, step: int = 0
+) -> RolloutBatch:
+    """The tensors of ``items`` (CPU): prompts left-padded, completions right-padded."""
+    p = max((len(c.prompt_ids) for c in items), default=1)
+    t = max(max((len(c.token_ids) for c in items), default=1), 1)
+    components = {
+        label: torch.tensor(
+            [math.nan if (v := c.rewards.get(label)) is None else v for c in items],
+            dtype=torch.float32,
+        )
+        for label in labels
+    }
+    sampler_logp = None
+    rows = [c.sampler_logp for c in items]
+    if items and all(r is not None for r in rows):
+        sampler_logp = _pad_right(rows, t, 0.0, torch.float32)  # type: ignore[arg-type]
+    return RolloutBatch(
+        prompt_ids=_pad_left([c.prompt_ids for c in items], p, pad_id),
+        prompt_mask=_pad_left([[1] * len(c.prompt_ids) for c in items], p, 0),
+        completion_ids=_pad_right([c.token_ids for c in items], t, pad_id, torch.long),
+        completion_mask=_pad_right([[1] * len(c.token_ids) for c in items], t, 0, torch.long),
+        group_ids=torch.tensor([c.group for c in items], dtype=torch.long),
+        scores=torch.tensor([c.score for c in items], dtype=torch.float32),
+        lengths=torch.tensor([len(c.token_ids) for c in items], dtype=torch.long),
+        truncated=torch.tensor([c.truncated for c in items], dtype=torch.bool),
+        reward_components=components,
+        sampler_logp=sampler_logp,
+        step=step,
+    )
+
+
+# --------------------------------------------------------------------------- training rollouts
+
+
+@dataclass
+class Rollout:
+    """What generation and scoring produced for one step."""
+
+    kept: list[Completion]
+    generated: list[Completion]
+    rounds: int
+    groups_filtered: int
+    #: per-reward statistics over every generated completion (all rounds).
+    summary: dict[str, RewardStats]
+    #: up to :data:`MAX_MESSAGES` distinct error messages per reward label.
+    messages: dict[str, list[str]]
+    generation_time: float
+    scoring_time: float
+
+
+@dataclass
+class Rollouts:
+    """Everything a training step's rollout needs, fixed for the run."""
+
+    generator: Generator
+    scorer: Scorer
+    prompts: PromptSet
+    sampler: PromptSampler
+    labels: list[str]
+    pad_id: int
+    training: Any
+    backend: str
+    #: the algorithm's ``select`` and ``max_generation_rounds``.
+    select: Callable[[RolloutBatch], torch.Tensor | None]
+    max_rounds: int
+
+    def run(self, step: int, target: int) -> Rollout:
+        """Generate and score until ``target`` groups are kept (see the module docstring)."""
+        t = self.training
+        summaries: list[dict[str, RewardStats]] = []
+        messages: dict[str, list[str]] = {label: [] for label in self.labels}
+        generated: list[Completion] = []
+        kept: list[Completion] = []
+        kept_groups = filtered = rounds = 0
+        gen_time = score_time = 0.0
+        while kept_groups < target and rounds < self.max_rounds:
+            indices = self.sampler.take(target - kept_groups)
+            sampling = SamplingParams.from_training(t, step_seed(t.seed, step, rounds))
+            t0 = time.perf_counter()
+            items = generate(
+                self.generator,
+                self.prompts,
+                indices,
+                t.num_generations,
+                sampling,
+                backend=self.backend,
+                first_group=rounds * target + kept_groups,
+            )
+            t1 = time.perf_counter()
+            scores = score(self.scorer, self.prompts, items, self.labels)
+            summaries.append(scores.summary())
+            for label in self.labels:
+                for m in scores.error_messages.get(label, []):
+                    if m not in messages[label] and len(messages[label]) < MAX_MESSAGES:
+                        messages[label].append(m)
+            gen_time, score_time = gen_time + t1 - t0, score_time + time.perf_counter() - t1
+            rounds += 1
+            generated += items
+            mask = self.select(build_batch(items, self.labels, self.pad_id, step))
+            if mask is None:
+                kept += items
+                kept_groups += len(indices)
+                break
+            for c, keep in zip(items, mask.tolist(), strict=True):
+                c.kept = bool(keep)
+            now = [c for c in items if c.kept]
+            kept_here = {c.group for c in now}
+            kept += now
+            kept_groups += len(kept_here)
+            filtered += len({c.group for c in items}) - len(kept_here)
+        if not kept:
+            raise TrainingError(
+                f"step {step}: dynamic sampling kept no group in {rounds} generation "
+                f"round(s): every group's completions scored the same. Raise "
+                "algorithm.params.max_generation_rounds, turn dynamic sampling off "
+                "(algorithm.params.dynamic_sampling: false), or use rewards that tell "
+                "completions apart"
+            )
+        if kept_groups < target:
+            logger.warning(
+                "step %d: only %d of %d groups kept after %d generation rounds (dynamic "
+                "sampling); training on what there is. Raise "
+                "algorithm.params.max_generation_rounds to fill steps",
+                step,
+                kept_groups,
+                target,
+                rounds,
+            )
+        return Rollout(
+            kept=kept,
+            generated=generated,
+            rounds=rounds,
+            groups_filtered=filtered,
+            summary=merge_summaries(summaries),
+            messages=messages,
+            generation_time=gen_time,
+            scoring_time=score_time,
+        )
+
+
+__all__ = [
+    "Completion",
+    "Rollout",
+    "Rollouts",
+    "build_batch",
+    "generate",
+    "sample_record",
+    "score",
+    "step_seed",
+]

@@ -1,0 +1,322 @@
+"""The update: the model passes and optimizer steps of a training step.
+
+:class:`PolicyUpdate` owns the policy, the reference and value models (when the algorithm's
+requirements ask for them), the optimizer and the learning-rate schedule. Per step:
+
+1. :meth:`~PolicyUpdate.fill_no_grad`: old log-probs, reference log-probs and old values, each
+   only when required, under ``no_grad``;
+2. the trainer calls ``algorithm.prepare``;
+3. ``num_iterations`` times :meth:`~PolicyUpdate.update`: one optimizer update over micro-batches
+   of ``per_device_train_batch_size * num_generations`` completions, the loss normalised by the
+   whole step's token/sequence counts (so accumulation equals one big batch). A non-finite
+   loss or gradient norm skips the update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
+from rlvr.protocols import AlgorithmImpl, RolloutBatch
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Zero every dropout: RL ratios compare log-probs of two forward passes, which dropout
+    would make disagree even with identical weights."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        for name in ("attention_dropout", "dropout_p"):
+            if isinstance(getattr(m, name, None), float):
+                setattr(m, name, 0.0)
+
+
+def weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
+    """Mean of ``(value, weight)`` pairs; the plain mean when the weights sum to zero."""
+    total = sum(w for _, w in pairs)
+    if total <= 0:
+        return sum(v for v, _ in pairs) / max(len(pairs), 1)
+    return sum(v * w for v, w in pairs) / total
+
+
+def trim(batch: RolloutBatch) -> RolloutBatch:
+    """Drop padding columns every row of ``batch`` has (micro-batches need not be as wide as
+    the step); token-level fields keep their alignment with ``completion_ids``."""
+    width = batch.completion_ids.shape[1]
+    t = max(int(batch.completion_mask.sum(1).max().item()) if len(batch) else 1, 1)
+    p = max(int(batch.prompt_mask.sum(1).max().item()) if len(batch) else 1, 1)
+    out = replace(batch, prompt_ids=batch.prompt_ids[:, -p:], prompt_mask=batch.prompt_mask[:, -p:])
+    if t < width:
+        for name in (
+            "completion_ids",
+            "completion_mask",
+            "sampler_logp",
+            "old_logp",
+            "ref_logp",
+            "old_values",
+            "advantages",
+            "returns",
+            "loss_mask",
+        ):
+            value = getattr(out, name)
+            if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[1] == width:
+                setattr(out, name, value[:, :t])
+    return out
+
+
+def _widen(x: torch.Tensor, width: int) -> torch.Tensor:
+    if x.shape[1] == width:
+        return x
+    pad = torch.zeros(x.shape[0], width - x.shape[1], dtype=x.dtype, device=x.device)
+    return torch.cat([x, pad], dim=1)
+
+
+@dataclass
+class UpdateResult:
+    """What one optimizer update measured (see :func:`rlvr.metrics.step_metrics`)."""
+
+    loss: float
+    grad_norm: float
+    finite: bool
+    #: the algorithm's ``loss`` metrics, averaged over micro-batches by their token counts.
+    algo: dict[str, float] = field(default_factory=dict)
+    value_grad_norm: float | None = None
+    #: only measured on the step's first update (before any weight changed).
+    entropy: float | None = None
+    sampler_gap_mean: float | None = None
+    sampler_gap_max: float | None = None
+    #: k3 KL to the reference model, when there is one.
+    kl: float | None = None
+
+
+class PolicyUpdate:
+    """The models, optimizer and schedule of a run, and the passes that update them."""
+
+    def __init__(
+        self,
+        *,
+        policy: torch.nn.Module,
+        reference: torch.nn.Module | None,
+        value_model: torch.nn.Module | None,
+        algorithm: AlgorithmImpl,
+        old_logprobs: bool,
+        training: Any,
+        device: torch.device,
+        dtype: torch.dtype,
+        total_updates: int,
+    ) -> None:
+        from rlvr.modeling import completion_logprobs
+
+        self._completion_logprobs = completion_logprobs
+        self.policy = policy
+        self.reference = reference
+        self.value_model = value_model
+        self.algorithm = algorithm
+        self.old_logprobs = old_logprobs
+        self.t = training
+        self.device = device
+        self.dtype = dtype
+        self.optimizer = self._build_optimizer()
+        self.scheduler = self._build_scheduler(total_updates)
+        #: set just before the optimizer changes weights (an interrupt can no longer undo it).
+        self.stepped = False
+
+    # ------------------------------------------------------------------ building
+
+    def _build_optimizer(self) -> torch.optim.Optimizer:
+        t = self.t
+        decay: list[torch.nn.Parameter] = []
+        no_decay: list[torch.nn.Parameter] = []
+        for p in self.policy.parameters():
+            if p.requires_grad:
+                (decay if p.dim() >= 2 else no_decay).append(p)
+        groups: list[dict[str, Any]] = [
+            {"params": decay, "weight_decay": t.weight_decay, "lr": t.learning_rate},
+            {"params": no_decay, "weight_decay": 0.0, "lr": t.learning_rate},
+        ]
+        if self.value_model is not None:
+            policy_ids = {id(p) for p in self.policy.parameters()}
+            value_params = [
+                p
+                for p in self.value_model.parameters()
+                if p.requires_grad and id(p) not in policy_ids
+            ]
+            value_lr = self.algorithm.value_learning_rate or t.learning_rate
+            groups.append({"params": value_params, "weight_decay": 0.0, "lr": value_lr})
+        groups = [g for g in groups if g["params"]]
+        if t.optim == "sgd":
+            return torch.optim.SGD(groups, lr=t.learning_rate)
+        fused = self.device.type == "cuda" or t.optim == "adamw_torch_fused"
+        return torch.optim.AdamW(
+            groups,
+            lr=t.learning_rate,
+            betas=(t.adam_beta1, t.adam_beta2),
+            eps=t.adam_epsilon,
+            fused=fused or None,
+        )
+
+    def _build_scheduler(self, total: int) -> Any:
+        from transformers import get_scheduler
+
+        t = self.t
+        warmup = t.warmup_steps or math.ceil(t.warmup_ratio * total)
+        kwargs = {"min_lr_rate": 0.1} if t.lr_scheduler_type == "cosine_with_min_lr" else None
+        return get_scheduler(
+            t.lr_scheduler_type,
+            self.optimizer,
+            num_warmup_steps=warmup,
+            num_training_steps=total,
+            scheduler_specific_kwargs=kwargs,
+        )
+
+    # ------------------------------------------------------------------ model passes
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.device.type == "cuda":
+            dtype = torch.float16 if self.dtype == torch.float16 else torch.bfloat16
+            return torch.autocast("cuda", dtype=dtype)
+        return contextlib.nullcontext()
+
+    def _micro_batches(self, n: int) -> Iterator[torch.Tensor]:
+        size = self.t.per_device_train_batch_size * self.t.num_generations
+        for start in range(0, n, size):
+            yield torch.arange(start, min(start + size, n), device=self.device)
+
+    def _logprobs(
+        self, model: torch.nn.Module, mb: RolloutBatch, *, with_entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        with self._autocast():
+            return self._completion_logprobs(
+                model,
+                mb.prompt_ids,
+                mb.prompt_mask,
+                mb.completion_ids,
+                mb.completion_mask,
+                temperature=self.t.temperature if self.t.temperature > 0 else 1.0,
+                with_entropy=with_entropy,
+            )
+
+    def _values(self, value_model: torch.nn.Module, mb: RolloutBatch) -> torch.Tensor:
+        """The value model's values of the states before each completion token ``[n, T]``."""
+        ids = torch.cat([mb.prompt_ids, mb.completion_ids], dim=1)
+        mask = torch.cat([mb.prompt_mask, mb.completion_mask], dim=1)
+        p, t = mb.prompt_ids.shape[1], mb.completion_ids.shape[1]
+        with self._autocast():
+            values = value_model(ids, mask)
+        return values[:, p - 1 : p - 1 + t].float()
+
+    @torch.no_grad()
+    def fill_no_grad(self, batch: RolloutBatch) -> RolloutBatch:
+        """Old log-probs, reference log-probs and old values, as the algorithm requires."""
+        reference, value_model = self.reference, self.value_model
+        if not (self.old_logprobs or reference is not None or value_model is not None):
+            return batch
+        width = batch.completion_ids.shape[1]
+        old, ref, vals = [], [], []
+        self.policy.eval()
+        if value_model is not None:
+            value_model.eval()
+        for idx in self._micro_batches(len(batch)):
+            mb = trim(batch.index(idx))
+            if self.old_logprobs:
+                old.append(_widen(self._logprobs(self.policy, mb)[0].float(), width))
+            if reference is not None:
+                ref.append(_widen(self._logprobs(reference, mb)[0].float(), width))
+            if value_model is not None:
+                vals.append(_widen(self._values(value_model, mb), width))
+        return replace(
+            batch,
+            old_logp=torch.cat(old) if old else batch.old_logp,
+            ref_logp=torch.cat(ref) if ref else batch.ref_logp,
+            old_values=torch.cat(vals) if vals else batch.old_values,
+        )
+
+    # ------------------------------------------------------------------ the update
+
+    def update(self, batch: RolloutBatch, first: bool) -> UpdateResult:
+        """One optimizer update over all micro-batches of ``batch`` (after ``prepare``)."""
+        mask = batch.loss_mask if batch.loss_mask is not None else batch.completion_mask
+        num_tokens = int(mask.sum().item())
+        num_seqs = int((mask.sum(dim=1) > 0).sum().item())
+        value_model = self.value_model
+        self.policy.train()
+        if value_model is not None:
+            value_model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_total = 0.0
+        finite = True
+        algo_metrics: dict[str, list[tuple[float, float]]] = {}
+        entropy: list[tuple[float, float]] = []
+        kl: list[tuple[float, float]] = []
+        gap_mean: list[tuple[float, float]] = []
+        gap_max = 0.0
+        for idx in self._micro_batches(len(batch)):
+            mb = trim(batch.index(idx))
+            mb_mask = mb.loss_mask if mb.loss_mask is not None else mb.completion_mask
+            weight = float(mb_mask.sum().item())
+            logp, ent = self._logprobs(self.policy, mb, with_entropy=first)
+            values = self._values(value_model, mb) if value_model is not None else None
+            with self._autocast():
+                out = self.algorithm.loss(
+                    mb, logp, values=values, num_tokens=num_tokens, num_seqs=num_seqs
+                )
+            value = float(out.loss.detach().float().item())
+            if not math.isfinite(value):
+                finite = False
+                break
+            out.loss.backward()
+            loss_total += value
+            for k, v in out.metrics.items():
+                algo_metrics.setdefault(k, []).append((float(v), weight))
+            cmask = mb.completion_mask.bool()
+            n_tok = float(cmask.sum().item())
+            if ent is not None:
+                ent_mean = (ent.detach().float() * cmask).sum() / max(n_tok, 1.0)
+                entropy.append((float(ent_mean.item()), n_tok))
+            if first and mb.sampler_logp is not None:  # trainer vs sampler (e.g. vLLM)
+                gap = logprob_gap_stats(logp.detach().float(), mb.sampler_logp, cmask)
+                gap_mean.append((gap["mean"], n_tok))
+                gap_max = max(gap_max, gap["max"])
+            if mb.ref_logp is not None:
+                k3 = kl_penalty(logp.detach().float(), mb.ref_logp, "k3")
+                kl.append((float(masked_mean(k3, mb_mask).item()), weight))
+
+        grad_norm = value_grad_norm = math.nan
+        if finite:
+            grad_norm = self._clip(self.policy)
+            if value_model is not None:
+                value_grad_norm = self._clip(value_model)
+                finite = math.isfinite(value_grad_norm)
+            finite = finite and math.isfinite(grad_norm)
+        if finite:
+            self.stepped = True
+            self.optimizer.step()
+            self.scheduler.step()  # as in transformers' Trainer: not after a skipped update
+        self.optimizer.zero_grad(set_to_none=True)
+        return UpdateResult(
+            loss=loss_total if finite else math.nan,
+            grad_norm=grad_norm,
+            finite=finite,
+            algo={k: weighted_mean(v) for k, v in algo_metrics.items()},
+            value_grad_norm=value_grad_norm if value_model is not None else None,
+            entropy=weighted_mean(entropy) if entropy else None,
+            sampler_gap_mean=weighted_mean(gap_mean) if gap_mean else None,
+            sampler_gap_max=gap_max if gap_mean else None,
+            kl=weighted_mean(kl) if kl else None,
+        )
+
+    def _clip(self, model: torch.nn.Module) -> float:
+        """Clip ``model``'s gradients to ``max_grad_norm``; the norm before clipping."""
+        params = [p for p in model.parameters() if p.grad is not None]
+        if not params:
+            return 0.0
+        return float(torch.nn.utils.clip_grad_norm_(params, self.t.max_grad_norm).item())
+
+
+__all__ = ["PolicyUpdate", "UpdateResult", "disable_dropout", "trim", "weighted_mean"]
