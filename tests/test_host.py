@@ -139,3 +139,68 @@ def test_in_process_plugins_for_tests():
 
     host = create_host(entrypoints=False, plugins=[Plugin()])
     assert list(host.rewards) == ["p"] and host.rewards["p"].dist is None
+
+
+def _host_with(record):
+    from rlvr import hookimpl
+
+    class Plugin:
+        @hookimpl
+        def rlvr_register_algorithms(self, register):
+            register(record)
+
+    return create_host(entrypoints=False, plugins=[Plugin()])
+
+
+def test_a_factory_with_the_wrong_arguments_is_refused_when_it_registers():
+    from rlvr.records import Algorithm, Params
+
+    def two_args(params, run):
+        return None
+
+    def one_arg(params):  # an algorithm factory gets (params, run)
+        return None
+
+    ok = _host_with(Algorithm(name="ok", params=Params, factory=two_args, description="d"))
+    assert "ok" in ok.algorithms and ok.failures == []
+    bad = _host_with(Algorithm(name="bad", params=Params, factory=one_arg, description="d"))
+    assert "bad" not in bad.algorithms
+    (failure,) = bad.failures
+    assert "factory must accept 2 positional argument(s) (params, run)" in failure.error
+    assert "(params)" in failure.error  # its signature, as found
+
+
+def test_a_built_object_missing_a_member_is_named_before_training():
+    from rlvr.host import build_algorithm, build_generator
+    from rlvr.protocols import RunInfo
+    from rlvr.records import Algorithm, Backend, Params, Requirements
+
+    class NoRounds:  # everything the trainer reads but max_generation_rounds and loss()
+        num_iterations = 1
+        value_learning_rate = None
+        loss = "not a method"
+
+        def select(self, batch):
+            return None
+
+        def prepare(self, batch):
+            return batch, {}
+
+    record = Algorithm(name="x", params=Params, factory=lambda p, r: NoRounds(), description="")
+    run = RunInfo(max_completion_length=4, num_generations=2)
+    with pytest.raises(PluginError, match=r"lacks loss\(\), max_generation_rounds"):
+        build_algorithm(record, Params(), run, Requirements())
+
+    closed = []
+
+    class NoSync:
+        def generate(self, prompts, n, sampling):
+            return None
+
+        def close(self):
+            closed.append(True)
+
+    backend = Backend(name="y", params=Params, factory=lambda p, r, m, t: NoSync(), description="")
+    with pytest.raises(PluginError, match="backend 'y'.*lacks sync_weights"):
+        build_generator(backend, Params(), run, None, None)
+    assert closed == [True]  # what was built is closed again
