@@ -129,7 +129,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_plugins(args: argparse.Namespace) -> int:
     host = create_host()
-    plugins = [
+    plugins: list[dict[str, Any]] = [
         {
             "name": info.name,
             "dist": info.dist,

@@ -184,7 +184,7 @@ def _entry_model(kind: str, record: Any, base: type[BaseModel]) -> type[BaseMode
         f"{kind.title()}_{record.name}",
         __base__=base,
         __doc__=record.description,
-        name=(Literal[record.name], ...),
+        name=(Literal[record.name], ...),  # type: ignore[arg-type]  # a Literal built at runtime
         params=(params_model, default),
     )
 
@@ -388,7 +388,7 @@ def _move_trl_keys(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
     algo = data.get("algorithm")
     record = None
     if isinstance(algo, dict):
-        record = host.records["algorithm"].get(algo.get("name"))
+        record = host.records["algorithm"].get(str(algo.get("name")))
     for key in TRL_ALGORITHM_KEYS:
         if key not in training:
             continue

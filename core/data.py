@@ -230,7 +230,7 @@ class PromptSet:
             raise DataError(f"row {i}: the prompt is empty after tokenisation")
         limit = self.max_prompt_length
         truncated = limit is not None and len(ids) > limit
-        if truncated:
+        if limit is not None and truncated:
             full = len(ids)
             ids = ids[-limit:]  # keep the end: the question and the generation prompt
             if not self._warned:

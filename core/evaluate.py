@@ -116,7 +116,7 @@ def correctness(config: Any, metric: str | None = None, threshold: float | None 
     if threshold is None:
         correct = getattr(entry.params, "correct", None)
         is_number = isinstance(correct, int | float) and not isinstance(correct, bool)
-        threshold = float(correct) if is_number else 1.0
+        threshold = float(correct) if is_number and correct is not None else 1.0
     return entry.key, float(threshold)
 
 
@@ -128,9 +128,10 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
     set to the eval source and ``max_samples`` cleared.
     """
     explicit = split is not None
-    name = split if explicit else (data.eval_split or data.split)
-    if Path(name).suffix.lower() in _DATA_SUFFIXES or Path(name).expanduser().is_file():
-        path, name, desc = name, None, name  # a file path is the split
+    source: str = split if split is not None else (data.eval_split or data.split)
+    name: str | None = source
+    if Path(source).suffix.lower() in _DATA_SUFFIXES or Path(source).expanduser().is_file():
+        path, name, desc = source, None, source  # a file path is the split
     else:
         path = data.eval_path or data.path
         if Path(path).expanduser().is_file():

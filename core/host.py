@@ -125,7 +125,7 @@ class Host:
         problems: list[tuple[str, str]] = []
         for impl in self.pm.hook.rlvr_validate_config.get_hookimpls():
             try:
-                found = impl.function(config=config) or []
+                found: Any = impl.function(config=config) or []
             except Exception as exc:  # a broken check must not hide the others
                 found = [("", f"config check of plugin {impl.plugin_name!r} crashed: {exc!r}")]
             problems.extend((str(path), str(msg)) for path, msg in found)
@@ -255,8 +255,8 @@ def create_host(*, entrypoints: bool = True, plugins: Iterable[object] = ()) -> 
 
 def _load_entrypoints(host: Host) -> None:
     allow = _env_list("RLVR_PLUGINS")
-    deny = _env_list("RLVR_DISABLE_PLUGINS")
-    seen: set[tuple[str, str]] = set()
+    deny = _env_list("RLVR_DISABLE_PLUGINS") or set()
+    seen: set[tuple[str | None, str]] = set()
     for ep in sorted(md.entry_points(group="rlvr"), key=_builtin_first):
         dist = ep.dist.name if ep.dist else None
         version = ep.dist.version if ep.dist else None

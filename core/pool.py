@@ -122,7 +122,7 @@ def _die_with_parent() -> None:
     """
     from multiprocessing import forkserver
 
-    server = forkserver._forkserver
+    server: Any = forkserver._forkserver  # CPython internals, not in the stubs
     if getattr(server, "_forkserver_alive_fd", None) is not None and server._forkserver_pid is None:
         os.close(server._forkserver_alive_fd)
         server._forkserver_alive_fd = None

@@ -181,7 +181,7 @@ def build_tiny_model(
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
         num_key_value_heads=num_kv_heads,
-        head_dim=head_dim,
+        head_dim=head_dim,  # type: ignore[call-arg]  # accepted through **kwargs
         max_position_embeddings=max_position_embeddings,
         tie_word_embeddings=tie_word_embeddings,
         use_sliding_window=False,
@@ -192,7 +192,7 @@ def build_tiny_model(
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config).to(torch.float32)
+        model = Qwen2ForCausalLM(config).float()
     model.generation_config = GenerationConfig(
         bos_token_id=None, eos_token_id=eos_id, pad_token_id=pad_id
     )

@@ -437,7 +437,7 @@ class Trainer:
 def _saved_as_for_inference(model: Any) -> Iterator[None]:
     """Gradient checkpointing turns ``config.use_cache`` off; a saved checkpoint should still
     generate with the KV cache when loaded for inference."""
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)
     before = getattr(config, "use_cache", None)
     if before is False:
         config.use_cache = True

@@ -59,8 +59,9 @@ class ValueModel(nn.Module):
         return self.head(hidden.to(self.head.weight.dtype)).squeeze(-1).float()
 
     def gradient_checkpointing_enable(self, **kwargs: Any) -> None:
-        if hasattr(self.backbone, "gradient_checkpointing_enable"):
-            self.backbone.gradient_checkpointing_enable(**kwargs)
+        enable = getattr(self.backbone, "gradient_checkpointing_enable", None)
+        if callable(enable):
+            enable(**kwargs)
 
 
 def policy_backbone(policy: nn.Module) -> nn.Module:
@@ -89,7 +90,8 @@ def hidden_size_of(policy: nn.Module, backbone: nn.Module) -> int:
         size = getattr(config, "hidden_size", None)
         if isinstance(size, int):
             return size
-    embeddings = policy.get_input_embeddings() if hasattr(policy, "get_input_embeddings") else None
+    get_embeddings = getattr(policy, "get_input_embeddings", None)
+    embeddings = get_embeddings() if callable(get_embeddings) else None
     if embeddings is not None and hasattr(embeddings, "embedding_dim"):
         return int(embeddings.embedding_dim)
     raise TypeError(f"cannot tell the hidden size of {type(policy).__name__}")

@@ -270,23 +270,18 @@ def _preserved_rng() -> Iterator[None]:
     """Restore Python's, numpy's and torch's (CPU and CUDA) global RNG states afterwards."""
     import random
 
+    import numpy as np
     import torch
 
     py_state = random.getstate()
-    try:
-        import numpy as np
-
-        np_state = np.random.get_state()
-    except ImportError:  # pragma: no cover - numpy comes with torch/vllm
-        np, np_state = None, None
+    np_state = np.random.get_state()
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
     with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if cuda else []):
         try:
             yield
         finally:
             random.setstate(py_state)
-            if np is not None:
-                np.random.set_state(np_state)
+            np.random.set_state(np_state)
 
 
 @contextlib.contextmanager

@@ -94,7 +94,7 @@ class AnswerReward:
             return None
         if equal:
             stripped = p.stripped_match is not None and found.raw != found.text
-            return p.stripped_match if stripped else p.correct  # type: ignore[return-value]
+            return p.stripped_match if stripped else p.correct
         if gold_num is not None and pred_num is not None and p.close:
             error = abs(pred_num - gold_num) / abs(gold_num) if gold_num else math.inf
             for tier in p.close:

@@ -45,7 +45,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from pydantic import Field, field_validator
 
@@ -150,7 +150,7 @@ def load_function(spec: str) -> Callable[..., Any]:
     return obj
 
 
-def _is_messages(value: Any) -> bool:
+def _is_messages(value: Any) -> TypeGuard[list[Any]]:
     return isinstance(value, list) and all(isinstance(m, Mapping) and "role" in m for m in value)
 
 
