@@ -1,7 +1,7 @@
 """Pure tensor math of rlvr: advantages, policy loss, KL, aggregation, reward shaping.
 
 This module is public API (third-party algorithm plugins import it) and implements exactly the
-contract in ``docs/ALGORITHMS.md``. Every function is device- and dtype-agnostic: inputs may be
+contract in ``docs/algorithms.md``. Every function is device- and dtype-agnostic: inputs may be
 float32 or bfloat16 (or integer where that makes sense), and all math runs and returns in
 float32 so that bf16 training does not silently change losses or advantages.
 
@@ -174,7 +174,7 @@ def masked_whiten(x: Tensor, mask: Tensor, *, eps: float = 1e-8) -> Tensor:
     """Shift/scale ``x`` to mean 0, variance 1 over the masked positions; others become 0.
 
     Uses the Bessel-corrected masked variance and ``(x - mean) * rsqrt(var + eps)`` as in
-    ALGORITHMS.md. With fewer than two valid entries the variance is taken as 0 (every valid
+    docs/algorithms.md. With fewer than two valid entries the variance is taken as 0 (every valid
     entry equals the mean, so the result is 0 rather than NaN).
     """
     x = _f32(x)

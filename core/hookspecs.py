@@ -37,7 +37,8 @@ def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
 def rlvr_validate_config(config: Any) -> list[tuple[str, str]] | None:
     """Check a whole, already schema-valid run config for problems no single model can see.
 
-    ``config`` is a :class:`rlvr.config.RunConfig`. Return a list of ``(path, message)``
+    ``config`` is the validated run config (:func:`rlvr.config.validate` builds it; sections
+    as attributes, e.g. ``config.training.num_generations``). Return a list of ``(path, message)``
     pairs, e.g. ``("training.num_generations", "dapo needs at least 2 completions per
     prompt; set training.num_generations >= 2")``, or ``None``/``[]`` when all is well. Runs
     before any model or dataset loads, so it must be cheap.

@@ -1,4 +1,4 @@
-"""Tests of rlvr.functional against hand-computed values (docs/ALGORITHMS.md).
+"""Tests of rlvr.functional against hand-computed values (docs/algorithms.md).
 
 Expected numbers are derived by hand in the comments next to them, never by re-running the
 implementation.

@@ -4,7 +4,7 @@ Registering them is cheap: this module imports only the pydantic params models; 
 ``rlvr.functional`` load when a factory builds an algorithm. All five share one clipped
 policy-gradient implementation (``base.PolicyGradient``) and differ in their params defaults,
 advantage estimator (``base``), sample selection and reward shaping (``dapo``) or value model
-(``ppo``). The math is ``rlvr.functional``, documented in docs/ALGORITHMS.md.
+(``ppo``). The math is ``rlvr.functional``, documented in docs/algorithms.md.
 """
 
 from __future__ import annotations
