@@ -314,6 +314,20 @@ def drop_quantization(model: Any) -> Any:
     return model
 
 
+def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a completion: the tokenizer's eos and the model's generation eos(s),
+    in that order without repeats (backends stop on them; the conformance kit checks them)."""
+    ids: list[int] = []
+    candidates: list[Any] = [getattr(tokenizer, "eos_token_id", None)]
+    gen = getattr(model, "generation_config", None)
+    candidates.append(getattr(gen, "eos_token_id", None))
+    for value in candidates:
+        for i in value if isinstance(value, (list, tuple)) else [value]:
+            if i is not None and int(i) not in ids:
+                ids.append(int(i))
+    return ids
+
+
 def enable_gradient_checkpointing(model: Any) -> None:
     """Recompute activations in the backward pass (less memory, ~30% more compute)."""
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

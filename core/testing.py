@@ -599,16 +599,6 @@ def tiny_model_dir() -> Path:
     return build_tiny_model(root / "model")
 
 
-def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    ids: set[int] = set()
-    gen = getattr(model, "generation_config", None)
-    for value in (getattr(tokenizer, "eos_token_id", None), getattr(gen, "eos_token_id", None)):
-        for i in value if isinstance(value, list | tuple) else [value]:
-            if i is not None:
-                ids.add(int(i))
-    return ids
-
-
 def check_backend(
     record_or_name: Backend | str,
     params: Mapping[str, Any] | Any | None = None,
@@ -654,13 +644,13 @@ def check_backend(
     import torch
 
     from rlvr.config import ModelConfig
-    from rlvr.modeling import load_policy
+    from rlvr.modeling import eos_token_ids, load_policy
     from rlvr.protocols import Generator, RunInfo, SamplingParams, missing_members
 
     directory = Path(model_dir) if model_dir is not None else tiny_model_dir()
     model_cfg = ModelConfig(name_or_path=str(directory), dtype="float32")
     model, tokenizer = load_policy(model_cfg, device="cpu", dtype=torch.float32)
-    eos = _eos_ids(model, tokenizer)
+    eos = set(eos_token_ids(model, tokenizer))
     vocab = max(len(tokenizer), int(model.config.vocab_size))
     prompts = [list(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in PROMPTS]
     run = RunInfo(

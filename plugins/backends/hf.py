@@ -13,21 +13,9 @@ from typing import Any
 
 import torch
 
+from rlvr.modeling import eos_token_ids
 from rlvr.plugins.backends.params import HFParams
 from rlvr.protocols import Generation, RunInfo, SamplingParams, check_request
-
-
-def eos_token_ids(model: Any, tokenizer: Any) -> list[int]:
-    """Every id that ends a completion: the tokenizer's eos and the model's generation eos(s)."""
-    ids: list[int] = []
-    candidates: list[Any] = [getattr(tokenizer, "eos_token_id", None)]
-    gen = getattr(model, "generation_config", None)
-    candidates.append(getattr(gen, "eos_token_id", None))
-    for value in candidates:
-        for i in value if isinstance(value, (list, tuple)) else [value]:
-            if i is not None and int(i) not in ids:
-                ids.append(int(i))
-    return ids
 
 
 @contextlib.contextmanager
@@ -170,4 +158,4 @@ class HFGenerator:
         return results
 
 
-__all__ = ["HFGenerator", "eos_token_ids"]
+__all__ = ["HFGenerator"]

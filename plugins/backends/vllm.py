@@ -349,7 +349,7 @@ class VLLMGenerator:
 
         import torch
 
-        from rlvr.plugins.backends.hf import eos_token_ids
+        from rlvr.modeling import eos_token_ids
 
         self.params = params
         self.run = run
