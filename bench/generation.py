@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rlvr.plugins.backends.hf import HFGenerator
-    from rlvr.plugins.backends.params import HFParams
-    from rlvr.plugins.backends.vllm import VLLMGenerator, VLLMParams
+    from rlvr.plugins.backends.params import HFParams, VLLMParams
+    from rlvr.plugins.backends.vllm import VLLMGenerator
     from rlvr.protocols import RunInfo, SamplingParams
 
     threads = args.threads or [torch.get_num_threads()]

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from rlvr.plugins.backends.vllm import INSTALL_HINT
+from rlvr.plugins.backends.params import INSTALL_HINT
 
 if importlib.util.find_spec("vllm") is None:
     if os.environ.get("RLVR_REQUIRE_VLLM") == "1":
@@ -26,15 +26,11 @@ if importlib.util.find_spec("vllm") is None:
 import torch  # noqa: E402
 
 from rlvr.modeling import completion_logprobs  # noqa: E402
-from rlvr.plugins.backends.params import HFParams  # noqa: E402
-from rlvr.plugins.backends.vllm import (  # noqa: E402
-    VLLMGenerator,
-    VLLMParams,
-    available,
-    completion_seed,
-    hf_weights,
-)
+from rlvr.plugins.backends.params import HFParams, VLLMParams  # noqa: E402
+from rlvr.plugins.backends.params import vllm_available as available  # noqa: E402
+from rlvr.plugins.backends.vllm import VLLMGenerator, completion_seed  # noqa: E402
 from rlvr.protocols import Generation, RunInfo, SamplingParams  # noqa: E402
+from rlvr.weights import hf_weights  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 

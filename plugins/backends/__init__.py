@@ -15,9 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlvr import hookimpl
-from rlvr.plugins.backends.params import HFParams
-from rlvr.plugins.backends.vllm import VLLMParams, vllm_generator
-from rlvr.plugins.backends.vllm import available as vllm_available
+from rlvr.plugins.backends.params import HFParams, VLLMParams, vllm_available
 from rlvr.records import Backend, Capabilities
 
 
@@ -26,6 +24,13 @@ def hf_generator(params: HFParams, run: Any, model: Any, tokenizer: Any) -> Any:
     from rlvr.plugins.backends.hf import HFGenerator
 
     return HFGenerator(params, run, model, tokenizer)
+
+
+def vllm_generator(params: VLLMParams, run: Any, model: Any, tokenizer: Any) -> Any:
+    """Build :class:`rlvr.plugins.backends.vllm.VLLMGenerator` (starts the engine)."""
+    from rlvr.plugins.backends.vllm import VLLMGenerator
+
+    return VLLMGenerator(params, run, model, tokenizer)
 
 
 @hookimpl

