@@ -66,6 +66,11 @@ def test_rlvr_wheel_layout(tmp_path):
     assert {n.split("/")[0] for n in names} == {"rlvr", "rlvr-0.1.0.dist-info"}
     for module in ("cli", "functional", "host", "plugins/rewards/__init__", "testing"):
         assert f"rlvr/{module}.py" in names
+    # `rlvr new plugin`'s templates are package data (and nothing else of core/templates/).
+    templates = {n for n in names if n.startswith("rlvr/templates/")}
+    assert "rlvr/templates/plugin/reward/__MODULE__/__init__.py" in templates
+    assert "rlvr/templates/plugin/common/pyproject.toml" in templates
+    assert not any("ruff" in n or "__pycache__" in n for n in templates)
     entry_points = zipfile.ZipFile(wheel).read("rlvr-0.1.0.dist-info/entry_points.txt").decode()
     assert "rewards = rlvr.plugins.rewards" in entry_points
     assert "rlvr.testing = rlvr.testing" in entry_points

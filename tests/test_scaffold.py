@@ -35,7 +35,8 @@ def fake_install(package: Path, name: str, monkeypatch) -> None:
     site = package.parent / f"site-{name}"
     info = site / f"rlvr_{name}-0.1.0.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: rlvr-{name}\nVersion: 0.1.0\n")
+    dist = "rlvr-" + name.replace("_", "-")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1.0\n")
     (info / "entry_points.txt").write_text(f"[rlvr]\n{name} = rlvr_{name}\n")
     monkeypatch.syspath_prepend(str(package))
     monkeypatch.syspath_prepend(str(site))
@@ -84,15 +85,15 @@ def unload():
 @pytest.mark.parametrize("kind", KINDS)
 def test_generated_package_works(kind, tmp_path, monkeypatch, unload):
     name = f"gen_{kind}"
-    package = new_plugin(name, kind=kind, directory=tmp_path)
-    assert package == tmp_path / f"rlvr-{name}"
+    package = new_plugin(f"gen-{kind}", kind=kind, directory=tmp_path)  # normalised to gen_...
+    assert package == tmp_path / f"rlvr-gen-{kind}"
     assert not list(tmp_path.glob(".rlvr-*"))  # no staging directory left behind
     files = {p.relative_to(package).as_posix() for p in package.rglob("*") if p.is_file()}
     assert {"pyproject.toml", "README.md", f"rlvr_{name}/__init__.py"} <= files
     assert f"tests/test_{name}.py" in files
 
     meta = tomllib.loads((package / "pyproject.toml").read_text())
-    assert meta["project"]["name"] == f"rlvr-{name}"
+    assert meta["project"]["name"] == f"rlvr-gen-{kind}"
     assert meta["project"]["entry-points"]["rlvr"] == {name: f"rlvr_{name}"}
     assert meta["build-system"]["build-backend"] == "setuptools.build_meta"
     assert "rlvr" in meta["project"]["dependencies"]
@@ -108,7 +109,7 @@ def test_generated_package_works(kind, tmp_path, monkeypatch, unload):
     # The generated tests, run in-process against the "installed" package.
     fake_install(package, name, monkeypatch)
     listed = create_host()
-    assert name in listed.records[kind] and listed.records[kind][name].dist == f"rlvr-{name}"
+    assert name in listed.records[kind] and listed.records[kind][name].dist == f"rlvr-gen-{kind}"
     tests = load_by_path(package / "tests" / f"test_{name}.py", f"rlvr_gen_tests_{kind}")
     ran = run_tests_of(tests)
     assert any("contract" in t for t in ran) and any("config" in t for t in ran)
@@ -128,7 +129,7 @@ def test_generated_code_is_lint_clean(tmp_path):
 @pytest.mark.parametrize(
     ("name", "kind", "message"),
     [
-        ("My-Reward", "reward", r"invalid plugin name 'My-Reward'.*e\.g\. 'my_reward'"),
+        ("my reward!", "reward", r"invalid plugin name 'my reward!'.*e\.g\. 'my_reward'"),
         ("1st", "reward", r"starting with a letter.*e\.g\. 'my_1st'"),
         ("", "reward", "invalid plugin name ''"),
         ("x" * 51, "reward", "at most 50 characters"),
@@ -156,6 +157,27 @@ def test_never_overwrites(tmp_path):
     assert (package / "README.md").read_text() == "my notes"
 
 
+@pytest.mark.parametrize("given", ["acme-reward", "acme_reward", "Acme.Reward", "acme--reward"])
+def test_names_are_normalised(given, tmp_path):
+    package = new_plugin(given, kind="reward", directory=tmp_path)
+    assert package.name == "rlvr-acme-reward"
+    meta = tomllib.loads((package / "pyproject.toml").read_text())
+    assert meta["project"]["name"] == "rlvr-acme-reward"
+    assert meta["project"]["entry-points"]["rlvr"] == {"acme_reward": "rlvr_acme_reward"}
+    assert (package / "rlvr_acme_reward" / "__init__.py").is_file()
+    assert 'name="acme_reward"' in (package / "rlvr_acme_reward" / "__init__.py").read_text()
+
+
+def test_templates_ship_as_package_data():
+    from importlib import resources
+
+    root = resources.files("rlvr") / "templates" / "plugin"
+    for kind in KINDS:
+        assert (root / kind / "__MODULE__" / "__init__.py").is_file()
+        assert (root / kind / "tests" / "test___NAME__.py").is_file()
+    assert (root / "common" / "pyproject.toml").is_file()
+
+
 def test_render_substitutes_everything():
     for kind in KINDS:
         for path, text in render("some_thing", kind).items():
@@ -168,9 +190,9 @@ def test_render_substitutes_everything():
 def test_cli(tmp_path, capsys):
     assert cli.main(["new", "plugin", "cli_made", "--kind", "backend", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"wrote {tmp_path / 'rlvr-cli_made'}" in out and "pip install -e" in out
-    assert cli.main(["new", "plugin", "Bad-Name", "--kind", "reward", "--dir", str(tmp_path)]) == 3
-    assert "error: invalid plugin name 'Bad-Name'" in capsys.readouterr().err
+    assert f"wrote {tmp_path / 'rlvr-cli-made'}" in out and "pip install -e" in out
+    assert cli.main(["new", "plugin", "Bad Name", "--kind", "reward", "--dir", str(tmp_path)]) == 3
+    assert "error: invalid plugin name 'bad name'" in capsys.readouterr().err
     assert issubclass(ScaffoldError, PluginError) and issubclass(ScaffoldError, ValueError)
 
 
@@ -203,6 +225,6 @@ def test_pip_install_e_then_tests_pass_and_plugins_lists_it(tmp_path):
     }
     assert set(found) == {(kind, f"fresh_{kind}") for kind in KINDS}
     # Editable: a change to the source shows without reinstalling.
-    init = tmp_path / "src" / "rlvr-fresh_reward" / "rlvr_fresh_reward" / "__init__.py"
+    init = tmp_path / "src" / "rlvr-fresh-reward" / "rlvr_fresh_reward" / "__init__.py"
     init.write_text(init.read_text().replace("score when the completion", "EDITED: score when"))
     assert "EDITED" in rlvr(python, "plugins")
