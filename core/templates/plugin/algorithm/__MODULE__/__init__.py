@@ -17,11 +17,12 @@ loads, what the algorithm needs (a reference model, old log-probs, group size, .
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 from rlvr import hookimpl
 from rlvr.plugins.algorithms.params import LossType, PolicyGradientParams
+from rlvr.protocols import AlgorithmImpl, RunInfo
 from rlvr.records import Algorithm, Requirements
 
 
@@ -40,7 +41,7 @@ class __CLS__Params(PolicyGradientParams):
     loss_type: LossType = Field("dapo", description="loss aggregation (dapo: token mean)")
 
 
-def build(params: __CLS__Params, run: Any) -> Any:
+def build(params: __CLS__Params, run: RunInfo) -> AlgorithmImpl:
     """The factory: imports torch and the algorithm only now."""
     from .algorithm import __CLS__
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import Field
 from rlvr import hookimpl
+from rlvr.protocols import Generator, RunInfo
 from rlvr.records import Backend, Capabilities, Params
 
 
@@ -32,7 +33,12 @@ class __CLS__Params(Params):
     )
 
 
-def build(params: Any, run: Any, model: Any, tokenizer: Any) -> Any:
+def build(
+    params: __CLS__Params,
+    run: RunInfo,
+    model: Any,
+    tokenizer: Any,
+) -> Generator:
     """The factory: imports torch and the generator only now."""
     from .generator import __CLS__Generator
 
