@@ -144,6 +144,11 @@ class Trainer:
 
         _seed_everything(t.seed)
         device, dtype = resolve_device_dtype(config.model.dtype)
+        # Built (and checked against its protocol) before any model loads.
+        run = RunInfo.from_config(config, max_steps=self.max_steps, device=device, dtype=dtype)
+        record = self.host.algorithms[config.algorithm.name]
+        self.algo = build_algorithm(record, config.algorithm.params, run, self.req)
+
         model_cfg = config.model
         if resume_from is not None:
             model_cfg = config.model.model_copy(
@@ -154,10 +159,6 @@ class Trainer:
         self.pad_id = self._pad_id()
         prompts = PromptSet(rows, config.data, self.tokenizer, t.max_prompt_length)
         self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=config.data.shuffle)
-
-        run = RunInfo.from_config(config, max_steps=self.max_steps, device=device, dtype=dtype)
-        record = self.host.algorithms[config.algorithm.name]
-        self.algo = build_algorithm(record, config.algorithm.params, run, self.req)
 
         reference = None
         if self.req.reference_model:
