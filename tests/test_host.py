@@ -152,8 +152,10 @@ def _host_with(record):
     return create_host(entrypoints=False, plugins=[Plugin()])
 
 
-def test_a_factory_with_the_wrong_arguments_is_refused_when_it_registers():
+def test_a_factory_with_the_wrong_arguments_is_refused_when_it_registers(monkeypatch):
     from rlvr.records import Algorithm, Params
+
+    monkeypatch.delenv("RLVR_STRICT_PLUGINS", raising=False)  # CI sets it
 
     def two_args(params, run):
         return None
@@ -168,6 +170,9 @@ def test_a_factory_with_the_wrong_arguments_is_refused_when_it_registers():
     (failure,) = bad.failures
     assert "factory must accept 2 positional argument(s) (params, run)" in failure.error
     assert "(params)" in failure.error  # its signature, as found
+    monkeypatch.setenv("RLVR_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match="factory must accept 2"):
+        _host_with(Algorithm(name="bad", params=Params, factory=one_arg, description="d"))
 
 
 def test_a_built_object_missing_a_member_is_named_before_training():
