@@ -3,3 +3,7 @@
 
 class RlvrError(Exception):
     """An error whose message says what is wrong and how to fix it."""
+
+
+class ConfigWarning(UserWarning):
+    """A setting that is accepted but will not do what it seems to (the CLI prints one line)."""

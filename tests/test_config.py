@@ -49,7 +49,9 @@ class Plugin:
                 params=GroupParams,
                 factory=dict,
                 description="g",
-                requirements=lambda p: Requirements(reference_model=p.beta > 0, min_group_size=2),
+                requirements=lambda p: Requirements(
+                    reference_model=p.beta > 0, reference_model_param="beta", min_group_size=2
+                ),
             )
         )
 
@@ -112,12 +114,12 @@ def test_all_errors_at_once_with_paths_and_did_you_mean(host):
         "trainig": {},
     }
     found = problems(data, host)
-    assert "greater than or equal to 0" in found["rewards[0].params.tolerance"]
+    assert found["rewards[0].params.tolerance"] == "-1 is not >= 0"  # echoes the bad value
     assert "did you mean 'numbers'" in found["rewards[1].name"]
     assert "Available: format, needs, numbers" in found["rewards[1].name"]
     assert "did you mean 'tolerance'" in found["rewards[2].params.tolerence"]
-    assert "Valid keys: tolerance, position" in found["rewards[2].params.tolerence"]
-    assert "training.learning_rate" in found
+    assert "? -- valid keys: tolerance, position" in found["rewards[2].params.tolerence"]
+    assert "(got 'fast')" in found["training.learning_rate"]
     assert "did you mean 'training'" in found["trainig"]
 
 
