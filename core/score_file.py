@@ -84,7 +84,8 @@ def score_file(
     batch_size: int = 256,
     progress: bool = True,
 ) -> ScoreReport:
-    """Score every row of ``input_path`` into ``output_path`` (adds ``rewards`` and ``reward``)."""
+    """Score every row of ``input_path`` into ``output_path``: adds ``rewards`` and ``reward``,
+    and ``reward_errors`` (label -> error text) to rows where a reward failed."""
     from tqdm import tqdm
 
     report = ScoreReport()
@@ -106,6 +107,9 @@ def score_file(
             for i, (_, row) in enumerate(batch):
                 row["rewards"] = {k: v[i] for k, v in scores.per_reward.items()}
                 row["reward"] = scores.total[i]
+                errors = {k: v[i] for k, v in scores.failures.items() if i in v}
+                if errors:  # why a reward has its fallback value in this row
+                    row["reward_errors"] = errors
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
             out.flush()
             bar.update(len(batch))

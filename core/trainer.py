@@ -61,7 +61,9 @@ from rlvr.metrics import (
 )
 from rlvr.protocols import RolloutBatch, RunInfo, SamplingParams
 from rlvr.records import Sample
+from rlvr.reward_errors import RewardErrorLog
 from rlvr.scoring import RewardStats, Scorer, merge_summaries, score_entries
+from rlvr.summary import run_summary
 
 logger = logging.getLogger("rlvr.trainer")
 
@@ -295,6 +297,12 @@ class Trainer:
         # Started before the models load, so the workers build their rewards meanwhile.
         self.scorer = Scorer(entries, workers=t.reward_workers)
         self._closers.append(self.scorer)
+        self.reward_errors = RewardErrorLog(
+            entries,
+            self.output_dir,
+            max_error_frac=t.max_reward_error_frac,
+            echo=lambda message: self.log.write(message),
+        )
 
         self.prompts_per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps
         if t.max_steps > 0:
@@ -530,24 +538,17 @@ class Trainer:
             for c in items
         ]
         scores = self.scorer.score(samples)
+        self.reward_errors.report(scores, samples, step=self.step)
         for i, c in enumerate(items):
             c.score = float(scores.total[i])
             c.rewards = {label: scores.per_reward[label][i] for label in self.labels}
         rollout_counts["summaries"].append(scores.summary())
-        for label in self.labels:
-            msgs = rollout_counts["messages"][label]
-            for m in scores.error_messages.get(label, []):
-                if m not in msgs and len(msgs) < 5:
-                    msgs.append(m)
 
     def rollout(self) -> Rollout:
         """Generate and score until the step has its groups (see the module docstring)."""
         target = self.prompts_per_step
         max_rounds = max(1, int(getattr(self.algo, "max_generation_rounds", 1)))
-        counts: dict[str, Any] = {
-            "summaries": [],
-            "messages": {label: [] for label in self.labels},
-        }
+        counts: dict[str, Any] = {"summaries": []}
         generated: list[Completion] = []
         kept: list[Completion] = []
         kept_groups = filtered = rounds = 0
@@ -598,9 +599,6 @@ class Trainer:
                 target,
                 rounds,
             )
-        for label, msgs in counts["messages"].items():
-            for m in msgs:
-                logger.warning("reward %r: %s", label, m)
         return Rollout(
             kept=kept,
             generated=generated,
@@ -994,7 +992,11 @@ def train(config: Any, host: Any, *, resume: bool = False, progress: bool = True
     checkpoint in ``training.output_dir``. Ctrl-C (or SIGTERM) finishes the current step, saves
     a checkpoint and returns; a second Ctrl-C aborts without saving.
     """
-    return Trainer(config, host, resume=resume, progress=progress).run()
+    start = time.perf_counter()
+    trainer = Trainer(config, host, resume=resume, progress=progress)
+    metrics = trainer.run()
+    print(run_summary(trainer.output_dir, trainer.labels, time.perf_counter() - start), flush=True)
+    return metrics
 
 
 __all__ = ["Completion", "Rollout", "Trainer", "TrainingError", "build_batch", "step_seed", "train"]
