@@ -78,7 +78,9 @@ class PoolResult:
     error_messages: dict[str, list[str]] = field(default_factory=dict)
     #: per label: sample index -> why that call failed (errors and timeouts)
     failures: dict[str, dict[int, str]] = field(default_factory=dict)
-    #: per label: error message -> the traceback of its first occurrence in a process
+    #: per label: sample index -> where its exception was raised (calls that raised)
+    sites: dict[str, dict[int, str]] = field(default_factory=dict)
+    #: per label: site -> the traceback of its first occurrence in a process
     tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
@@ -95,31 +97,35 @@ def _build(label: str, factory: Callable, params: Any) -> Callable | str:
 
 def _call(
     fn: Callable | str, label: str, sample: Sample, seen: set[tuple[str, str]]
-) -> tuple[float | None, str | None, str | None]:
-    """``(value, None, None)`` or ``(None, error message, traceback)``; the traceback only the
-    first time this process sees that message for that label (``seen``), to keep pipes lean."""
+) -> tuple[float | None, str | None, str | None, str | None]:
+    """``(value, None, None, None)``, or ``(None, error message, site, traceback)``.
+
+    ``site`` names where an exception was raised (type, file, line): the same bug with
+    different messages is one site. The traceback comes only the first time this process
+    sees that site for that label (``seen``), to keep the pipes lean."""
     if isinstance(fn, str):
-        return None, fn, None
+        return None, fn, None, None
     try:
         value = fn(sample)
     except BaseException as exc:  # noqa: BLE001 - report, keep the worker alive
-        message = _clip(f"{type(exc).__name__}: {exc}", 300)
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+        site = f"{type(exc).__name__} at {where}"
         tb = None
-        if (label, message) not in seen:
-            seen.add((label, message))
-            frames = traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
-            tb = _clip("".join(frames), MAX_TRACEBACK)  # without this function's frame
-        return None, message, tb
+        if (label, site) not in seen:
+            seen.add((label, site))
+            lines = traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
+            tb = _clip("".join(lines), MAX_TRACEBACK)  # without this function's frame
+        return None, _clip(f"{type(exc).__name__}: {exc}", 300), site, tb
     if value is None:
-        return None, None, None
+        return None, None, None, None
     if isinstance(value, numbers.Real) and math.isfinite(value):
-        return float(value), None, None
+        return float(value), None, None, None
     return (
         None,
-        (
-            f"reward {label!r} returned {_clip(repr(value), 80)} ({type(value).__name__}); "
-            "expected a finite float, a bool or None"
-        ),
+        f"reward {label!r} returned {_clip(repr(value), 80)} ({type(value).__name__}); "
+        "expected a finite float, a bool or None",
+        None,
         None,
     )
 
@@ -232,6 +238,7 @@ class _Job:
             errors=dict.fromkeys(labels, 0),
             error_messages={label: [] for label in labels},
             failures={label: {} for label in labels},
+            sites={label: {} for label in labels},
             tracebacks={label: {} for label in labels},
         )
 
@@ -243,6 +250,7 @@ class _Job:
         t: int,
         value: float | None,
         error: str | None,
+        site: str | None = None,
         tb: str | None = None,
         timeout: bool = False,
     ) -> None:
@@ -253,8 +261,10 @@ class _Job:
             return
         self.result.values[spec.label][t // len(self.specs)] = spec.fallback
         self.result.failures[spec.label][t // len(self.specs)] = error
-        if tb is not None:
-            self.result.tracebacks[spec.label].setdefault(error, tb)
+        if site is not None:
+            self.result.sites[spec.label][t // len(self.specs)] = site
+        if site is not None and tb is not None:
+            self.result.tracebacks[spec.label].setdefault(site, tb)
         if timeout:
             self.result.timeouts[spec.label] += 1
             return

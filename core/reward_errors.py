@@ -3,7 +3,8 @@
 Rewards run isolated (:mod:`rlvr.pool`): a call that raises or times out yields its entry's
 ``fallback`` and training goes on. :class:`RewardErrorLog` makes sure that is never silent:
 
-- the first occurrence of each distinct error of each reward is printed once, with its
+- the first occurrence of each distinct error of each reward (an exception raised at one place
+  in the code, whatever its message; or a distinct message) is printed once, with its
   traceback, and written to ``OUTPUT_DIR/reward_errors.jsonl`` with the sample that caused it;
 - every scoring round with errors or timeouts prints one line with the counts;
 - a reward entry with ``on_error: raise`` stops the run at its first error, and any reward whose
@@ -54,10 +55,12 @@ class RewardErrorLog:
             failures = scores.failures.get(label, {})
             if not failures:
                 continue
+            sites = scores.sites.get(label, {})
             for index, message in sorted(failures.items()):
-                if (label, message) not in self._seen:
-                    self._seen.add((label, message))
-                    tb = scores.tracebacks.get(label, {}).get(message)
+                site = sites.get(index)  # one per raise site, whatever the message says
+                if (label, site or message) not in self._seen:
+                    self._seen.add((label, site or message))
+                    tb = scores.tracebacks.get(label, {}).get(site) if site else None
                     self._first(label, message, tb, samples[index], step)
             errors, timeouts = scores.errors.get(label, 0), scores.timeouts.get(label, 0)
             n = len(samples)

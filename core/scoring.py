@@ -113,8 +113,10 @@ class Scores:
     timeouts: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     error_messages: dict[str, list[str]] = field(default_factory=dict)
-    #: per label: sample index -> why that call failed; message -> its first traceback
+    #: per label: sample index -> why that call failed, and where it raised (see
+    #: :class:`rlvr.pool.PoolResult`); site -> its first traceback
     failures: dict[str, dict[int, str]] = field(default_factory=dict)
+    sites: dict[str, dict[int, str]] = field(default_factory=dict)
     tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, RewardStats]:
@@ -152,6 +154,7 @@ class Scorer:
             result.errors,
             result.error_messages,
             result.failures,
+            result.sites,
             result.tracebacks,
         )
 
