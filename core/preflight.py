@@ -48,7 +48,7 @@ def _data(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     try:
         rows = _quiet(load_rows, data)
     except RlvrError as exc:
-        return [*problems, ("data.path", str(exc).removeprefix(f"data.path {data.path!r} "))]
+        return [*problems, ("data.path", str(exc).removeprefix("data.path "))]
     return problems + field_problems(rows, config.rewards, host, prompt_field=data.prompt_field)
 
 
