@@ -172,7 +172,6 @@ class RunConfig(Section):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
 
 
-RewardEntryBase = RewardEntry  # the name plugins' tests used before 0.2
 
 
 class ConfigError(RlvrError):

@@ -82,6 +82,8 @@ def test_rewards_score_writes_the_error_into_the_row(tmp_path, capsys):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert rows[0]["reward_errors"] == {"four": "ValueError: cannot score '4'"}
     assert "reward_errors" not in rows[1] and rows[1]["rewards"] == {"four": 0.0}
+    err = capsys.readouterr().err
+    assert err.count("Traceback") == 1 and "1 errors and 0 timeouts in 2 calls" in err
 
 
 def _rewards():
