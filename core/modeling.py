@@ -93,9 +93,9 @@ def _resolve_source(cfg: ModelConfig) -> tuple[str, str | None, bool]:
                 )
         return str(path.resolve()), cfg.gguf_file, True
     if _looks_like_path(name):
-        raise ModelLoadError(
-            f"model path {str(path.resolve())!r} does not exist (model.name_or_path: {name!r})"
-        )
+        where = str(path.resolve())
+        written = f" (model.name_or_path: {name!r})" if where != name else ""
+        raise ModelLoadError(f"model path {where!r} does not exist{written}")
     return name, cfg.gguf_file, False
 
 
