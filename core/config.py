@@ -172,8 +172,6 @@ class RunConfig(Section):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
 
 
-
-
 class ConfigError(RlvrError):
     """A config with problems; ``problems`` lists ``(path, message)`` pairs."""
 
