@@ -368,8 +368,10 @@ def load_config(
     set_keys = {_key_path(o.split("=", 1)[0]): o for o in overrides if "=" in o}
     if label is not None:
         resolve_paths(data, Path.cwd(), only=list(set_keys))
+    keys = [_key_path(o.split("=", 1)[0]) for o in overrides if "=" in o]
+    config_dir = Path(label).absolute().parent if label is not None else None
     try:
-        return validate(data, host, require=require)
+        return validate(data, host, require=require, config_dir=config_dir, set_keys=keys)
     except ConfigError as exc:
         raise ConfigError(with_origins(exc.problems, overrides), source=label) from None
 
@@ -387,8 +389,20 @@ def with_origins(problems: list[tuple[str, str]], overrides: Sequence[str]) -> l
     return out
 
 
-def validate(data: dict[str, Any], host: Host, *, require: tuple[str, ...] = ()) -> RunConfig:
-    """Validate a config dict against the registry; cross-checks run when the schema passes."""
+def validate(
+    data: dict[str, Any],
+    host: Host,
+    *,
+    require: tuple[str, ...] = (),
+    config_dir: Path | None = None,
+    set_keys: Sequence[str] = (),
+) -> RunConfig:
+    """Validate a config dict against the registry; cross-checks run when the schema passes.
+
+    Plugin params validators find ``config_dir`` in their validation context
+    (``info.context["config_dir"]``) to resolve relative paths: the config file's directory,
+    or the current directory for an entry whose params were given with ``--set``
+    (``set_keys``) or a config that came from no file."""
     data = _with_defaults(data, require)
     problems = _missing_sections(data, require) + _unknown_names(data, host)
     problems += move_trl_keys(data, host)
@@ -398,7 +412,7 @@ def validate(data: dict[str, Any], host: Host, *, require: tuple[str, ...] = ())
     except ValidationError as exc:
         known = {p for p, _ in problems}
         problems += [p for p in _pydantic_problems(exc, "", RunConfig) if p[0] not in known]
-    params, found = _plugin_params(data, host)
+    params, found = _plugin_params(data, host, config_dir, set_keys)
     problems += found
     if problems or config is None:
         raise ConfigError(sort_problems(problems))
@@ -438,7 +452,9 @@ def _raw_entries(data: dict[str, Any]) -> list[tuple[str, str, Any]]:
     return out
 
 
-def _plugin_params(data: dict[str, Any], host: Host) -> tuple[list[Params], list]:
+def _plugin_params(
+    data: dict[str, Any], host: Host, config_dir: Path | None, set_keys: Sequence[str]
+) -> tuple[list[Params], list]:
     """Each entry's params validated against its plugin's model; problems at their paths."""
     values: list[Params] = []
     problems: list[tuple[str, str]] = []
@@ -463,8 +479,10 @@ def _plugin_params(data: dict[str, Any], host: Host) -> tuple[list[Params], list
             problems.append((f"{path}.params", f"must be a mapping of params (got {raw!r})"))
             values.append(Params())
             continue
+        overridden = any(k.startswith(f"{path}.params") for k in set_keys)
+        base = Path.cwd() if config_dir is None or overridden else config_dir
         try:
-            values.append(model.model_validate(raw))
+            values.append(model.model_validate(raw, context={"config_dir": base}))
         except ValidationError as exc:
             problems += _pydantic_problems(exc, f"{path}.params", model)
             values.append(Params())

@@ -80,9 +80,10 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path, capsys, monkey
         tmp_path / "proj" / "configs" / "run.yaml",
         f"model: {{name_or_path: {model_dir}}}\n"
         "data: {path: ../data/train.jsonl}\n"
-        "rewards: [{name: answer}]\n"
+        "rewards: [{name: answer}, {name: callable, params: {function: 'mine.py:fn'}}]\n"
         "training: {output_dir: ../outputs/run}\n",
     )
+    _write(config.parent / "mine.py", "def fn(completions, **kwargs):\n    return [1.0]\n")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # not the config's directory
@@ -90,6 +91,7 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path, capsys, monkey
     out = capsys.readouterr().out
     assert f"path: {tmp_path / 'proj' / 'data' / 'train.jsonl'}" in out
     assert f"output_dir: {tmp_path / 'proj' / 'outputs' / 'run'}" in out
+    assert f"function: {config.parent / 'mine.py'}:fn" in out  # a plugin's path param too
 
     # --set paths resolve against the current directory, and say where they came from.
     _rows(elsewhere / "mine.jsonl", prompt="What is 2 + 2?", answer="4")
