@@ -18,7 +18,7 @@ import tomllib
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import (
@@ -32,6 +32,7 @@ from pydantic import (
     model_validator,
 )
 
+from rlvr.config_problems import key_path, pydantic_problems, sort_problems, with_origins
 from rlvr.errors import ConfigWarning, RlvrError
 from rlvr.host import Host
 from rlvr.records import Params, Requirements
@@ -243,12 +244,6 @@ def read_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _key_path(key: str) -> str:
-    """``rewards.1.weight`` or ``rewards[1].weight`` -> ``rewards[1].weight`` (problem paths)."""
-    parts = key.replace("[", ".").replace("]", "").strip(".").split(".")
-    return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in parts).lstrip(".")
-
-
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``--set a.b.c=value`` overrides (values parsed as YAML; ``rewards[1].weight``
     and ``rewards.1.weight`` both address a list item)."""
@@ -365,28 +360,15 @@ def load_config(
     if label is not None:
         resolve_paths(data, Path(label).absolute().parent)
     data = apply_overrides(data, list(overrides))
-    set_keys = {_key_path(o.split("=", 1)[0]): o for o in overrides if "=" in o}
+    set_keys = {key_path(o.split("=", 1)[0]): o for o in overrides if "=" in o}
     if label is not None:
         resolve_paths(data, Path.cwd(), only=list(set_keys))
-    keys = [_key_path(o.split("=", 1)[0]) for o in overrides if "=" in o]
+    keys = [key_path(o.split("=", 1)[0]) for o in overrides if "=" in o]
     config_dir = Path(label).absolute().parent if label is not None else None
     try:
         return validate(data, host, require=require, config_dir=config_dir, set_keys=keys)
     except ConfigError as exc:
         raise ConfigError(with_origins(exc.problems, overrides), source=label) from None
-
-
-def with_origins(problems: list[tuple[str, str]], overrides: Sequence[str]) -> list:
-    """``problems`` with `` (from --set KEY=VALUE)`` added to those at an overridden key."""
-    set_keys = {_key_path(o.split("=", 1)[0]): o for o in overrides if "=" in o}
-    out = []
-    for path, msg in problems:
-        for key, item in set_keys.items():
-            if path == key or path.startswith((f"{key}.", f"{key}[")):
-                msg += f" (from --set {item})"
-                break
-        out.append((path, msg))
-    return out
 
 
 def validate(
@@ -411,11 +393,11 @@ def validate(
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         known = {p for p, _ in problems}
-        problems += [p for p in _pydantic_problems(exc, "", RunConfig) if p[0] not in known]
+        problems += [p for p in pydantic_problems(exc, "", RunConfig) if p[0] not in known]
     params, found = _plugin_params(data, host, config_dir, set_keys)
     problems += found
     if problems or config is None:
-        raise ConfigError(sort_problems(problems))
+        raise ConfigError(sort_problems(problems, SECTIONS))
     for entry, value in zip(_entries(config), params, strict=True):
         entry.params = value
     problems = cross_check(config, host)
@@ -424,19 +406,6 @@ def validate(
     for message in learning_warnings(config, host):
         warnings.warn(message, ConfigWarning, stacklevel=2)
     return config
-
-
-def sort_problems(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """In the order of the config's sections, then entries (stable within one path)."""
-
-    def key(item: tuple[str, str]) -> tuple[int, int, str]:
-        path = item[0]
-        head = path.split(".")[0].split("[")[0]
-        index = path.split("[")[1].split("]")[0] if path.startswith(f"{head}[") else "0"
-        order = SECTIONS.index(head) if head in SECTIONS else len(SECTIONS)
-        return order, int(index) if index.isdigit() else 0, path
-
-    return sorted(problems, key=key)
 
 
 def _entries(config: RunConfig) -> list[PluginEntry]:
@@ -484,7 +453,7 @@ def _plugin_params(
         try:
             values.append(model.model_validate(raw, context={"config_dir": base}))
         except ValidationError as exc:
-            problems += _pydantic_problems(exc, f"{path}.params", model)
+            problems += pydantic_problems(exc, f"{path}.params", model)
             values.append(Params())
     return values, problems
 
@@ -526,99 +495,6 @@ def _unknown_names(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
         elif entry["name"] not in host.records[kind]:
             problems.append((f"{path}.name", host.unknown_message(kind, str(entry["name"]))))
     return problems
-
-
-# --------------------------------------------------------------------------- messages
-
-
-def _pydantic_problems(
-    exc: ValidationError, prefix: str, model: type[BaseModel]
-) -> list[tuple[str, str]]:
-    problems = []
-    for err in exc.errors():
-        loc = err["loc"]
-        path = _path(prefix, loc)
-        if err["type"] == "extra_forbidden":
-            msg = _unknown_key_message(str(loc[-1]), _model_at(model, loc[:-1]))
-        else:
-            msg = _describe(err)
-        problems.append((path, msg))
-    return problems
-
-
-_BOUNDS = {
-    "greater_than": ("gt", ">"),
-    "greater_than_equal": ("ge", ">="),
-    "less_than": ("lt", "<"),
-    "less_than_equal": ("le", "<="),
-}
-
-
-def _describe(err: Any) -> str:
-    """A pydantic error as a message that echoes the bad value (``-1 is not > 0``)."""
-    kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
-    if kind == "missing":
-        return "required field is missing"
-    if kind in _BOUNDS:
-        name, op = _BOUNDS[kind]
-        bound = ctx.get(name)
-        return (
-            f"{value!r} is not {op} {bound:g}"
-            if isinstance(bound, float)
-            else (f"{value!r} is not {op} {bound}")
-        )
-    if kind == "literal_error":
-        return f"{value!r} is not one of {ctx.get('expected')}"
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if isinstance(value, dict | list) or kind.startswith(("value_error", "assertion")):
-        return msg
-    return f"{msg} (got {_clip(repr(value))})"
-
-
-def _clip(text: str, size: int = 60) -> str:
-    return text if len(text) <= size else text[: size - 3] + "..."
-
-
-def _unknown_key_message(key: str, model: type[BaseModel] | None) -> str:
-    msg = f"unknown key {key!r}"
-    if model is not None:
-        fields = list(model.model_fields)
-        close = difflib.get_close_matches(key, fields, n=1)
-        if close:
-            msg += f"; did you mean {close[0]!r}?"
-        msg += f" -- valid keys: {', '.join(fields)}"
-    return msg
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models inside an annotation (through Optional, list, unions, Annotated)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in get_args(annotation) for m in _models_in(arg)]
-
-
-def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model whose fields the error at ``loc`` (without its last part) refers to."""
-    models = [root]
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        found = [m.model_fields[part].annotation for m in models if part in m.model_fields]
-        if not found:
-            return None
-        models = _models_in(found[0])
-    return models[0] if len(models) == 1 else None
-
-
-def _path(prefix: str, loc: tuple[Any, ...]) -> str:
-    """``("rewards[1].params", ("x", 0))`` -> ``rewards[1].params.x[0]``."""
-    out = prefix
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 # --------------------------------------------------------------------------- cross checks

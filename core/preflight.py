@@ -102,8 +102,9 @@ def _quiet(fn: Any, *args: Any) -> Any:
 
 def check(config: RunConfig, host: Host, *, source: str | None = None, overrides=()) -> None:
     """Raise :class:`rlvr.config.ConfigError` listing every :func:`preflight` problem."""
-    from rlvr.config import ConfigError, sort_problems, with_origins
+    from rlvr.config import SECTIONS, ConfigError
+    from rlvr.config_problems import sort_problems, with_origins
 
     problems = preflight(config, host)
     if problems:
-        raise ConfigError(sort_problems(with_origins(problems, overrides)), source=source)
+        raise ConfigError(sort_problems(with_origins(problems, overrides), SECTIONS), source=source)
