@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from rlvr.config import TrainingConfig
 from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
 from rlvr.protocols import AlgorithmImpl, RolloutBatch
 
@@ -106,7 +107,7 @@ class PolicyUpdate:
         value_model: torch.nn.Module | None,
         algorithm: AlgorithmImpl,
         old_logprobs: bool,
-        training: Any,
+        training: TrainingConfig,
         device: torch.device,
         dtype: torch.dtype,
         total_updates: int,
