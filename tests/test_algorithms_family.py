@@ -405,3 +405,26 @@ def test_vapo_dynamic_sampling_is_optional(host):
     impl = make(host, "vapo", dynamic_sampling=True, max_generation_rounds=3)
     assert impl.max_generation_rounds == 3
     assert impl.select(batch).tolist() == [False] * 4 + [True] * 4
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("gspo", None),
+        ("gspo", {"num_iterations": 2}),
+        ("grpo", {"level": "sequence", "beta": 0.0, "num_iterations": 2}),
+        ("cispo", None),
+        ("cispo", {"absolute_ratio_cap": 5.0, "num_iterations": 2}),
+        ("reinforce_pp", None),
+        ("reinforce_pp_baseline", {"beta": 0.01}),
+        ("vapo", {"value_warmup_steps": 0}),
+        ("vapo", {"value_warmup_steps": 0, "dynamic_sampling": True, "beta": 0.01}),
+    ],
+)
+def test_conform_to_the_plugin_kit(name, params, rlvr_host):
+    """rlvr.testing.check_algorithm: finite, differentiable loss that splits into micro-batches
+    (VAPO's warm-up steps have no policy gradient by design, so the kit checks it after)."""
+    from rlvr.testing import check_algorithm
+
+    metrics = check_algorithm(name, params=params, host=rlvr_host)
+    assert "advantages/mean" in metrics and "clip_frac" in metrics

@@ -310,9 +310,12 @@ class CISPOParams(GroupParams):
         ),
     )
     epsilon_high: float | None = Field(
-        0.28,
+        None,
         ge=0.0,
-        description="Upper bound of the weight, relative: 1 + epsilon_high (as verl).",
+        description=(
+            "Upper bound of the weight, relative: 1 + epsilon_high (as verl); null: 0.28, or "
+            "absolute_ratio_cap when that is set."
+        ),
     )
     absolute_ratio_cap: float | None = Field(
         None,
@@ -333,11 +336,11 @@ class CISPOParams(GroupParams):
     def eps_high(self) -> float:
         if self.absolute_ratio_cap is not None:
             return self.absolute_ratio_cap - 1.0
-        return super().eps_high
+        return 0.28 if self.epsilon_high is None else self.epsilon_high
 
     @model_validator(mode="after")
     def _check_cispo(self) -> CISPOParams:
-        if self.absolute_ratio_cap is not None and "epsilon_high" in self.model_fields_set:
+        if self.absolute_ratio_cap is not None and self.epsilon_high is not None:
             raise ValueError(
                 "epsilon_high (relative: the cap is 1 + epsilon_high) and absolute_ratio_cap "
                 "(TRL's absolute cap) set the same bound; give only one"
