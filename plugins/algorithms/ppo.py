@@ -100,9 +100,6 @@ def hidden_size_of(policy: nn.Module, backbone: nn.Module) -> int:
     raise TypeError(f"cannot tell the hidden size of {type(policy).__name__}")
 
 
-__all__ = ["PPO", "ValueModel", "hidden_size_of", "last_token_rewards", "policy_backbone"]
-
-
 class PPO(PolicyGradient):
     kl_in_loss = False
 
@@ -162,3 +159,6 @@ class PPO(PolicyGradient):
             hidden,
             head_init_std=self.params.value_model.head_init_std,
         )
+
+
+__all__ = ["PPO", "ValueModel", "hidden_size_of", "last_token_rewards", "policy_backbone"]
