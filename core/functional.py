@@ -352,7 +352,8 @@ def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> Tensor:
     """``1 - Var(returns - values) / Var(returns)`` over valid tokens (float32 scalar).
 
     1 means the value model predicts the returns exactly, 0 that it is no better than their
-    mean (negative: worse). 0 when the returns do not vary (there is nothing to explain).
+    mean (negative: worse). 0 when the returns do not vary, i.e. their variance is below 1e-8
+    (nothing to explain; float rounding in ``returns = A + V`` must not give -1e14).
     """
     v, ret = _f32(values), _f32(returns).to(_f32(values).device)
     m = _bool(mask).to(v.device)
@@ -363,7 +364,7 @@ def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> Tensor:
         return masked_mean((x - mean).square(), m)
 
     var_returns = var(ret)
-    if float(var_returns) <= 0.0:
+    if float(var_returns) < 1e-8:
         return var_returns.new_zeros(())
     return 1.0 - var(ret - v) / var_returns
 

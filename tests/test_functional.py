@@ -676,3 +676,5 @@ def test_explained_variance():
     # residual [0, 0, -1]: variance 2/9 against 2/3 -> 1 - 1/3
     close(F.explained_variance(t([[1.0, 2.0, 4.0, 0.0]]), ret, mask), 2 / 3)
     close(F.explained_variance(ret, t([[5.0, 5.0, 5.0, 0.0]]), mask), 0.0)  # nothing to explain
+    rounded = t([[0.0, 1e-6, 0.0, 0.0]])  # returns = A + V rounding noise, variance 3.3e-13
+    close(F.explained_variance(t([[0.3, 0.2, 0.1, 0.0]]), rounded, mask), 0.0)
