@@ -420,14 +420,25 @@ def test_vapo_dynamic_sampling_is_optional(host):
         ("cispo", {"absolute_ratio_cap": 5.0, "num_iterations": 2}),
         ("reinforce_pp", None),
         ("reinforce_pp_baseline", {"beta": 0.01}),
+        ("vapo", None),
         ("vapo", {"value_warmup_steps": 0}),
         ("vapo", {"value_warmup_steps": 0, "dynamic_sampling": True, "beta": 0.01}),
     ],
 )
 def test_conform_to_the_plugin_kit(name, params, rlvr_host):
-    """rlvr.testing.check_algorithm: finite, differentiable loss that splits into micro-batches
-    (VAPO's warm-up steps have no policy gradient by design, so the kit checks it after)."""
+    """rlvr.testing.check_algorithm: finite, differentiable loss that splits into micro-batches,
+    at the run's first step (VAPO's defaults: a value-only warm-up step) and its last."""
     from rlvr.testing import check_algorithm
 
     metrics = check_algorithm(name, params=params, host=rlvr_host)
     assert "advantages/mean" in metrics and "clip_frac" in metrics
+
+
+def test_the_plugin_kit_says_when_a_warmup_outlasts_the_run(rlvr_host):
+    from rlvr.protocols import RunInfo
+    from rlvr.testing import ConformanceError, check_algorithm
+
+    run = RunInfo(max_completion_length=8, num_generations=4, max_steps=10)
+    with pytest.raises(ConformanceError, match=r"no policy gradient\) at step 1 or 10 .*only the"):
+        check_algorithm("vapo", host=rlvr_host, run=run)  # 50 warm-up steps
+    assert check_algorithm("vapo", {"value_warmup_steps": 9}, host=rlvr_host, run=run)
