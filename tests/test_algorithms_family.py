@@ -9,6 +9,7 @@ import dataclasses
 import math
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from torch import nn
 
 import rlvr.functional as F
+from rlvr.errors import ConfigWarning
 from rlvr.plugins.algorithms.params import (
     CISPOParams,
     GRPOParams,
@@ -165,6 +167,36 @@ def test_vapo_config_checks(host):
         _validate(host, "vapo", {"dynamic_sampling": True, "filter_metric": "accuracy"})
     ok = _validate(host, "vapo", {"positive_metric": "answer", "dynamic_sampling": True})
     assert ok.algorithm.params.positive_metric == "answer"
+
+
+def test_vapo_warns_when_length_adaptive_lambda_is_zero_for_every_completion(host):
+    # 0.05 * 8 tokens: lambda = 1 - 1/(alpha * length) <= 0 for every possible completion
+    with pytest.warns(ConfigWarning) as caught:
+        _validate(host, "vapo", max_completion_length=8)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert message.startswith("algorithm.params.length_adaptive_alpha: 0.05 x ")
+    assert "length_adaptive_alpha: null" in message and "e.g. 2.5" in message
+    with pytest.warns(ConfigWarning, match="lambda = 1 - 1/.* <= 0.2 "):
+        _validate(host, "vapo", {"length_adaptive_alpha": 0.125}, max_completion_length=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # lambda reaches a useful value, or is fixed: no warning
+        _validate(host, "vapo", max_completion_length=256)
+        _validate(host, "vapo", {"length_adaptive_alpha": 1.0}, max_completion_length=8)
+        _validate(host, "vapo", {"length_adaptive_alpha": None}, max_completion_length=8)
+
+
+def test_rlvr_validate_cli_prints_the_vapo_lambda_warning(tmp_path, capsys):
+    from rlvr.cli import main
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "algorithm: {name: vapo}\n"
+        "training: {num_generations: 4, max_steps: 100, max_completion_length: 8}\n"
+    )
+    assert main(["validate", str(config)]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("warning: ")]
+    assert len(lines) == 1 and "length_adaptive_alpha: null" in lines[0], lines
 
 
 def test_rlvr_validate_cli_rejects_a_lone_completion_for_vapo(tmp_path):

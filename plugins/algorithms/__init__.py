@@ -12,10 +12,12 @@ documented in docs/algorithms.md.
 from __future__ import annotations
 
 import importlib
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from rlvr import hookimpl
+from rlvr.errors import ConfigWarning
 from rlvr.plugins.algorithms.params import (
     ALGORITHM_PARAMS,
     CISPOParams,
@@ -153,6 +155,8 @@ def rlvr_validate_config(config: Any) -> list[tuple[str, str]]:
         problems += _check_ppo(params, training)
     if isinstance(params, VAPOParams):
         problems += _check_vapo(params, training, getattr(config, "rewards", None))
+        if not problems:
+            _warn_vapo_lambda(params, max_completion)
     return problems
 
 
@@ -220,6 +224,32 @@ def _check_vapo(params: VAPOParams, training: Any, rewards: Any) -> list[tuple[s
             )
         )
     return problems
+
+
+#: ``alpha * max_completion_length`` at or below this leaves VAPO's length-adaptive lambda,
+#: ``1 - 1/(alpha * length)``, at most 0.2 for every completion the run can generate.
+VAPO_MIN_ALPHA_LENGTH = 1.25
+
+
+def _warn_vapo_lambda(params: VAPOParams, max_completion: int | None) -> None:
+    """One :class:`~rlvr.errors.ConfigWarning` when the paper's length-adaptive GAE (meant for
+    completions of hundreds of tokens) would give every completion of this run a lambda near 0:
+    the policy then learns from one-step TD errors only, and short answers collapse."""
+    alpha = params.length_adaptive_alpha
+    if alpha is None or not isinstance(max_completion, int):
+        return
+    if alpha * max_completion > VAPO_MIN_ALPHA_LENGTH:
+        return
+    best = max(0.0, 1.0 - 1.0 / (alpha * max_completion))
+    warnings.warn(
+        f"algorithm.params.length_adaptive_alpha: {alpha:g} x training.max_completion_length "
+        f"{max_completion} gives VAPO's lambda = 1 - 1/(alpha * length) <= {best:.2g} for every "
+        "completion, so the policy learns only from one-step TD errors and short answers can "
+        "collapse; set length_adaptive_alpha: null (the fixed lam, 0.95) or a larger alpha, "
+        f"e.g. {20.0 / max_completion:.3g} (lambda 0.95 at full length)",
+        ConfigWarning,
+        stacklevel=2,
+    )
 
 
 def _reward_labels(rewards: Any) -> list[str] | None:
