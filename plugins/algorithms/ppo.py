@@ -109,23 +109,29 @@ class PPO(PolicyGradient):
         super().__init__(params, run)
         self.value_learning_rate = params.value_learning_rate
 
-    def advantages(self, batch: RolloutBatch, rewards, mask, metrics):
-        p = self.params
+    def old_values(self, batch: RolloutBatch) -> torch.Tensor:
+        """The value model's values of the completion tokens at generation time."""
         if batch.old_values is None:
             raise ValueError(
-                "ppo needs batch.old_values (the value model's values of the completion "
-                "tokens at generation time); requirements.value_model asks the trainer for them"
+                f"{self.params.algorithm} needs batch.old_values (the value model's values of "
+                "the completion tokens at generation time); requirements.value_model asks the "
+                "trainer for them"
             )
+        return batch.old_values
+
+    def advantages(self, batch: RolloutBatch, rewards, mask, metrics):
+        p = self.params
+        values = self.old_values(batch)
         token_rewards = kl_shaped_token_rewards(batch, rewards, mask, p, metrics)
         adv, returns = F.gae(
             token_rewards,
-            batch.old_values,
+            values,
             mask,
             gamma=p.gamma,
             lam=p.lam,
             whiten=p.whiten_advantages,
         )
-        metrics["values/mean"] = _float(F.masked_mean(batch.old_values, mask))
+        metrics["values/mean"] = _float(F.masked_mean(values, mask))
         metrics["returns/mean"] = _float(F.masked_mean(returns, mask))
         return adv, returns
 

@@ -54,13 +54,8 @@ class VAPO(PPO):
 
     def advantages(self, batch: RolloutBatch, rewards, mask, metrics):
         p = self.params
-        if batch.old_values is None:
-            raise ValueError(
-                "vapo needs batch.old_values (the value model's values of the completion "
-                "tokens at generation time); requirements.value_model asks the trainer for them"
-            )
+        values = self.old_values(batch)
         token_rewards = kl_shaped_token_rewards(batch, rewards, mask, p, metrics)
-        values = batch.old_values
         _, returns = F.gae(
             token_rewards, values, mask, gamma=p.gamma, lam=p.lam_critic, whiten=False
         )
