@@ -24,7 +24,7 @@ from rlvr.extract import (
     strip_tags,
 )
 
-GSM8K = Path(__file__).resolve().parents[2] / "shared/data/gsm8k"
+GSM8K = Path(__file__).resolve().parents[1] / "examples/data/gsm8k"
 
 
 def load_gsm8k(split: str) -> list[dict[str, str]]:

@@ -23,7 +23,7 @@ from rlvr.plugins.rewards.numbers import NumbersParams, NumbersReward
 from rlvr.records import Reward, Sample
 
 ROOT = Path(__file__).resolve().parents[1]
-GSM8K = Path(__file__).resolve().parents[2] / "shared/data/gsm8k"
+GSM8K = Path(__file__).resolve().parents[1] / "examples/data/gsm8k"
 
 
 def load_gsm8k(split: str) -> list[dict[str, str]]:

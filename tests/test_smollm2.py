@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "examples/gsm8k_smollm2.yaml"
 GGUF = ROOT / "examples" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
+GSM8K = ROOT / "examples" / "data" / "gsm8k" / "train.jsonl"
 
 # Small enough for a CPU: 1 prompt x 2 completions of at most 16 tokens per step. Dynamic
 # sampling is off: two completions of a 135M model often score the same, and the step would
@@ -55,8 +55,7 @@ def _sets(values: list[str]) -> list[str]:
 
 
 def test_gsm8k_smollm2_two_steps(gguf, tmp_path, monkeypatch, capsys):
-    if not GSM8K.is_file():
-        pytest.skip(f"GSM8K is not at {GSM8K}")
+    assert GSM8K.is_file(), f"GSM8K ships with the repository at {GSM8K}"
     out = tmp_path / "run"
     start = time.perf_counter()
     proc = subprocess.run(
