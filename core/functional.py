@@ -12,7 +12,9 @@ including ``inf``/``nan``, without poisoning results or gradients.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import torch
@@ -82,6 +84,8 @@ __all__ = [
     "dynamic_sampling_keep",
     "gae",
     "group_advantages",
+    "batch_reducer",
+    "batch_sum",
     "kl_penalty",
     "masked_mean",
     "masked_whiten",
@@ -124,6 +128,38 @@ def _safe_denominator(count: Tensor | float, like: Tensor) -> Tensor:
     """
     c = torch.as_tensor(count, dtype=torch.float32, device=like.device)
     return torch.where(c > 0, c, torch.ones_like(c))
+
+
+# --------------------------------------------------------------------------------------------
+# batch statistics under data parallelism
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
+
+
+_batch_sum: Callable[[Tensor], Tensor] = _identity
+
+
+def batch_sum(x: Tensor) -> Tensor:
+    """``x`` (a sum over this process's part of the step's batch) summed over the whole batch.
+
+    The identity in one process; under data parallelism (:mod:`rlvr.distributed`) an all-reduce
+    over ranks, so batch-level statistics (``scale="batch"``, whitening) equal those of one
+    process holding the whole batch. Every rank must reach the same calls in the same order.
+    """
+    return _batch_sum(x)
+
+
+@contextlib.contextmanager
+def batch_reducer(reduce: Callable[[Tensor], Tensor]) -> Iterator[None]:
+    """Route :func:`batch_sum` through ``reduce`` (a sum over ranks) inside the block."""
+    global _batch_sum
+    before, _batch_sum = _batch_sum, reduce
+    try:
+        yield
+    finally:
+        _batch_sum = before
 
 
 def _check_same_shape(**tensors: Tensor) -> None:
@@ -180,10 +216,11 @@ def masked_whiten(x: Tensor, mask: Tensor, *, eps: float = 1e-8) -> Tensor:
     x = _f32(x)
     m = _bool(mask).to(x.device)
     _check_same_shape(x=x, mask=m)
-    count = m.sum().to(torch.float32)
-    mean = torch.where(m, x, 0.0).sum() / count.clamp(min=1)
+    sums = batch_sum(torch.stack([m.sum().to(torch.float32), torch.where(m, x, 0.0).sum()]))
+    count = sums[0]
+    mean = sums[1] / count.clamp(min=1)
     dev = torch.where(m, x - mean, 0.0)
-    var = (dev * dev).sum() / (count - 1).clamp(min=1)
+    var = batch_sum((dev * dev).sum()) / (count - 1).clamp(min=1)
     return dev * torch.rsqrt(var + eps)
 
 
@@ -216,8 +253,10 @@ def group_advantages(
         var = _group_sum(adv * adv, index, len(sizes)) / (n - 1).clamp(min=1)
         adv = adv / _safe_denominator(var.sqrt()[index] + eps, r)
     elif scale == "batch":
-        std = r.std(correction=1) if r.numel() >= 2 else r.new_zeros(())
-        adv = adv / _safe_denominator(std + eps, r)
+        sums = batch_sum(torch.stack([r.new_tensor(float(r.numel())), r.sum()]))
+        count, total_mean = sums[0], sums[1] / sums[0].clamp(min=1)
+        var = batch_sum(((r - total_mean) ** 2).sum()) / (count - 1).clamp(min=1)
+        adv = adv / _safe_denominator(var.sqrt() + eps, r)
     return torch.where((sizes > 1)[index], adv, 0.0)
 
 

@@ -21,6 +21,11 @@ Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns. A
 raises (a second Ctrl-C, an error) before its first optimizer update is forgotten and the run
 saved at the step before it; a non-finite loss or gradient norm skips the update, and
 ``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`.
+
+Data parallelism: launched by ``torchrun`` the same run spreads over ranks
+(:mod:`rlvr.distributed`): each step takes ``per_device_train_batch_size x
+gradient_accumulation_steps x world_size`` prompts, rank 0 alone writes metrics and
+checkpoints, and a checkpoint resumes only on the world size that wrote it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr import checkpoint as ckpt
+from rlvr import distributed
 from rlvr.config import dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.errors import TrainingError
@@ -108,6 +114,8 @@ class Trainer:
         self._last_saved: int | None = None
         self._closers: list[Any] = []
         self._step_start = (0, 0)
+        self.dist = distributed.current()
+        self.log: MetricsLogger | None = None
 
     # ------------------------------------------------------------------ setup
 
@@ -116,7 +124,9 @@ class Trainer:
         t, config = self.t, self.config
         reporters(t.report_to)  # a missing tensorboard/wandb fails now, not after loading
         resume_from = self._resume_point()
-        ckpt.clean_leftovers(self.output_dir)
+        if self.dist.is_main:
+            ckpt.clean_leftovers(self.output_dir)
+        self.dist.barrier()  # no rank sees files rank 0 writes before every rank checked
 
         rows = load_rows(config.data)
         require_fields(
@@ -132,7 +142,10 @@ class Trainer:
         scorer = Scorer(entries, workers=t.reward_workers)
         self._closers.append(scorer)
 
-        self.prompts_per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps
+        # The whole step's prompts, over every rank (each generates for its share).
+        self.prompts_per_step = (
+            t.per_device_train_batch_size * t.gradient_accumulation_steps * self.dist.world_size
+        )
         if t.max_steps > 0:
             self.max_steps = t.max_steps
         else:
@@ -192,14 +205,17 @@ class Trainer:
             device=device,
             dtype=dtype,
             total_updates=self.max_steps * self.updates_per_step,
+            dist=self.dist,
         )
 
         if resume_from is not None:
+            distributed.check_resume(resume_from, self.dist)
             state = ckpt.load_checkpoint(
                 resume_from,
                 optimizer=self.update.optimizer,
                 scheduler=self.update.scheduler,
                 value_model=value_model,
+                rank=self.dist.rank,
             )
             self.step = int(state["step"])
             self.bad_steps = int(state.get("bad_steps", 0))
@@ -230,7 +246,10 @@ class Trainer:
             backend=config.backend.name,
             select=self.algo.select,
             max_rounds=self.algo.max_generation_rounds,
+            dist=self.dist,
         )
+        if not self.dist.is_main:  # rank 0 alone writes the run's files
+            return
 
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.config_text = dump(config)
@@ -289,16 +308,19 @@ class Trainer:
         self.generator.sync_weights(self.policy)
         t1 = time.perf_counter()
 
-        m = step_metrics(
-            step=self.step,
-            algorithm=self.config.algorithm.name,
-            rollout=ro,
-            prepare_metrics=prep_metrics,
-            updates=updates,
-            learning_rate=lr,
-            num_tokens=int(batch.completion_mask.sum().item()),
-            step_time=time.perf_counter() - start,
-            training_time=t1 - t0,
+        m = self._reduce(
+            ro,
+            step_metrics(
+                step=self.step,
+                algorithm=self.config.algorithm.name,
+                rollout=ro,
+                prepare_metrics=prep_metrics,
+                updates=updates,
+                learning_rate=lr,
+                num_tokens=int(batch.completion_mask.sum().item()),
+                step_time=time.perf_counter() - start,
+                training_time=t1 - t0,
+            ),
         )
         if not m["skipped"]:
             self.bad_steps = 0
@@ -311,12 +333,22 @@ class Trainer:
                 self.bad_steps,
                 self.t.max_bad_steps,
             )
-        self.log.log(m)
+        if self.log is not None:
+            self.log.log(m)
         self.last_metrics = m
         every = self.t.log_samples_steps
         if self.step % every == 0 or self.step == 1:
-            self.log.log_samples(self.step, self._sample_records(ro, batch.advantages))
+            records = self.dist.gather(self._sample_records(ro, batch.advantages))
+            if self.log is not None:
+                self.log.log_samples(self.step, [r for part in records for r in part])
         return m
+
+    def _reduce(self, ro: Rollout, m: dict[str, Any]) -> dict[str, Any]:
+        """The step's metrics over every rank (the same dict on each)."""
+        if not self.dist.enabled:
+            return m
+        parts = self.dist.gather((m, len(ro.generated)))
+        return distributed.reduce_metrics([p[0] for p in parts], [p[1] for p in parts])
 
     def _log_reward_messages(self, ro: Rollout) -> None:
         for label, msgs in ro.messages.items():
@@ -344,6 +376,10 @@ class Trainer:
             return self._save()
 
     def _save(self) -> Path:
+        if not self.dist.is_main:
+            distributed.save_rank_state(self.output_dir, self.step, self.dist)
+            self._last_saved = self.step
+            return self.output_dir / f"checkpoint-{self.step}"
         path = ckpt.save_checkpoint(
             self.output_dir,
             self.step,
@@ -359,8 +395,10 @@ class Trainer:
                 "max_steps": self.max_steps,
                 "seed": self.t.seed,
                 "metrics": self.last_metrics,
+                "world_size": self.dist.world_size,
             },
             extra_files={"rlvr_config.yaml": self.config_text},
+            before_complete=lambda: distributed.wait_rank_states(self.dist),
         )
         self._last_saved = self.step
         return path
@@ -390,13 +428,14 @@ class Trainer:
                         )
                     if self.step % self.t.save_steps == 0:
                         self.save()
-                    if stop.requested:
+                    if self.dist.any(stop.requested):  # every rank stops at the same step
                         if self._last_saved != self.step:
                             self.save()
-                        self.log.write(
-                            f"stopped at step {self.step}; continue with --resume "
-                            f"(checkpoint in {self.output_dir})"
-                        )
+                        if self.log is not None:
+                            self.log.write(
+                                f"stopped at step {self.step}; continue with --resume "
+                                f"(checkpoint in {self.output_dir})"
+                            )
                         return self.last_metrics
                 if self._last_saved != self.step:
                     self.save()
@@ -407,7 +446,16 @@ class Trainer:
     def _save_after_interrupt(self) -> None:
         """A step that did not finish (Ctrl-C, an error): before any weight changed, forget
         the step (its prompts are handed out again on resume) and save; during the update the
-        state is half-way, so the last checkpoint stays the one to resume from."""
+        state is half-way, so the last checkpoint stays the one to resume from. With several
+        ranks nothing is saved: the other ranks may never reach the save's collectives."""
+        if self.dist.enabled:
+            logger.error(
+                "rank %d stopped in step %d; --resume continues from the last checkpoint (step %s)",
+                self.dist.rank,
+                self.step,
+                self._last_saved,
+            )
+            return
         if self.update.stepped:
             logger.warning(
                 "step %d stopped during its update: no checkpoint saved; --resume continues "
@@ -423,7 +471,8 @@ class Trainer:
             except Exception as exc:  # e.g. out of memory or disk: the original error matters
                 logger.warning("could not save a checkpoint at step %d: %s", self.step, exc)
                 return
-            self.log.write(f"stopped; saved {path}; continue with --resume")
+            if self.log is not None:
+                self.log.write(f"stopped; saved {path}; continue with --resume")
 
     def close(self) -> None:
         while self._closers:
@@ -457,7 +506,8 @@ def train(config: Any, host: Any, *, resume: bool = False, progress: bool = True
     checkpoint in ``training.output_dir``. Ctrl-C (or SIGTERM) finishes the current step, saves
     a checkpoint and returns; a second Ctrl-C aborts without saving.
     """
-    return Trainer(config, host, resume=resume, progress=progress).run()
+    with distributed.data_parallel():
+        return Trainer(config, host, resume=resume, progress=progress).run()
 
 
 __all__ = ["Trainer", "TrainingError", "train"]

@@ -10,6 +10,11 @@ requirements ask for them), the optimizer and the learning-rate schedule. Per st
    of ``per_device_train_batch_size * num_generations`` completions, the loss normalised by the
    whole step's token/sequence counts (so accumulation equals one big batch). A non-finite
    loss or gradient norm skips the update.
+
+Under data parallelism (:mod:`rlvr.distributed`) the counts the loss is normalised by are
+summed over ranks, each rank backpropagates its own micro-batches without communication, and
+one all-reduce sums the gradients before clipping: the update equals one process holding the
+whole step's batch, whatever each rank's number of micro-batches.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 import torch
 
+from rlvr.distributed import Dist
 from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
 from rlvr.protocols import AlgorithmImpl, RolloutBatch
 
@@ -110,6 +116,7 @@ class PolicyUpdate:
         device: torch.device,
         dtype: torch.dtype,
         total_updates: int,
+        dist: Dist | None = None,
     ) -> None:
         from rlvr.modeling import completion_logprobs
 
@@ -122,6 +129,10 @@ class PolicyUpdate:
         self.t = training
         self.device = device
         self.dtype = dtype
+        self.dist = dist or Dist()
+        for model in (policy, value_model):
+            if model is not None:  # replicas start equal
+                self.dist.broadcast_module(model)
         self.optimizer = self._build_optimizer()
         self.scheduler = self._build_scheduler(total_updates)
         #: set just before the optimizer changes weights (an interrupt can no longer undo it).
@@ -242,8 +253,8 @@ class PolicyUpdate:
     def update(self, batch: RolloutBatch, first: bool) -> UpdateResult:
         """One optimizer update over all micro-batches of ``batch`` (after ``prepare``)."""
         mask = batch.loss_mask if batch.loss_mask is not None else batch.completion_mask
-        num_tokens = int(mask.sum().item())
-        num_seqs = int((mask.sum(dim=1) > 0).sum().item())
+        counts = [float(mask.sum().item()), float((mask.sum(dim=1) > 0).sum().item())]
+        num_tokens, num_seqs = (int(c) for c in self.dist.sum_numbers(counts))
         value_model = self.value_model
         self.policy.train()
         if value_model is not None:
@@ -288,6 +299,11 @@ class PolicyUpdate:
                 kl.append((float(masked_mean(k3, mb_mask).item()), weight))
 
         grad_norm = value_grad_norm = math.nan
+        if self.dist.enabled:  # every rank reaches this, whatever its micro-batch count
+            bad, loss_total = self.dist.sum_numbers([0.0 if finite else 1.0, loss_total])
+            finite = bad == 0
+            if finite:
+                self.dist.sum_gradients(self._trained_parameters())
         if finite:
             grad_norm = self._clip(self.policy)
             if value_model is not None:
@@ -310,6 +326,9 @@ class PolicyUpdate:
             sampler_gap_max=gap_max if gap_mean else None,
             kl=weighted_mean(kl) if kl else None,
         )
+
+    def _trained_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for g in self.optimizer.param_groups for p in g["params"]]
 
     def _clip(self, model: torch.nn.Module) -> float:
         """Clip ``model``'s gradients to ``max_grad_norm``; the norm before clipping."""

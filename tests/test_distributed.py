@@ -1,0 +1,169 @@
+"""Data parallelism on CPU (gloo, 2 ranks launched by torchrun): the math does not depend on
+the number of ranks.
+
+Each comparison runs the same config as 1 process x 2B prompts and as 2 ranks x B prompts with
+a backend whose completions depend only on the prompt (tests/dist_run.py), so both runs train
+on the same completions, and checks per-step loss and gradient norm and the final weights.
+Tolerance: relative 1e-4 (absolute 1e-6 for weights): the runs differ only in the order float32
+sums are taken (micro-batches, the all-reduce). SGD keeps that true for the weights; Adam's
+first update is about ``lr * sign(grad)`` and would turn rounding noise in near-zero gradient
+entries into differences of a whole learning rate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.checkpoint import latest_checkpoint
+from rlvr.metrics import read_metrics
+
+RUNNER = Path(__file__).with_name("dist_run.py")
+#: Every multi-process run ends within this many seconds, or the test fails (never hangs CI).
+TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    from rlvr.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "arith.jsonl"
+    rows = [
+        {"prompt": f"What is {a} + {b}?", "answer": str(a + b), "id": i}
+        for i, (a, b) in enumerate((a, b) for a in range(1, 5) for b in range(1, 5))
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+
+
+def torchrun(nproc: int, *args: str, port: int | None = None, **kwargs) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--nnodes=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port or free_port()}",
+        "--max-restarts=0",
+        *args,
+    ]
+
+
+def launch(config: dict, tmp_path: Path, name: str, ranks: int, *extra: str):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(config))
+    script = [str(RUNNER), str(path), *extra]
+    cmd = torchrun(ranks, *script) if ranks > 1 else [sys.executable, *script]
+    return subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def run_ok(config: dict, tmp_path: Path, name: str, ranks: int, *extra: str) -> Path:
+    proc = launch(config, tmp_path, name, ranks, *extra)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return Path(config["training"]["output_dir"])
+
+
+def make_config(tiny_model, dataset, out: Path, algorithm: str, batch: int, **over) -> dict:
+    training = {
+        "output_dir": str(out),
+        "max_steps": 3,
+        "per_device_train_batch_size": batch,
+        "num_generations": 4,
+        "max_completion_length": 12,
+        "max_prompt_length": 64,
+        "optim": "sgd",
+        "learning_rate": 0.05,
+        "max_grad_norm": 100.0,
+        "reward_workers": 0,
+        "seed": 0,
+        "save_steps": 100,
+        "log_samples_steps": 100,
+        **over.pop("training", {}),
+    }
+    return {
+        "model": {"name_or_path": str(tiny_model)},
+        "data": {"path": str(dataset)},
+        "rewards": over.pop("rewards", [{"name": "toy"}]),
+        "algorithm": {"name": algorithm, "params": over.pop("params", {})},
+        "backend": {"name": "by_prompt"},
+        "training": training,
+    }
+
+
+def weights(out: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    final = latest_checkpoint(out)
+    assert final is not None
+    return load_file(str(final / "model.safetensors"))
+
+
+def assert_same_training(one: Path, two: Path) -> None:
+    m1, m2 = read_metrics(one), read_metrics(two)
+    assert [m["step"] for m in m1] == [m["step"] for m in m2] == [1, 2, 3]
+    for a, b in zip(m1, m2, strict=True):
+        for key in ("loss", "grad_norm", "num_tokens", "groups_kept", "reward"):
+            assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=1e-7), (key, a, b)
+    w1, w2 = weights(one), weights(two)
+    assert w1.keys() == w2.keys()
+    moved = 0.0
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=1e-4, atol=1e-6, msg=name)
+    base = weights_at_start(one)
+    moved = max(float((w1[k] - base[k]).abs().max()) for k in w1 if k in base)
+    assert moved > 1e-4  # the runs trained: equal weights are not equal initial weights
+
+
+def weights_at_start(out: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    config = json.loads((out.parent / f"{out.name}.json").read_text())
+    return load_file(str(Path(config["model"]["name_or_path"]) / "model.safetensors"))
+
+
+CASES = {
+    "grpo": {"params": {"beta": 0.04, "scale_rewards": "batch"}},
+    "dapo": {
+        "params": {"max_generation_rounds": 4},
+        "rewards": [{"name": "toy", "params": {"flat_if_odd": True}}],
+    },
+    "ppo": {"params": {"whiten_advantages": True}},
+}
+
+
+@pytest.mark.parametrize("algorithm", sorted(CASES))
+def test_two_ranks_equal_one_process_with_the_whole_batch(algorithm, tiny_model, dataset, tmp_path):
+    def config(name: str, batch: int) -> dict:
+        case = json.loads(json.dumps(CASES[algorithm]))
+        return make_config(tiny_model, dataset, tmp_path / name, algorithm, batch, **case)
+
+    one = run_ok(config("one", 4), tmp_path, "one", 1)
+    two = run_ok(config("two", 2), tmp_path, "two", 2)
+    assert_same_training(one, two)
+    if algorithm == "dapo":  # dynamic sampling really dropped groups and ran more rounds
+        assert any(m["groups_filtered"] > 0 for m in read_metrics(two))
+        assert any(m["generation_rounds"] > 1 for m in read_metrics(two))
