@@ -167,3 +167,45 @@ def test_two_ranks_equal_one_process_with_the_whole_batch(algorithm, tiny_model,
     if algorithm == "dapo":  # dynamic sampling really dropped groups and ran more rounds
         assert any(m["groups_filtered"] > 0 for m in read_metrics(two))
         assert any(m["generation_rounds"] > 1 for m in read_metrics(two))
+
+
+def comparable(metrics: list[dict]) -> list[dict]:
+    from rlvr.metrics import TIMING_KEYS
+
+    return [{k: v for k, v in m.items() if k not in TIMING_KEYS} for m in metrics]
+
+
+@pytest.mark.slow
+def test_a_killed_rank_ends_the_job_and_resume_recovers(tiny_model, dataset, tmp_path):
+    """Rank 1 SIGKILLs itself in step 3 (checkpoints after steps 1 and 2): the job ends with
+    torchrun's report of the dead rank and rank 0's note of where to resume; ``--resume`` on 2
+    ranks logs the same per-step metrics as an uninterrupted run; 1 process is refused."""
+
+    def config(name: str) -> dict:
+        return make_config(
+            tiny_model, dataset, tmp_path / name, "grpo", 2, training={"save_steps": 1}
+        )
+
+    whole = run_ok(config("whole"), tmp_path, "whole", 2)
+
+    cut = config("cut")
+    os.environ["RLVR_TEST_DIE_RANK"], os.environ["RLVR_TEST_DIE_CALL"] = "1", "3"
+    try:
+        proc = launch(cut, tmp_path, "cut", 2)
+    finally:
+        del os.environ["RLVR_TEST_DIE_RANK"], os.environ["RLVR_TEST_DIE_CALL"]
+    assert proc.returncode != 0
+    assert "Signal 9 (SIGKILL)" in proc.stderr or "SIGKILL" in proc.stderr, proc.stderr[-3000:]
+    out = Path(cut["training"]["output_dir"])
+    assert latest_checkpoint(out) == out / "checkpoint-2"
+
+    refused = launch(cut, tmp_path, "cut", 1, "--resume")
+    assert refused.returncode != 0
+    assert "written by 2 rank(s), this run has 1" in refused.stderr, refused.stderr[-3000:]
+
+    run_ok(cut, tmp_path, "cut", 2, "--resume")
+    assert comparable(read_metrics(out)) == comparable(read_metrics(whole))
+    assert latest_checkpoint(out) == out / "checkpoint-3"
+    state = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["world_size"] == 2
+    assert (out / "checkpoint-3" / "rng_state_rank1.pt").is_file()
