@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import warnings
 from collections.abc import Sequence
@@ -47,6 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a policy from a config")
     _add_config(p)
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=1,
+        metavar="N",
+        help="data-parallel processes on this machine (same as torchrun --standalone "
+        "--nproc-per-node N -m rlvr train ...; for several nodes use torchrun itself)",
+    )
 
     p = sub.add_parser("validate", help="check a config; print it resolved, or every problem")
     _add_config(p)
@@ -178,12 +188,25 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
+        return _torchrun(args)
     host = _host()
     config = load_config(args.config, host, overrides=args.overrides, require=TRAIN_SECTIONS)
     from rlvr.trainer import train
 
     train(config, host, resume=args.resume)
     return 0
+
+
+def _torchrun(args: argparse.Namespace) -> int:
+    """``rlvr train --nproc-per-node N``: the same command under torchrun (one machine)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    cmd += [f"--nproc-per-node={args.nproc_per_node}", "-m", "rlvr", "train", args.config]
+    for item in args.overrides:
+        cmd += ["--set", item]
+    if args.resume:
+        cmd.append("--resume")
+    return subprocess.call(cmd)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

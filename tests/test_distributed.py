@@ -209,3 +209,63 @@ def test_a_killed_rank_ends_the_job_and_resume_recovers(tiny_model, dataset, tmp
     state = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())
     assert state["world_size"] == 2
     assert (out / "checkpoint-3" / "rng_state_rank1.pt").is_file()
+
+
+@pytest.mark.slow
+def test_rlvr_train_nproc_per_node_runs_two_ranks(tiny_model, dataset, tmp_path):
+    """``rlvr train --nproc-per-node 2`` (torchrun -m rlvr underneath) with built-in plugins:
+    the hf backend samples on each rank, rank 0 writes one metrics file and the checkpoint."""
+    import yaml
+
+    out = tmp_path / "cli"
+    config = {
+        "model": {"name_or_path": str(tiny_model)},
+        "data": {"path": str(dataset)},
+        "rewards": [{"name": "numbers"}, {"name": "format"}],
+        "algorithm": {"name": "grpo"},
+        "backend": {"name": "hf"},
+        "training": {
+            "output_dir": str(out),
+            "max_steps": 2,
+            "per_device_train_batch_size": 1,
+            "num_generations": 2,
+            "max_completion_length": 8,
+            "reward_workers": 1,
+            "learning_rate": 1e-3,
+        },
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    rlvr = [sys.executable, "-m", "rlvr", "train", str(path), "--nproc-per-node", "2"]
+    proc = subprocess.run(rlvr, env=env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = read_metrics(out)
+    assert [m["step"] for m in lines] == [1, 2]
+    # 2 ranks x 1 prompt x 2 completions per step, counted once.
+    assert all(m["groups_kept"] == 2 for m in lines)
+    state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["world_size"] == 2 and state["data"]["position"] == 4
+
+
+@pytest.mark.slow
+def test_two_nodes_on_one_machine(tiny_model, dataset, tmp_path):
+    """Two torchrun invocations (``--nnodes 2``, one rank each) meet at 127.0.0.1 and train
+    exactly as one process holding both nodes' prompts."""
+    one = run_ok(make_config(tiny_model, dataset, tmp_path / "one", "grpo", 4), tmp_path, "one", 1)
+    config = make_config(tiny_model, dataset, tmp_path / "nodes", "grpo", 2)
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps(config))
+    port = free_port()
+    procs = []
+    for node in (0, 1):
+        cmd = torchrun(1, str(RUNNER), str(path), port=port)
+        cmd[cmd.index("--nnodes=1")] = "--nnodes=2"
+        cmd.insert(-2, f"--node-rank={node}")
+        procs.append(subprocess.Popen(cmd, env=env(), stderr=subprocess.PIPE, text=True))
+    try:
+        errors = [p.communicate(timeout=TIMEOUT_S)[1] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], errors[0][-3000:] + errors[1][-3000:]
+    assert_same_training(one, Path(config["training"]["output_dir"]))
