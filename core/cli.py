@@ -20,6 +20,10 @@ from rlvr.config import ConfigError, dump, json_schema, load_config
 from rlvr.errors import RlvrError
 from rlvr.host import Host, PluginError, create_host
 
+NPROC_HELP = (
+    "data-parallel processes on this machine (as torchrun --standalone --nproc-per-node N "
+    "-m rlvr ...; for several nodes run torchrun itself)"
+)
 TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
 
 
@@ -54,8 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="data-parallel processes on this machine (same as torchrun --standalone "
-        "--nproc-per-node N -m rlvr train ...; for several nodes use torchrun itself)",
+        help=NPROC_HELP,
     )
 
     p = sub.add_parser("validate", help="check a config; print it resolved, or every problem")
@@ -85,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help="samples JSONL (default OUTPUT_DIR/eval)")
     p.add_argument("--metric", default=None, help="reward label that decides correctness")
     p.add_argument("--threshold", type=float, default=None, help="correct when >= this")
+    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help=NPROC_HELP)
 
     p = sub.add_parser("plot", help="draw a run's curves to PNG")
     p.add_argument("output_dir", help="a run's output_dir (holds metrics.jsonl)")
@@ -102,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.simplefilter("default")
+    if getattr(args, "nproc_per_node", 1) > 1 and "WORLD_SIZE" not in os.environ:
+        return _torchrun(argv, args.nproc_per_node)
     try:
         return _COMMANDS[args.command](args)
     except ConfigError as exc:
@@ -188,8 +194,6 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    if args.nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
-        return _torchrun(args)
     host = _host()
     config = load_config(args.config, host, overrides=args.overrides, require=TRAIN_SECTIONS)
     from rlvr.trainer import train
@@ -198,15 +202,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _torchrun(args: argparse.Namespace) -> int:
-    """``rlvr train --nproc-per-node N``: the same command under torchrun (one machine)."""
+def _torchrun(argv: Sequence[str] | None, nproc: int) -> int:
+    """``rlvr train|eval --nproc-per-node N``: the same command under torchrun (one machine)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    cmd += [f"--nproc-per-node={args.nproc_per_node}", "-m", "rlvr", "train", args.config]
-    for item in args.overrides:
-        cmd += ["--set", item]
-    if args.resume:
-        cmd.append("--resume")
-    return subprocess.call(cmd)
+    cmd += [f"--nproc-per-node={nproc}", "-m", "rlvr"]
+    return subprocess.call(cmd + list(sys.argv[1:] if argv is None else argv))
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -227,7 +227,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         metric=args.metric,
         threshold=args.threshold,
     )
-    print(json.dumps(result, indent=2))
+    if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
+        print(json.dumps(result, indent=2))
     return 0
 
 

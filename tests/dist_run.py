@@ -1,7 +1,8 @@
 """Run ``rlvr.train`` with the test plugins, in one process or as a torchrun rank.
 
-``python tests/dist_run.py CONFIG.json`` or ``torchrun --nproc-per-node 2 tests/dist_run.py
-CONFIG.json``. The config is the raw run config; the host adds two test plugins:
+``python tests/dist_run.py CONFIG.json [--resume | --eval OUTPUT]`` or, the same arguments,
+``torchrun --nproc-per-node 2 tests/dist_run.py``. The config is the raw run config; the host
+adds two test plugins:
 
 - backend ``by_prompt``: completions that depend only on the prompt and the completion's
   index within its group (a seeded choice of short arithmetic answers), so a prompt gets the
@@ -111,13 +112,22 @@ class TestPlugins:
         )
 
 
-def main(path: str, resume: bool = False) -> None:
+def main(path: str, args: list[str]) -> None:
+    """``CONFIG.json [--resume]`` trains; ``CONFIG.json --eval OUTPUT`` runs ``rlvr eval`` on
+    the data file with k=2, correct when ``toy >= 1``."""
     with open(path, encoding="utf-8") as f:
         raw = json.load(f)
     host = create_host(plugins=[TestPlugins()])
     config = load_config(raw, host, require=("model", "data", "rewards", "algorithm", "backend"))
-    train(config, host, resume=resume, progress=False)
+    if "--eval" in args:
+        from rlvr.evaluate import evaluate
+
+        output = args[args.index("--eval") + 1]
+        split = raw["data"]["path"]
+        evaluate(config, host, split=split, k=2, output=output, metric="toy", threshold=1.0)
+        return
+    train(config, host, resume="--resume" in args, progress=False)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], resume="--resume" in sys.argv[2:])
+    main(sys.argv[1], sys.argv[2:])

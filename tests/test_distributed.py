@@ -269,3 +269,25 @@ def test_two_nodes_on_one_machine(tiny_model, dataset, tmp_path):
             p.kill()
     assert [p.returncode for p in procs] == [0, 0], errors[0][-3000:] + errors[1][-3000:]
     assert_same_training(one, Path(config["training"]["output_dir"]))
+
+
+def test_eval_on_two_ranks_equals_one_process(tiny_model, dataset, tmp_path):
+    """``rlvr eval`` shards each call's prompts over ranks and gathers the samples in order:
+    the same samples file and summary as one process (timings aside)."""
+    config = make_config(tiny_model, dataset, tmp_path / "unused", "grpo", 3)
+    summaries = []
+    for ranks in (1, 2):
+        out = tmp_path / f"eval{ranks}" / "samples.jsonl"
+        run_ok(config, tmp_path, f"eval{ranks}", ranks, "--eval", str(out))
+        summaries.append(json.loads(out.with_name("samples.summary.json").read_text()))
+        assert not list(tmp_path.glob(f"eval{ranks}/*rank*"))
+    one, two = (tmp_path / f"eval{r}" / "samples.jsonl" for r in (1, 2))
+    rows = [json.loads(line) for line in one.read_text().splitlines()]
+    assert len(rows) == 16 * 2 and {r["index"] for r in rows} == set(range(16))
+    assert two.read_text() == one.read_text()
+    skip = {"generation_time", "scoring_time", "total_time", "samples", "summary"}
+    assert summaries[0].keys() == summaries[1].keys()
+    for key, value in summaries[0].items():  # merged reward stats: summation order only
+        if key not in skip:
+            expected = pytest.approx(value) if isinstance(value, float) else value
+            assert summaries[1][key] == expected, key
