@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlvr import __version__
-from rlvr.config import ConfigError, dump, json_schema, load_config
-from rlvr.errors import RlvrError
+from rlvr.config import ConfigError, RunConfig, dump, json_schema, load_config
+from rlvr.errors import ConfigWarning, RlvrError
 from rlvr.host import Host, PluginError, create_host
 
 NPROC_HELP = (
@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reinforcement learning of language models with verifiable rewards.",
     )
     parser.add_argument("--version", action="version", version=f"rlvr {__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="show third-party progress bars and logs"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("train", help="train a policy from a config")
@@ -108,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.simplefilter("default")
     if getattr(args, "nproc_per_node", 1) > 1 and "WORLD_SIZE" not in os.environ:
         return _torchrun(argv, args.nproc_per_node)
+    warnings.showwarning = _show_warning
+    if not args.verbose:  # weights loading, dataset split generation: noise for a user
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     try:
         return _COMMANDS[args.command](args)
     except ConfigError as exc:
@@ -124,6 +131,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+_default_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+    """rlvr's own warnings as one line, without a source location (it means nothing to a user)."""
+    if issubclass(category, ConfigWarning):
+        print(f"warning: {message}", file=file or sys.stderr)
+    else:
+        _default_showwarning(message, category, filename, lineno, file, line)
+
+
+def _load(args: argparse.Namespace, host: Host, require: tuple[str, ...] = ()) -> RunConfig:
+    """The validated config; for ``train`` and ``validate`` also the pre-flight checks."""
+    config = load_config(args.config, host, overrides=args.overrides, require=require)
+    if args.command in ("train", "validate"):
+        from rlvr.preflight import check
+
+        check(config, host, source=args.config, overrides=args.overrides)
+    return config
+
+
 def _host() -> Host:
     host = create_host()
     for failure in host.failures:
@@ -133,7 +161,7 @@ def _host() -> Host:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     host = _host()
-    config = load_config(args.config, host, overrides=args.overrides)
+    config = _load(args, host)
     print(dump(config), end="")
     return 0
 
@@ -195,7 +223,7 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     host = _host()
-    config = load_config(args.config, host, overrides=args.overrides, require=TRAIN_SECTIONS)
+    config = _load(args, host, require=TRAIN_SECTIONS)
     from rlvr.trainer import train
 
     train(config, host, resume=args.resume)

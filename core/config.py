@@ -1,24 +1,42 @@
 """The run config: one YAML (or TOML) file, validated as a whole before anything loads.
 
-The schema is built from the plugin registry: each ``rewards[]``, ``algorithm`` and ``backend``
-entry is a union discriminated on ``name`` whose ``params`` is that plugin's own model. All
-problems are reported at once, each with its path (``rewards[1].params.tolerance``).
+The core sections are a static, typed model (:class:`RunConfig`); each plugin entry's
+``params`` is validated on its own against that plugin's params model, so one entry's failure
+never hides another's and every problem carries its own path (``rewards[1].params.tolerance``).
+All problems are reported at once.
+
+Relative paths (``model.name_or_path``, ``data.path``, ``data.eval_path``,
+``training.output_dir``) written in a config file resolve against that file's directory;
+paths given with ``--set`` against the current directory.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    SkipValidation,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
-from rlvr.errors import RlvrError
+from rlvr.config_problems import key_path, pydantic_problems, sort_problems, with_origins
+from rlvr.errors import ConfigWarning, RlvrError
 from rlvr.host import Host
 from rlvr.records import Params, Requirements
+from rlvr.trl_compat import move_trl_keys
 
 SECTIONS = ("model", "data", "rewards", "algorithm", "backend", "training")
 DEFAULT_ALGORITHM = "grpo"
@@ -58,35 +76,6 @@ class DataConfig(Section):
     shuffle: bool = True
 
 
-# Keys of TRL's GRPOConfig/TrainingArguments that rlvr accepts and ignores, with why.
-TRL_IGNORED = {
-    "bf16": "rlvr picks bf16 on CUDA automatically (model.dtype)",
-    "fp16": "rlvr picks the dtype automatically (model.dtype)",
-    "use_vllm": "choose the generator with backend.name: vllm",
-    "vllm_mode": "set backend params instead",
-    "vllm_gpu_memory_utilization": "set backend.params.gpu_memory_utilization",
-    "log_completions": "rlvr always writes samples.jsonl",
-    "remove_unused_columns": "rlvr passes every column to the rewards",
-    "dataloader_num_workers": "rlvr reads data in-process",
-    "logging_dir": "logs go to output_dir",
-    "overwrite_output_dir": "rlvr never deletes a run; use a new output_dir",
-    "do_train": "not used",
-    "push_to_hub": "not supported offline",
-}
-
-# TRL keys that belong to an algorithm's params in rlvr: moved there when the algorithm has them.
-TRL_ALGORITHM_KEYS = (
-    "beta",
-    "epsilon",
-    "epsilon_high",
-    "scale_rewards",
-    "loss_type",
-    "num_iterations",
-    "mask_truncated_completions",
-    "delta",
-)
-
-
 class TrainingConfig(Section):
     """Optimisation and sampling settings, named as in TRL's GRPOConfig.
 
@@ -123,12 +112,18 @@ class TrainingConfig(Section):
     logging_steps: int = Field(1, ge=1)
     save_steps: int = Field(500, ge=1)
     save_total_limit: int | None = Field(None, ge=1)
-    eval_steps: int | None = Field(None, ge=1)
     report_to: list[str] | str = "none"
     gradient_checkpointing: bool = False
     log_samples_steps: int = Field(10, ge=1, description="write sample completions every N steps")
     reward_workers: int = Field(2, ge=0, description="reward worker processes (0: in-process)")
     max_bad_steps: int = Field(3, ge=1, description="stop after this many non-finite losses")
+    max_reward_error_frac: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="stop (with a checkpoint) when more than this fraction of one reward's "
+        "calls in a step fail or time out; 1 never stops",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainingConfig:
@@ -139,21 +134,43 @@ class TrainingConfig(Section):
         return self
 
 
-class RewardEntryBase(Section):
-    """Fields every reward entry has besides ``name`` and ``params``."""
+#: A plugin's params: validated on their own against the plugin's model (see :func:`validate`),
+#: then stored as that model's instance, and dumped with all its fields.
+PluginParams = SerializeAsAny[SkipValidation[Params]]
+
+
+class PluginEntry(Section):
+    """An ``algorithm:`` or ``backend:`` entry: a plugin name and that plugin's params."""
+
+    name: str
+    params: PluginParams = Field(default_factory=Params)
+
+
+class RewardEntry(PluginEntry):
+    """One ``rewards[]`` entry: the reward plugin, its params, and how it counts."""
 
     label: str | None = Field(None, description="name in logs (default: the reward's name)")
     weight: float = 1.0
     timeout: float = Field(10.0, gt=0, description="seconds per call before the fallback")
     fallback: float = Field(0.0, description="value of a call that times out or crashes")
+    on_error: Literal["fallback", "raise"] = Field(
+        "fallback", description="a call that raises: use the fallback, or stop the run"
+    )
 
     @property
     def key(self) -> str:
-        return self.label or self.name  # type: ignore[attr-defined]
+        return self.label or self.name
 
 
-class PluginEntry(Section):
-    pass
+class RunConfig(Section):
+    """A whole run config. Sections a command does not need may be absent (None)."""
+
+    model: ModelConfig | None = None
+    data: DataConfig | None = None
+    rewards: list[RewardEntry] = Field(default_factory=list)
+    algorithm: PluginEntry | None = None
+    backend: PluginEntry | None = None
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
 
 
 class ConfigError(RlvrError):
@@ -172,52 +189,43 @@ class ConfigError(RlvrError):
         return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- schema
+# --------------------------------------------------------------------------- JSON schema
 
 
 def _entry_model(kind: str, record: Any, base: type[BaseModel]) -> type[BaseModel]:
-    params_model: type[Params] = record.params
-    # A params model with required fields makes `params:` itself required (an error at its path).
-    required = any(f.is_required() for f in params_model.model_fields.values())
-    default = Field(...) if required else Field(default_factory=params_model)
     return create_model(
         f"{kind.title()}_{record.name}",
         __base__=base,
         __doc__=record.description,
         name=(Literal[record.name], ...),  # type: ignore[arg-type]  # a Literal built at runtime
-        params=(params_model, default),
+        params=(record.params, Field(default_factory=record.params)),
     )
 
 
 def _union(kind: str, host: Host, base: type[BaseModel]) -> Any:
     models = [_entry_model(kind, r, base) for r in host.records[kind].values()]
     if not models:
-        # No plugin of this kind: any name is rejected with a message from _unknown_names.
-        return create_model(f"{kind.title()}_none", __base__=base, name=(str, ...))
+        return base
     if len(models) == 1:
         return models[0]
     return Annotated[Union[tuple(models)], Field(discriminator="name")]  # noqa: UP007
 
 
-def build_model(host: Host) -> type[BaseModel]:
-    """The pydantic model of a whole run config, for the plugins ``host`` has loaded."""
-    reward = _union("reward", host, RewardEntryBase)
-    algorithm = _union("algorithm", host, PluginEntry)
-    backend = _union("backend", host, PluginEntry)
-    return create_model(
+def json_schema(host: Host) -> dict[str, Any]:
+    """The JSON Schema of a run config for the plugins ``host`` has loaded (for editors):
+    :class:`RunConfig` with each plugin entry a union discriminated on ``name``."""
+    # Types built at runtime: mypy cannot check them as annotations.
+    reward: Any = _union("reward", host, RewardEntry)
+    algorithm: Any = _union("algorithm", host, PluginEntry)
+    backend: Any = _union("backend", host, PluginEntry)
+    model = create_model(
         "RunConfig",
-        __base__=Section,
-        model=(ModelConfig | None, None),
-        data=(DataConfig | None, None),
-        rewards=(list[reward], Field(default_factory=list)),  # type: ignore[valid-type]
+        __base__=RunConfig,
+        rewards=(list[reward], Field(default_factory=list)),
         algorithm=(algorithm | None, None),
         backend=(backend | None, None),
-        training=(TrainingConfig, Field(default_factory=TrainingConfig)),
     )
-
-
-def json_schema(host: Host) -> dict[str, Any]:
-    return build_model(host).model_json_schema()
+    return model.model_json_schema()
 
 
 # --------------------------------------------------------------------------- loading
@@ -227,7 +235,7 @@ def read_file(path: str | Path) -> dict[str, Any]:
     """Parse a YAML or TOML config file into a dict (a clear error if it is not one)."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError([("", f"config file {str(p)!r} does not exist")])
+        raise ConfigError([("", f"config file {str(p.absolute())!r} does not exist")])
     text = p.read_text(encoding="utf-8")
     try:
         data = tomllib.loads(text) if p.suffix == ".toml" else yaml.safe_load(text)
@@ -254,7 +262,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             last = i == len(parts) - 1
             if isinstance(node, list):
                 if not part.isdigit() or int(part) >= len(node):
-                    raise ConfigError([(key, f"no list item {part!r} (the list has {len(node)})")])
+                    raise ConfigError(
+                        [(key, f"no list item {part!r} (the list has {len(node)}) (from --set)")]
+                    )
                 if last:
                     node[int(part)] = value
                 else:
@@ -267,7 +277,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
                     if node is None:
                         node = data_set(data, parts[: i + 1], {})
             else:
-                raise ConfigError([(key, f"{'.'.join(parts[:i])} is not a section or list")])
+                raise ConfigError(
+                    [(key, f"{'.'.join(parts[:i])} is not a section or list (from --set)")]
+                )
     return data
 
 
@@ -290,43 +302,166 @@ def data_set(data: dict[str, Any], parts: list[str], value: Any) -> Any:
     return value
 
 
+# --------------------------------------------------------------------------- relative paths
+
+_DATA_SUFFIXES = (".json", ".jsonl", ".parquet")
+
+
+def _looks_local(value: str) -> bool:
+    """A path rather than a hub id (``org/name``): starts with ``.``, ``/`` or ``~``, has more
+    than one ``/``, or names a file by its suffix."""
+    return (
+        value.startswith((".", "/", "~"))
+        or value.count("/") > 1
+        or "\\" in value
+        or value.endswith((".gguf", *_DATA_SUFFIXES))
+    )
+
+
+#: The config keys that hold paths, and whether a value may instead be a hub id.
+PATH_KEYS = {
+    ("model", "name_or_path"): True,
+    ("data", "path"): True,
+    ("data", "eval_path"): True,
+    ("training", "output_dir"): False,
+}
+
+
+def resolve_paths(data: dict[str, Any], base: Path, only: Sequence[str] | None = None) -> None:
+    """Make the relative paths of :data:`PATH_KEYS` absolute against ``base`` (in place).
+
+    A value that may be a hub id stays as written unless it exists under ``base`` or looks
+    like a path (:func:`_looks_local`). ``only`` limits this to those dotted keys."""
+    for (section, key), hub in PATH_KEYS.items():
+        if only is not None and f"{section}.{key}" not in only:
+            continue
+        node = data.get(section)
+        if not isinstance(node, dict):
+            continue
+        value = node.get(key)
+        if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
+            continue
+        candidate = base / value
+        if not hub or candidate.exists() or _looks_local(value):
+            node[key] = os.path.normpath(candidate.absolute())
+
+
+# --------------------------------------------------------------------------- validation
+
+
 def load_config(
     source: str | Path | dict[str, Any],
     host: Host,
     *,
-    overrides: list[str] = (),  # type: ignore[assignment]
+    overrides: Sequence[str] = (),
     require: tuple[str, ...] = (),
-) -> Any:
+) -> RunConfig:
     """Read, override, validate and cross-check a config; raise :class:`ConfigError` with all
-    problems. ``require`` names the sections the calling command needs."""
+    problems. ``require`` names the sections the calling command needs.
+
+    Relative paths in a file resolve against its directory, those given in ``overrides``
+    against the current directory (a dict ``source`` is taken as written)."""
     label = None if isinstance(source, dict) else str(source)
     data = dict(source) if isinstance(source, dict) else read_file(source)
+    if label is not None:
+        resolve_paths(data, Path(label).absolute().parent)
     data = apply_overrides(data, list(overrides))
+    set_keys = {key_path(o.split("=", 1)[0]): o for o in overrides if "=" in o}
+    if label is not None:
+        resolve_paths(data, Path.cwd(), only=list(set_keys))
+    keys = [key_path(o.split("=", 1)[0]) for o in overrides if "=" in o]
+    config_dir = Path(label).absolute().parent if label is not None else None
     try:
-        return validate(data, host, require=require)
+        return validate(data, host, require=require, config_dir=config_dir, set_keys=keys)
     except ConfigError as exc:
-        exc.source = label
-        raise ConfigError(exc.problems, source=label) from None
+        raise ConfigError(with_origins(exc.problems, overrides), source=label) from None
 
 
-def validate(data: dict[str, Any], host: Host, *, require: tuple[str, ...] = ()) -> Any:
-    """Validate a config dict against the registry; cross-checks run when the schema passes."""
+def validate(
+    data: dict[str, Any],
+    host: Host,
+    *,
+    require: tuple[str, ...] = (),
+    config_dir: Path | None = None,
+    set_keys: Sequence[str] = (),
+) -> RunConfig:
+    """Validate a config dict against the registry; cross-checks run when the schema passes.
+
+    Plugin params validators find ``config_dir`` in their validation context
+    (``info.context["config_dir"]``) to resolve relative paths: the config file's directory,
+    or the current directory for an entry whose params were given with ``--set``
+    (``set_keys``) or a config that came from no file."""
     data = _with_defaults(data, require)
     problems = _missing_sections(data, require) + _unknown_names(data, host)
-    problems += _move_trl_keys(data, host)
-    model = build_model(host)
+    problems += move_trl_keys(data, host)
     config = None
     try:
-        config = model.model_validate(data)
+        config = RunConfig.model_validate(data)
     except ValidationError as exc:
         known = {p for p, _ in problems}
-        problems += [p for p in _pydantic_problems(exc, data, model) if p[0] not in known]
-    if problems:
-        raise ConfigError(problems)
+        problems += [p for p in pydantic_problems(exc, "", RunConfig) if p[0] not in known]
+    params, found = _plugin_params(data, host, config_dir, set_keys)
+    problems += found
+    if problems or config is None:
+        raise ConfigError(sort_problems(problems, SECTIONS))
+    for entry, value in zip(_entries(config), params, strict=True):
+        entry.params = value
     problems = cross_check(config, host)
     if problems:
         raise ConfigError(problems)
+    for message in learning_warnings(config, host):
+        warnings.warn(message, ConfigWarning, stacklevel=2)
     return config
+
+
+def _entries(config: RunConfig) -> list[PluginEntry]:
+    """The plugin entries of ``config``, in the order of :func:`_raw_entries`."""
+    return [*config.rewards, *(e for e in (config.algorithm, config.backend) if e is not None)]
+
+
+def _raw_entries(data: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """``(kind, path, entry dict)`` of every plugin entry in ``data``."""
+    rewards = data.get("rewards")
+    out = [("reward", f"rewards[{i}]", e) for i, e in enumerate(rewards or [])]
+    out += [(k, k, data[k]) for k in ("algorithm", "backend") if data.get(k) is not None]
+    return out
+
+
+def _plugin_params(
+    data: dict[str, Any], host: Host, config_dir: Path | None, set_keys: Sequence[str]
+) -> tuple[list[Params], list]:
+    """Each entry's params validated against its plugin's model; problems at their paths."""
+    values: list[Params] = []
+    problems: list[tuple[str, str]] = []
+    if not isinstance(data.get("rewards", []), list):
+        return values, problems
+    for kind, path, entry in _raw_entries(data):
+        record = host.records[kind].get(str(entry.get("name"))) if isinstance(entry, dict) else None
+        if record is None:
+            values.append(Params())
+            continue  # reported by _unknown_names
+        model: type[Params] = record.params
+        raw = entry.get("params")
+        if raw is None:
+            need = [k for k, f in model.model_fields.items() if f.is_required()]
+            if need:
+                msg = f"required field is missing: this plugin needs {', '.join(need)}"
+                problems.append((f"{path}.params", msg))
+                values.append(Params())
+                continue
+            raw = {}
+        if not isinstance(raw, dict):
+            problems.append((f"{path}.params", f"must be a mapping of params (got {raw!r})"))
+            values.append(Params())
+            continue
+        overridden = any(k.startswith(f"{path}.params") for k in set_keys)
+        base = Path.cwd() if config_dir is None or overridden else config_dir
+        try:
+            values.append(model.model_validate(raw, context={"config_dir": base}))
+        except ValidationError as exc:
+            problems += pydantic_problems(exc, f"{path}.params", model)
+            values.append(Params())
+    return values, problems
 
 
 def _with_defaults(data: dict[str, Any], require: tuple[str, ...]) -> dict[str, Any]:
@@ -347,21 +482,17 @@ def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tu
             hint = difflib.get_close_matches(key, SECTIONS, n=1)
             msg = f"unknown section {key!r}"
             msg += f"; did you mean {hint[0]!r}?" if hint else ""
-            problems.append((key, msg + f" Sections: {', '.join(SECTIONS)}."))
+            problems.append((key, msg + f" -- sections: {', '.join(SECTIONS)}"))
     return problems
 
 
 def _unknown_names(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
     """Plugin names that are not registered, with did-you-mean and failed plugins."""
     problems = []
-    entries: list[tuple[str, str, Any]] = []
     rewards = data.get("rewards")
-    if isinstance(rewards, list):
-        entries += [("reward", f"rewards[{i}]", e) for i, e in enumerate(rewards)]
-    elif rewards is not None:
-        problems.append(("rewards", "must be a list of {name, weight, params} entries"))
-    entries += [(k, k, data.get(k)) for k in ("algorithm", "backend") if data.get(k) is not None]
-    for kind, path, entry in entries:
+    if rewards is not None and not isinstance(rewards, list):
+        return [("rewards", "must be a list of {name, weight, params} entries")]
+    for kind, path, entry in _raw_entries(data):
         if not isinstance(entry, dict):
             problems.append((path, f"must be a mapping with a `name` (got {entry!r})"))
         elif "name" not in entry:
@@ -372,122 +503,10 @@ def _unknown_names(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
     return problems
 
 
-def _move_trl_keys(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
-    """Accept TRL's GRPOConfig block pasted into ``training:`` unchanged: algorithm knobs
-    (beta, epsilon, ...) move to ``algorithm.params`` when the algorithm has them; keys rlvr
-    has no use for are dropped with a warning that says why."""
-    training = data.get("training")
-    if not isinstance(training, dict):
-        return []
-    training = data["training"] = dict(training)
-    problems = []
-    for key, why in TRL_IGNORED.items():
-        if key in training:
-            training.pop(key)
-            warnings.warn(f"training.{key} is ignored: {why}", stacklevel=2)
-    algo = data.get("algorithm")
-    record = None
-    if isinstance(algo, dict):
-        record = host.records["algorithm"].get(str(algo.get("name")))
-    for key in TRL_ALGORITHM_KEYS:
-        if key not in training:
-            continue
-        if record is None or key not in record.params.model_fields:
-            continue  # left in place: validation reports it as an unknown key
-        algo = data["algorithm"] = dict(data["algorithm"])
-        params = algo["params"] = dict(algo.get("params") or {})
-        if key in params and params[key] != training[key]:
-            problems.append(
-                (f"training.{key}", f"also set as algorithm.params.{key}; keep only one")
-            )
-        params.setdefault(key, training.pop(key))
-    return problems
-
-
-def _pydantic_problems(
-    exc: ValidationError, data: dict[str, Any], model: type[BaseModel]
-) -> list[tuple[str, str]]:
-    problems = []
-    for err in exc.errors():
-        if err["type"] in {"union_tag_invalid", "union_tag_not_found"}:
-            continue  # reported by _unknown_names with a did-you-mean
-        path = _path(err["loc"], data)
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = _unknown_key_message(str(err["loc"][-1]), _model_at(model, err["loc"][:-1]))
-        elif err["type"] == "missing":
-            msg = "required field is missing"
-            params = _model_at(model, err["loc"]) if path.endswith("params") else None
-            if params is not None:
-                need = [k for k, f in params.model_fields.items() if f.is_required()]
-                msg = f"required field is missing: this plugin needs {', '.join(need)}"
-        problems.append((path, msg))
-    return problems
-
-
-def _unknown_key_message(key: str, model: type[BaseModel] | None) -> str:
-    msg = f"unknown key {key!r}"
-    if model is not None:
-        fields = list(model.model_fields)
-        close = difflib.get_close_matches(key, fields, n=1)
-        if close:
-            msg += f"; did you mean {close[0]!r}?"
-        msg += f" Valid keys: {', '.join(fields)}."
-    return msg
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models inside an annotation (through Optional, list, unions, Annotated)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in get_args(annotation) for m in _models_in(arg)]
-
-
-def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model whose fields the error at ``loc`` (without its last part) refers to."""
-    models = [root]
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        tagged = [m for m in models if _tag(m) == part]
-        if tagged:
-            models = tagged
-            continue
-        found = [m.model_fields[part].annotation for m in models if part in m.model_fields]
-        if not found:
-            return None
-        models = _models_in(found[0])
-    return models[0] if len(models) == 1 else None
-
-
-def _tag(model: type[BaseModel]) -> str | None:
-    field = model.model_fields.get("name")
-    args = get_args(field.annotation) if field else ()
-    return args[0] if len(args) == 1 and isinstance(args[0], str) else None
-
-
-def _path(loc: tuple[Any, ...], data: Any) -> str:
-    """``('rewards', 1, 'answer', 'params', 'x')`` -> ``rewards[1].params.x`` (drops the
-    discriminator tag pydantic inserts)."""
-    out = ""
-    node = data
-    for part in loc:
-        is_tag = isinstance(node, dict) and part not in node and node.get("name") == part
-        if is_tag:
-            continue  # the discriminator tag pydantic inserts
-        if isinstance(part, int):
-            out += f"[{part}]"
-            node = node[part] if isinstance(node, list) and part < len(node) else None
-        else:
-            out += f".{part}" if out else str(part)
-            node = node.get(part) if isinstance(node, dict) else None
-    return out
-
-
 # --------------------------------------------------------------------------- cross checks
 
 
-def requirements(config: Any, host: Host) -> Requirements:
+def requirements(config: RunConfig, host: Host) -> Requirements:
     """The configured algorithm's requirements (defaults when no algorithm is configured)."""
     if config.algorithm is None:
         return Requirements()
@@ -495,7 +514,7 @@ def requirements(config: Any, host: Host) -> Requirements:
     return record.requirements(config.algorithm.params)
 
 
-def cross_check(config: Any, host: Host) -> list[tuple[str, str]]:
+def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     """Checks no single section can make: the generic ones here, the rest from plugins."""
     problems: list[tuple[str, str]] = []
     labels: dict[str, int] = {}
@@ -510,47 +529,74 @@ def cross_check(config: Any, host: Host) -> list[tuple[str, str]]:
             )
         labels.setdefault(entry.key, i)
     if config.backend is not None:
-        backend = host.backends[config.backend.name]
-        missing = backend.available()
+        missing = host.backends[config.backend.name].available()
         if missing:
             problems.append(("backend.name", missing))
     if config.algorithm is not None:
-        req = requirements(config, host)
-        name = config.algorithm.name
-        n = config.training.num_generations
-        if n < req.min_group_size:
-            problems.append(
-                (
-                    "training.num_generations",
-                    f"{name} compares completions of the same prompt and needs at least "
-                    f"{req.min_group_size} per prompt (got {n}); set training.num_generations "
-                    f">= {req.min_group_size}",
-                )
-            )
-        if config.backend is not None:
-            caps = host.backends[config.backend.name].capabilities
-            bname = config.backend.name
-            if req.sampler_logprobs and not caps.sampler_logprobs:
-                problems.append(
-                    (
-                        "backend.name",
-                        f"{name} needs the sampler's log-probabilities, which backend {bname!r} "
-                        "does not return; use a backend that does (e.g. vllm)",
-                    )
-                )
-            if req.reference_model and not caps.reference_logprobs:
-                problems.append(
-                    (
-                        "algorithm.params.beta",
-                        f"a KL penalty needs a reference model, which backend {bname!r} cannot "
-                        "provide; set algorithm.params.beta: 0",
-                    )
-                )
+        problems += _algorithm_checks(config, host)
     problems += host.validate_hooks(config)
     return problems
 
 
-def dump(config: Any) -> str:
+def _algorithm_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+    """The algorithm's :class:`Requirements` against the training settings and backend."""
+    assert config.algorithm is not None
+    problems = []
+    req = requirements(config, host)
+    name = config.algorithm.name
+    n = config.training.num_generations
+    if n < req.min_group_size:
+        problems.append(
+            (
+                "training.num_generations",
+                f"{name} compares completions of the same prompt and needs at least "
+                f"{req.min_group_size} per prompt (got {n}); set training.num_generations "
+                f">= {req.min_group_size}",
+            )
+        )
+    if config.backend is None:
+        return problems
+    caps = host.backends[config.backend.name].capabilities
+    bname = config.backend.name
+    if req.sampler_logprobs and not caps.sampler_logprobs:
+        problems.append(
+            (
+                "backend.name",
+                f"{name} needs the sampler's log-probabilities, which backend {bname!r} "
+                "does not return; use a backend that does (e.g. vllm)",
+            )
+        )
+    if req.reference_model and not caps.reference_logprobs:
+        key = req.reference_model_param
+        path = f"algorithm.params.{key}" if key else "algorithm"
+        fix = f"set {path}: 0" if key else "use a backend that can, or another algorithm"
+        problems.append(
+            (
+                path,
+                f"these {name} params need a reference model, which backend {bname!r} "
+                f"cannot provide; {fix}",
+            )
+        )
+    return problems
+
+
+def learning_warnings(config: RunConfig, host: Host) -> list[str]:
+    """Settings that validate but cannot learn anything."""
+    out = []
+    if config.rewards and all(e.weight == 0 for e in config.rewards):
+        out.append("every reward has weight 0: all completions score 0 and nothing is learned")
+    req = requirements(config, host)
+    greedy = config.training.temperature == 0 or config.training.top_k == 1
+    if config.algorithm is not None and req.min_group_size > 1 and greedy:
+        out.append(
+            f"training.temperature: 0 (or top_k: 1) samples greedily, so the completions "
+            f"of a prompt are identical and {config.algorithm.name}, which compares them, "
+            "learns nothing; use a temperature around 1"
+        )
+    return out
+
+
+def dump(config: RunConfig) -> str:
     """The resolved config (defaults filled in) as YAML."""
     data = config.model_dump(mode="json", exclude_none=False)
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

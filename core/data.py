@@ -91,33 +91,46 @@ def check_fields(
     *,
     prompt_field: str | None = None,
 ) -> list[str]:
-    """Problems with ``rows`` for the configured rewards (``entries``), one line each.
+    """Problems with ``rows`` for the configured rewards (``entries``), one line each."""
+    return [msg for _, msg in field_problems(rows, entries, host, prompt_field=prompt_field)]
+
+
+def field_problems(
+    rows: Sequence[Mapping[str, Any]],
+    entries: Sequence[Any],
+    host: Any,
+    *,
+    prompt_field: str | None = None,
+) -> list[tuple[str, str]]:
+    """``(config path, problem)`` for each field the prompt or a reward needs and ``rows`` lack.
 
     A row lacks a field when it has no such key or its value is None. Each reward's needed
     fields come from its record's ``fields(params)``; ``prompt_field`` is checked too.
     """
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     total = len(rows)
     columns = sorted({k for row in rows[:1000] for k in row})
     shown = ", ".join(columns) or "none"
 
-    def report(field: str, who: str) -> None:
+    def report(path: str, field: str, who: str) -> None:
         n = _missing(rows, field)
         if n == total:
             problems.append(
-                f"field {field!r} needed by {who} is not in the dataset (columns: {shown})"
+                (path, f"field {field!r} needed by {who} is not in the dataset (columns: {shown})")
             )
         elif n:
-            problems.append(f"field {field!r} needed by {who} is missing in {n} of {total} rows")
+            problems.append(
+                (path, f"field {field!r} needed by {who} is missing in {n} of {total} rows")
+            )
 
     if prompt_field is not None:
-        report(prompt_field, "the prompt (data.prompt_field)")
+        report("data.prompt_field", prompt_field, "the prompt (data.prompt_field)")
     for i, entry in enumerate(entries):
         record = host.rewards.get(entry.name)
         if record is None:
             continue  # config validation reports unknown rewards
         for field in record.fields(entry.params):
-            report(field, f"reward {entry.key!r} (rewards[{i}])")
+            report(f"rewards[{i}]", field, f"reward {entry.key!r} (rewards[{i}])")
     return problems
 
 

@@ -7,3 +7,7 @@ class RlvrError(Exception):
 
 class TrainingError(RlvrError, RuntimeError):
     """Training cannot go on (non-finite losses, nothing to train on, a bad resume...)."""
+
+
+class ConfigWarning(UserWarning):
+    """A setting that is accepted but will not do what it seems to (the CLI prints one line)."""

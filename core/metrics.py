@@ -414,7 +414,8 @@ class MetricsLogger:
 
 
 def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
-    """``step 12/100 | reward 0.412 ± 0.31 | loss 0.0123 | len 87 | kl 0.0011 | 3.2 s``."""
+    """``step 12/100 | reward 0.412 ± 0.31 | answer 0.250 format 0.920 | loss 0.0123 | len 87
+    | kl 0.0011 | 3.2 s`` (the per-reward means follow the weighted total)."""
 
     def num(key: str, fmt: str) -> str | None:
         v = m.get(key)
@@ -434,6 +435,13 @@ def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
     ):
         if (v := num(key, fmt)) is not None:
             parts.append(f"{label} {v}".strip() + (" s" if key == "step_time" else ""))
+    means = [
+        f"{k.removeprefix('rewards/').removesuffix('/mean')} {v:.3f}"
+        for k, v in m.items()
+        if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, int | float)
+    ]
+    if means:
+        parts.insert(2 if len(parts) > 1 and parts[1].startswith("reward ") else 1, " ".join(means))
     if m.get("skipped"):
         parts.append("SKIPPED (non-finite)")
     return " | ".join(parts)

@@ -93,9 +93,9 @@ def _resolve_source(cfg: ModelConfig) -> tuple[str, str | None, bool]:
                 )
         return str(path.resolve()), cfg.gguf_file, True
     if _looks_like_path(name):
-        raise ModelLoadError(
-            f"model path {str(path.resolve())!r} does not exist (model.name_or_path: {name!r})"
-        )
+        where = str(path.resolve())
+        written = f" (model.name_or_path: {name!r})" if where != name else ""
+        raise ModelLoadError(f"model path {where!r} does not exist{written}")
     return name, cfg.gguf_file, False
 
 
@@ -113,6 +113,35 @@ def _load_error(what: str, name: str, local: bool, exc: BaseException) -> ModelL
         "Point model.name_or_path at a local model directory or .gguf file. "
         f"({type(exc).__name__}: {exc})"
     )
+
+
+def cached_on_hub(cfg: ModelConfig) -> bool | None:
+    """For a hub id while offline (``HF_HUB_OFFLINE``): whether its config is in the local
+    cache. None for a local path, or when the hub can be asked."""
+    source, _, local = _resolve_source(cfg)
+    if local or not _offline():
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(source, "config.json", revision=cfg.revision)
+    return isinstance(found, str)
+
+
+def load_model_config(cfg: ModelConfig) -> Any:
+    """The model's ``config.json`` as a transformers config, without loading weights (GGUF:
+    only that the file exists)."""
+    from transformers import AutoConfig
+
+    source, gguf_file, local = _resolve_source(cfg)
+    if gguf_file is not None:
+        return None
+    kwargs: dict[str, Any] = {"trust_remote_code": cfg.trust_remote_code}
+    if cfg.revision is not None and not local:
+        kwargs["revision"] = cfg.revision
+    try:
+        return AutoConfig.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise _load_error("model config", source, local, exc) from exc
 
 
 def load_tokenizer(cfg: ModelConfig) -> Any:

@@ -38,6 +38,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from rlvr.records import RewardFn, Sample
 
 MAX_MESSAGES = 5  # distinct error messages kept per reward
+MAX_TRACEBACK = 4000  # characters of a traceback sent to the parent
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,12 @@ class PoolResult:
     timeouts: dict[str, int]
     errors: dict[str, int]
     error_messages: dict[str, list[str]] = field(default_factory=dict)
+    #: per label: sample index -> why that call failed (errors and timeouts)
+    failures: dict[str, dict[int, str]] = field(default_factory=dict)
+    #: per label: sample index -> where its exception was raised (calls that raised)
+    sites: dict[str, dict[int, str]] = field(default_factory=dict)
+    #: per label: site -> the traceback of its first occurrence in a process
+    tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- both sides
@@ -87,21 +95,39 @@ def _build(label: str, factory: Callable, params: Any) -> Callable | str:
         return f"building reward {label!r} failed: {type(exc).__name__}: {exc}"
 
 
-def _call(fn: Callable | str, label: str, sample: Sample) -> tuple[float | None, str | None]:
-    """``(value, None)`` or ``(None, error message)``."""
+def _call(
+    fn: Callable | str, label: str, sample: Sample, seen: set[tuple[str, str]]
+) -> tuple[float | None, str | None, str | None, str | None]:
+    """``(value, None, None, None)``, or ``(None, error message, site, traceback)``.
+
+    ``site`` names where an exception was raised (type, file, line): the same bug with
+    different messages is one site. The traceback comes only the first time this process
+    sees that site for that label (``seen``), to keep the pipes lean."""
     if isinstance(fn, str):
-        return None, fn
+        return None, fn, None, None
     try:
         value = fn(sample)
     except BaseException as exc:  # noqa: BLE001 - report, keep the worker alive
-        return None, _clip(f"{type(exc).__name__}: {exc}", 300)
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+        site = f"{type(exc).__name__} at {where}"
+        tb = None
+        if (label, site) not in seen:
+            seen.add((label, site))
+            below = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+            lines = traceback.format_exception(type(exc), exc, below)
+            tb = _clip("".join(lines), MAX_TRACEBACK)  # without this function's frame
+        return None, _clip(f"{type(exc).__name__}: {exc}", 300), site, tb
     if value is None:
-        return None, None
+        return None, None, None, None
     if isinstance(value, numbers.Real) and math.isfinite(value):
-        return float(value), None
-    return None, (
+        return float(value), None, None, None
+    return (
+        None,
         f"reward {label!r} returned {_clip(repr(value), 80)} ({type(value).__name__}); "
-        "expected a finite float, a bool or None"
+        "expected a finite float, a bool or None",
+        None,
+        None,
     )
 
 
@@ -156,6 +182,7 @@ def _worker_main(
             continue
         rewards.append(_build(label, factory, params))
     conn.send(("ready",))
+    seen: set[tuple[str, str]] = set()
     while True:
         try:
             chunk = conn.recv()
@@ -164,7 +191,7 @@ def _worker_main(
         if chunk is None:
             return
         for task, i, sample in chunk:
-            conn.send((task, *_call(rewards[i], labels[i], sample)))
+            conn.send((task, *_call(rewards[i], labels[i], sample, seen)))
 
 
 # --------------------------------------------------------------------------- parent side
@@ -211,18 +238,34 @@ class _Job:
             timeouts=dict.fromkeys(labels, 0),
             errors=dict.fromkeys(labels, 0),
             error_messages={label: [] for label in labels},
+            failures={label: {} for label in labels},
+            sites={label: {} for label in labels},
+            tracebacks={label: {} for label in labels},
         )
 
     def task(self, t: int) -> tuple[int, int, Sample]:
         return t, t % len(self.specs), self.samples[t // len(self.specs)]
 
-    def record(self, t: int, value: float | None, error: str | None, timeout: bool = False) -> None:
+    def record(
+        self,
+        t: int,
+        value: float | None,
+        error: str | None,
+        site: str | None = None,
+        tb: str | None = None,
+        timeout: bool = False,
+    ) -> None:
         spec = self.specs[t % len(self.specs)]
         self.remaining -= 1
         if error is None:
             self.result.values[spec.label][t // len(self.specs)] = value
             return
         self.result.values[spec.label][t // len(self.specs)] = spec.fallback
+        self.result.failures[spec.label][t // len(self.specs)] = error
+        if site is not None:
+            self.result.sites[spec.label][t // len(self.specs)] = site
+        if site is not None and tb is not None:
+            self.result.tracebacks[spec.label].setdefault(site, tb)
         if timeout:
             self.result.timeouts[spec.label] += 1
             return
@@ -275,6 +318,7 @@ class RewardPool:
         self._workers: list[_Worker] = []
         self._started: list = []  # every worker process not known to have ended
         self._local: list[Callable | str] | None = None
+        self._seen: set[tuple[str, str]] = set()  # workers=0: errors with a traceback sent
         if workers == 0:
             self._local = [_build(s.label, s.factory, s.params) for s in self.specs]
             return
@@ -298,7 +342,7 @@ class RewardPool:
             if self._local is not None:
                 for t in range(job.remaining):
                     _, i, sample = job.task(t)
-                    job.record(t, *_call(self._local[i], self.specs[i].label, sample))
+                    job.record(t, *_call(self._local[i], self.specs[i].label, sample, self._seen))
                 return job.result
             per_worker = math.ceil(job.remaining / (4 * len(self._workers)))
             self._run(job, chunk=max(1, min(self.max_chunk, per_worker)))

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import torch
 
+    from rlvr.config import RunConfig
+
 
 @dataclass
 class Generation:
@@ -226,7 +228,7 @@ class RunInfo:
     @classmethod
     def from_config(
         cls,
-        config: Any,
+        config: RunConfig,
         *,
         num_generations: int | None = None,
         max_steps: int = 0,

@@ -87,6 +87,9 @@ class Requirements:
     old_logprobs: bool = True
     sampler_logprobs: bool = False
     min_group_size: int = 1
+    #: the params key that makes ``reference_model`` true (e.g. ``"beta"``), so a config
+    #: problem about the reference model can point at it
+    reference_model_param: str | None = None
 
 
 class AlgorithmFactory(Protocol):

@@ -25,18 +25,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlvr.config import TrainingConfig
 from rlvr.data import PromptSampler, PromptSet
 from rlvr.distributed import Dist
 from rlvr.errors import TrainingError
 from rlvr.host import PluginError
 from rlvr.protocols import Generator, RolloutBatch, SamplingParams
 from rlvr.records import Sample
+from rlvr.reward_errors import RewardErrorLog
 from rlvr.scoring import RewardStats, Scorer, Scores, merge_summaries
 
 logger = logging.getLogger("rlvr.rollout")
-
-#: How many distinct error messages per reward a step logs.
-MAX_MESSAGES = 5
 
 
 def step_seed(seed: int, step: int, round_: int = 0, rank: int = 0) -> int:
@@ -101,9 +100,16 @@ def generate(
 
 
 def score(
-    scorer: Scorer, prompts: PromptSet, items: Sequence[Completion], labels: Sequence[str]
+    scorer: Scorer,
+    prompts: PromptSet,
+    items: Sequence[Completion],
+    labels: Sequence[str],
+    *,
+    reward_errors: RewardErrorLog | None = None,
+    step: int | None = None,
 ) -> Scores:
-    """Score ``items`` with every reward; sets each one's ``score`` and ``rewards``."""
+    """Score ``items`` with every reward; sets each one's ``score`` and ``rewards``.
+    ``reward_errors`` reports what failed (and may stop the run, :mod:`rlvr.reward_errors`)."""
     samples = [
         Sample(
             completion=c.text,
@@ -114,6 +120,8 @@ def score(
         for c in items
     ]
     scores = scorer.score(samples)
+    if reward_errors is not None:
+        reward_errors.report(scores, samples, step=step)
     for i, c in enumerate(items):
         c.score = float(scores.total[i])
         c.rewards = {label: scores.per_reward[label][i] for label in labels}
@@ -198,8 +206,6 @@ class Rollout:
     groups_filtered: int
     #: per-reward statistics over every generated completion (all rounds).
     summary: dict[str, RewardStats]
-    #: up to :data:`MAX_MESSAGES` distinct error messages per reward label.
-    messages: dict[str, list[str]]
     generation_time: float
     scoring_time: float
 
@@ -210,11 +216,13 @@ class Rollouts:
 
     generator: Generator
     scorer: Scorer
+    #: prints and records reward failures; stops the run when there are too many.
+    reward_errors: RewardErrorLog
     prompts: PromptSet
     sampler: PromptSampler
     labels: list[str]
     pad_id: int
-    training: Any
+    training: TrainingConfig
     backend: str
     #: the algorithm's ``select`` and ``max_generation_rounds``.
     select: Callable[[RolloutBatch], torch.Tensor | None]
@@ -225,7 +233,6 @@ class Rollouts:
         """Generate and score until ``target`` groups are kept (see the module docstring)."""
         t = self.training
         summaries: list[dict[str, RewardStats]] = []
-        messages: dict[str, list[str]] = {label: [] for label in self.labels}
         generated: list[Completion] = []
         kept: list[Completion] = []
         kept_groups = filtered = rounds = 0
@@ -249,12 +256,15 @@ class Rollouts:
                     first_group=rounds * target + kept_groups + offset,
                 )
             t1 = time.perf_counter()
-            scores = score(self.scorer, self.prompts, items, self.labels)
+            scores = score(
+                self.scorer,
+                self.prompts,
+                items,
+                self.labels,
+                reward_errors=self.reward_errors,
+                step=step,
+            )
             summaries.append(scores.summary())
-            for label in self.labels:
-                for m in scores.error_messages.get(label, []):
-                    if m not in messages[label] and len(messages[label]) < MAX_MESSAGES:
-                        messages[label].append(m)
             gen_time, score_time = gen_time + t1 - t0, score_time + time.perf_counter() - t1
             rounds += 1
             generated += items
@@ -296,7 +306,6 @@ class Rollouts:
             rounds=rounds,
             groups_filtered=filtered,
             summary=merge_summaries(summaries),
-            messages=messages,
             generation_time=gen_time,
             scoring_time=score_time,
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from rlvr.host import Host
 from rlvr.records import Sample
+from rlvr.reward_errors import RewardErrorLog
 from rlvr.scoring import RewardStats, Scorer, merge_summaries, score_entries
 
 
@@ -84,7 +85,8 @@ def score_file(
     batch_size: int = 256,
     progress: bool = True,
 ) -> ScoreReport:
-    """Score every row of ``input_path`` into ``output_path`` (adds ``rewards`` and ``reward``)."""
+    """Score every row of ``input_path`` into ``output_path``: adds ``rewards`` and ``reward``,
+    and ``reward_errors`` (label -> error text) to rows where a reward failed."""
     from tqdm import tqdm
 
     report = ScoreReport()
@@ -93,19 +95,25 @@ def score_file(
     start = time.perf_counter()
     lines = Path(input_path).read_text(encoding="utf-8").splitlines()
     bar = tqdm(total=len(lines), unit="row", disable=not progress, file=sys.stderr)
+    entries = score_entries(config, host)
+    failures = RewardErrorLog(entries, None, echo=lambda message: bar.write(message, sys.stderr))
     with (
-        Scorer(score_entries(config, host), workers=workers) as scorer,
+        Scorer(entries, workers=workers) as scorer,
         open(output_path, "w", encoding="utf-8") as out,
     ):
         batch: list[tuple[Sample, dict[str, Any]]] = []
 
         def flush() -> None:
             scores = scorer.score([s for s, _ in batch])
+            failures.report(scores, [s for s, _ in batch])  # first tracebacks, on_error: raise
             summaries.append(scores.summary())
             totals.extend(scores.total)
             for i, (_, row) in enumerate(batch):
                 row["rewards"] = {k: v[i] for k, v in scores.per_reward.items()}
                 row["reward"] = scores.total[i]
+                errors = {k: v[i] for k, v in scores.failures.items() if i in v}
+                if errors:  # why a reward has its fallback value in this row
+                    row["reward_errors"] = errors
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
             out.flush()
             bar.update(len(batch))

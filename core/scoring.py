@@ -28,6 +28,7 @@ class ScoreEntry:
     weight: float = 1.0
     timeout: float = 10.0
     fallback: float | None = 0.0
+    on_error: str = "fallback"
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ def score_entries(config: Any, host: Any) -> list[ScoreEntry]:
             weight=e.weight,
             timeout=e.timeout,
             fallback=e.fallback,
+            on_error=e.on_error,
         )
         for e in config.rewards
     ]
@@ -111,6 +113,11 @@ class Scores:
     timeouts: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     error_messages: dict[str, list[str]] = field(default_factory=dict)
+    #: per label: sample index -> why that call failed, and where it raised (see
+    #: :class:`rlvr.pool.PoolResult`); site -> its first traceback
+    failures: dict[str, dict[int, str]] = field(default_factory=dict)
+    sites: dict[str, dict[int, str]] = field(default_factory=dict)
+    tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, RewardStats]:
         """Per-reward statistics of this batch."""
@@ -140,7 +147,16 @@ class Scorer:
             sum((e.weight * (result.values[e.label][i] or 0.0) for e in self.entries), 0.0)
             for i in range(len(samples))
         ]
-        return Scores(total, result.values, result.timeouts, result.errors, result.error_messages)
+        return Scores(
+            total,
+            result.values,
+            result.timeouts,
+            result.errors,
+            result.error_messages,
+            result.failures,
+            result.sites,
+            result.tracebacks,
+        )
 
     def close(self) -> None:
         self.pool.close()

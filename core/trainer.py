@@ -21,6 +21,8 @@ Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns. A
 raises (a second Ctrl-C, an error) before its first optimizer update is forgotten and the run
 saved at the step before it; a non-finite loss or gradient norm skips the update, and
 ``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`.
+Rewards that fail more than the config allows (:mod:`rlvr.reward_errors`, reported as each
+round is scored) stop the step the same way: the run is saved at the last finished step.
 
 Data parallelism: launched by ``torchrun`` the same run spreads over ranks
 (:mod:`rlvr.distributed`): each step takes ``per_device_train_batch_size x
@@ -35,25 +37,30 @@ import copy
 import logging
 import math
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rlvr import checkpoint as ckpt
 from rlvr import distributed
-from rlvr.config import dump, requirements
+from rlvr.config import RunConfig, dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.errors import TrainingError
-from rlvr.host import build_algorithm, build_generator
+from rlvr.host import Host, build_algorithm, build_generator
 from rlvr.metrics import METRICS_FILE, MetricsLogger, reporters, step_metrics
 from rlvr.protocols import RunInfo
+from rlvr.reward_errors import RewardErrorLog
 from rlvr.rollout import Rollout, Rollouts, build_batch, sample_record, step_seed
 from rlvr.scoring import Scorer, score_entries
+from rlvr.summary import run_summary
 from rlvr.update import PolicyUpdate, disable_dropout
 
 logger = logging.getLogger("rlvr.trainer")
+
+_T = TypeVar("_T")
 
 
 def _seed_everything(seed: int) -> None:
@@ -93,16 +100,29 @@ class _StopFlag:
             signal.signal(sig, handler)
 
 
+def _section(value: _T | None, name: str) -> _T:
+    if value is None:
+        raise TrainingError(f"the config has no {name!r} section; training needs one")
+    return value
+
+
 # --------------------------------------------------------------------------- the trainer
 
 
 class Trainer:
     """One training run; :func:`train` builds and runs it."""
 
-    def __init__(self, config: Any, host: Any, *, resume: bool = False, progress: bool = True):
+    def __init__(
+        self, config: RunConfig, host: Host, *, resume: bool = False, progress: bool = True
+    ):
         self.config = config
         self.host = host
         self.t = config.training
+        # Training needs every section (load_config(require=...) reports a missing one).
+        self.model_cfg = _section(config.model, "model")
+        self.data_cfg = _section(config.data, "data")
+        self.algorithm_cfg = _section(config.algorithm, "algorithm")
+        self.backend_cfg = _section(config.backend, "backend")
         self.resume = resume
         self.progress = progress
         self.output_dir = Path(self.t.output_dir)
@@ -128,19 +148,25 @@ class Trainer:
             ckpt.clean_leftovers(self.output_dir)
         self.dist.barrier()  # no rank sees files rank 0 writes before every rank checked
 
-        rows = load_rows(config.data)
+        rows = load_rows(self.data_cfg)
         require_fields(
             rows,
             config.rewards,
             self.host,
-            prompt_field=config.data.prompt_field,
-            source=f"data.path {config.data.path!r}",
+            prompt_field=self.data_cfg.prompt_field,
+            source=f"data.path {self.data_cfg.path!r}",
         )
         entries = score_entries(config, self.host)
         self.labels = [e.label for e in entries]
         # Started before the models load, so the workers build their rewards meanwhile.
-        scorer = Scorer(entries, workers=t.reward_workers)
-        self._closers.append(scorer)
+        self.scorer = Scorer(entries, workers=t.reward_workers)
+        self._closers.append(self.scorer)
+        self.reward_errors = RewardErrorLog(
+            entries,
+            self.output_dir if self.dist.is_main else None,  # one file: rank 0's
+            max_error_frac=t.max_reward_error_frac,
+            echo=self._echo,
+        )
 
         # The whole step's prompts, over every rank (each generates for its share).
         self.prompts_per_step = (
@@ -156,29 +182,29 @@ class Trainer:
         from rlvr.modeling import enable_gradient_checkpointing, load_policy, resolve_device_dtype
 
         _seed_everything(t.seed)
-        device, dtype = resolve_device_dtype(config.model.dtype)
+        device, dtype = resolve_device_dtype(self.model_cfg.dtype)
         # Built (and checked against its protocol) before any model loads.
         run = RunInfo.from_config(config, max_steps=self.max_steps, device=device, dtype=dtype)
-        record = self.host.algorithms[config.algorithm.name]
-        self.algo = build_algorithm(record, config.algorithm.params, run, self.req)
+        record = self.host.algorithms[self.algorithm_cfg.name]
+        self.algo = build_algorithm(record, self.algorithm_cfg.params, run, self.req)
 
-        model_cfg = config.model
+        model_cfg = self.model_cfg
         if resume_from is not None:
-            model_cfg = config.model.model_copy(
+            model_cfg = self.model_cfg.model_copy(
                 update={"name_or_path": str(resume_from), "gguf_file": None, "revision": None}
             )
         self.policy, self.tokenizer = load_policy(model_cfg, device=device, dtype=dtype)
         disable_dropout(self.policy)
         self.pad_id = self._pad_id()
-        prompts = PromptSet(rows, config.data, self.tokenizer, t.max_prompt_length)
-        self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=config.data.shuffle)
+        prompts = PromptSet(rows, self.data_cfg, self.tokenizer, t.max_prompt_length)
+        self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=self.data_cfg.shuffle)
 
         reference = None
         if self.req.reference_model:
             if resume_from is None:
                 reference = copy.deepcopy(self.policy)
             else:
-                reference, _ = load_policy(config.model, device=device, dtype=dtype)
+                reference, _ = load_policy(self.model_cfg, device=device, dtype=dtype)
             reference.eval().requires_grad_(False)
             disable_dropout(reference)
 
@@ -230,20 +256,21 @@ class Trainer:
                 )
             logger.info("resumed from %s (step %d)", resume_from, self.step)
 
-        backend = self.host.backends[config.backend.name]
+        backend = self.host.backends[self.backend_cfg.name]
         self.generator = build_generator(
-            backend, config.backend.params, run, self.policy, self.tokenizer
+            backend, self.backend_cfg.params, run, self.policy, self.tokenizer
         )
         self._closers.append(self.generator)
         self.rollouts = Rollouts(
             generator=self.generator,
-            scorer=scorer,
+            scorer=self.scorer,
+            reward_errors=self.reward_errors,
             prompts=prompts,
             sampler=self.sampler,
             labels=self.labels,
             pad_id=self.pad_id,
             training=t,
-            backend=config.backend.name,
+            backend=self.backend_cfg.name,
             select=self.algo.select,
             max_rounds=self.algo.max_generation_rounds,
             dist=self.dist,
@@ -297,7 +324,6 @@ class Trainer:
         _seed_everything(step_seed(self.t.seed, self.step, 1_000_000))
         self.policy.eval()
         ro = self.rollouts.run(self.step, self.prompts_per_step)
-        self._log_reward_messages(ro)
 
         t0 = time.perf_counter()
         batch = build_batch(ro.kept, self.labels, self.pad_id, self.step).to(self.update.device)
@@ -312,7 +338,7 @@ class Trainer:
             ro,
             step_metrics(
                 step=self.step,
-                algorithm=self.config.algorithm.name,
+                algorithm=self.algorithm_cfg.name,
                 rollout=ro,
                 prepare_metrics=prep_metrics,
                 updates=updates,
@@ -343,6 +369,12 @@ class Trainer:
                 self.log.log_samples(self.step, [r for part in records for r in part])
         return m
 
+    def _echo(self, message: str) -> None:
+        if self.log is not None:
+            self.log.write(message)
+        else:  # a rank without the run's log (rank > 0, or before setup finished)
+            print(f"[rank {self.dist.rank}] {message}", file=sys.stderr, flush=True)
+
     def _reduce(self, ro: Rollout, m: dict[str, Any]) -> dict[str, Any]:
         """The step's metrics over every rank (the same dict on each)."""
         if not self.dist.enabled:
@@ -350,16 +382,11 @@ class Trainer:
         parts = self.dist.gather((m, len(ro.generated)))
         return distributed.reduce_metrics([p[0] for p in parts], [p[1] for p in parts])
 
-    def _log_reward_messages(self, ro: Rollout) -> None:
-        for label, msgs in ro.messages.items():
-            for m in msgs:
-                logger.warning("reward %r: %s", label, m)
-
     def _sample_records(self, ro: Rollout, advantages: Any) -> list[dict[str, Any]]:
         by_id = {}
         if advantages is not None and advantages.dim() == 1:
             by_id = {id(c): float(a) for c, a in zip(ro.kept, advantages.tolist(), strict=True)}
-        prompt_field = self.config.data.prompt_field
+        prompt_field = self.data_cfg.prompt_field
         out = []
         for c in ro.generated:
             record = {"group": c.group, **sample_record(c, self.rollouts.prompts, prompt_field)}
@@ -498,7 +525,7 @@ def _saved_as_for_inference(model: Any) -> Iterator[None]:
             config.use_cache = before
 
 
-def train(config: Any, host: Any, *, resume: bool = False, progress: bool = True) -> dict:
+def train(config: RunConfig, host: Host, *, resume: bool = False, progress: bool = True) -> dict:
     """Train the policy ``config`` describes; return the last step's metrics.
 
     ``config`` is a validated run config (``rlvr.config.load_config`` with the model, data,
@@ -506,8 +533,14 @@ def train(config: Any, host: Any, *, resume: bool = False, progress: bool = True
     checkpoint in ``training.output_dir``. Ctrl-C (or SIGTERM) finishes the current step, saves
     a checkpoint and returns; a second Ctrl-C aborts without saving.
     """
-    with distributed.data_parallel():
-        return Trainer(config, host, resume=resume, progress=progress).run()
+    start = time.perf_counter()
+    with distributed.data_parallel() as dist:
+        trainer = Trainer(config, host, resume=resume, progress=progress)
+        metrics = trainer.run()
+    if dist.is_main:
+        took = time.perf_counter() - start
+        print(run_summary(trainer.output_dir, trainer.labels, took), flush=True)
+    return metrics
 
 
 __all__ = ["Trainer", "TrainingError", "train"]

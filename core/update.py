@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from rlvr.config import TrainingConfig
 from rlvr.distributed import Dist
 from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
 from rlvr.protocols import AlgorithmImpl, RolloutBatch
@@ -112,7 +113,7 @@ class PolicyUpdate:
         value_model: torch.nn.Module | None,
         algorithm: AlgorithmImpl,
         old_logprobs: bool,
-        training: Any,
+        training: TrainingConfig,
         device: torch.device,
         dtype: torch.dtype,
         total_updates: int,

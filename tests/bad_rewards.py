@@ -78,3 +78,14 @@ def slow_factory(params):
     """Building takes ``params`` seconds."""
     time.sleep(params)
     return lambda sample: 2.0
+
+
+def raises_on_four(params):
+    """Raises (always the same error) when the row's answer is "4", else returns 1."""
+
+    def reward(sample):
+        if sample.row.get("answer") == "4":
+            raise ValueError("no rule for answer 4")
+        return 1.0
+
+    return reward

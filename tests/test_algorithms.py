@@ -203,14 +203,18 @@ def test_trl_aliases():
 @pytest.mark.parametrize(
     ("name", "params", "expected"),
     [
-        ("grpo", {}, Requirements(True, False, False, False, 2)),
-        ("grpo", {"beta": 0.0, "num_iterations": 2}, Requirements(False, False, True, False, 2)),
-        ("dapo", {}, Requirements(False, False, False, False, 2)),
-        ("dr_grpo", {}, Requirements(False, False, False, False, 2)),
-        ("dr_grpo", {"beta": 0.01}, Requirements(True, False, False, False, 2)),
-        ("rloo", {}, Requirements(False, False, False, False, 2)),
-        ("ppo", {}, Requirements(True, True, True, False, 1)),
-        ("ppo", {"beta": 0.0}, Requirements(False, True, True, False, 1)),
+        ("grpo", {}, Requirements(True, False, False, False, 2, "beta")),
+        (
+            "grpo",
+            {"beta": 0.0, "num_iterations": 2},
+            Requirements(False, False, True, False, 2, "beta"),
+        ),
+        ("dapo", {}, Requirements(False, False, False, False, 2, "beta")),
+        ("dr_grpo", {}, Requirements(False, False, False, False, 2, "beta")),
+        ("dr_grpo", {"beta": 0.01}, Requirements(True, False, False, False, 2, "beta")),
+        ("rloo", {}, Requirements(False, False, False, False, 2, "beta")),
+        ("ppo", {}, Requirements(True, True, True, False, 1, "beta")),
+        ("ppo", {"beta": 0.0}, Requirements(False, True, True, False, 1, "beta")),
     ],
 )
 def test_requirements(host, name, params, expected):

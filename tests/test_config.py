@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 from pydantic import Field
@@ -49,7 +50,9 @@ class Plugin:
                 params=GroupParams,
                 factory=dict,
                 description="g",
-                requirements=lambda p: Requirements(reference_model=p.beta > 0, min_group_size=2),
+                requirements=lambda p: Requirements(
+                    reference_model=p.beta > 0, reference_model_param="beta", min_group_size=2
+                ),
             )
         )
 
@@ -112,12 +115,12 @@ def test_all_errors_at_once_with_paths_and_did_you_mean(host):
         "trainig": {},
     }
     found = problems(data, host)
-    assert "greater than or equal to 0" in found["rewards[0].params.tolerance"]
+    assert found["rewards[0].params.tolerance"] == "-1 is not >= 0"  # echoes the bad value
     assert "did you mean 'numbers'" in found["rewards[1].name"]
     assert "Available: format, needs, numbers" in found["rewards[1].name"]
     assert "did you mean 'tolerance'" in found["rewards[2].params.tolerence"]
-    assert "Valid keys: tolerance, position" in found["rewards[2].params.tolerence"]
-    assert "training.learning_rate" in found
+    assert "? -- valid keys: tolerance, position" in found["rewards[2].params.tolerence"]
+    assert "(got 'fast')" in found["training.learning_rate"]
     assert "did you mean 'training'" in found["trainig"]
 
 
@@ -206,3 +209,58 @@ def test_validate_command(tmp_path, capsys):
     assert "rewards[0].name" in err and "did you mean 'answer'" in err
     assert main(["schema"]) == 0
     assert "length_penalty" in capsys.readouterr().out
+
+
+def test_each_entry_reports_its_own_problems(tmp_path, capsys):
+    """One plugin entry's failure never hides another's, and each problem has its own path."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "rewards:\n"
+        "  - {name: anwser}\n"
+        "  - {name: format, params: {no_such_param: 3}}\n"
+        "  - {name: length_penalty, weight: heavy}\n"
+    )
+    assert main(["validate", str(path)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].endswith("4 problems in the config:")
+    assert lines[1].startswith("  rewards[0].name: unknown reward 'anwser'; did you mean 'answer'")
+    assert lines[2].startswith("  rewards[1].params.no_such_param: unknown key 'no_such_param'")
+    assert lines[3] == "  rewards[2].params: mode 'overlong' needs max_length and buffer"
+    assert lines[4].startswith("  rewards[2].weight: ") and lines[4].endswith("(got 'heavy')")
+
+
+def test_messages_echo_values_and_name_the_override(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text("rewards: [{name: answer}]\ntraining: {learning_rate: -1, bf16: true}\n")
+    assert (
+        main(["validate", str(path), "--set", "training.seed=x", "--set", "rewards.0.wieght=2"])
+        == 2
+    )
+    err = capsys.readouterr().err
+    # A TRL-compat drop is one line, with no source location.
+    assert "warning: training.bf16 is ignored: rlvr picks bf16" in err
+    assert "config.py" not in err and "UserWarning" not in err
+    assert "  training.learning_rate: -1 is not > 0\n" in err  # from the file: no origin
+    assert "training.seed: " in err and "(got 'x') (from --set training.seed=x)" in err
+    assert (
+        "rewards[0].wieght: unknown key 'wieght'; did you mean 'weight'? -- valid keys: name, "
+    ) in err
+    (line,) = [x for x in err.splitlines() if x.startswith("  rewards[0].wieght")]
+    assert line.endswith("(from --set rewards.0.wieght=2)")
+
+
+def test_eval_steps_is_ignored_with_a_warning_saying_what_to_do(host):
+    with pytest.warns(UserWarning, match=r"training.eval_steps is ignored: .*rlvr eval CONFIG"):
+        config = load_config({"training": {"eval_steps": 50}}, host)
+    assert "eval_steps" not in config.training.model_dump()
+
+
+def test_settings_that_cannot_learn_warn(host):
+    group = {"algorithm": {"name": "grpo"}}
+    with pytest.warns(UserWarning, match="samples greedily"):
+        load_config({**group, "training": {"temperature": 0}}, host)
+    with pytest.warns(UserWarning, match="every reward has weight 0"):
+        load_config({"rewards": [{"name": "format", "weight": 0}]}, host)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a config that can learn: no warning
+        load_config({**group, "rewards": [{"name": "format"}]}, host)

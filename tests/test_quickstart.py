@@ -2,9 +2,11 @@
 examples/quickstart.yaml``, and the ``answer`` reward rises from chance to mostly right.
 
 An honest end-to-end test of learning: the warm-started model is right only by chance (the
-answer digit it writes is random), so the rise comes from RL alone. About 1.5 minutes on an idle
-2-core CPU (more under load). The model and data are built in a temporary directory, so the
-checkout's examples/models/tiny-arith is left alone.
+answer digit it writes is random), so the rise comes from RL alone. 2 to 9 minutes on 2 CPU
+cores. The figures asserted are the ones the READMEs document (measured with 2 threads, torch
+2.13.0+cpu); the tolerance covers other CPUs, thread counts and versions, whose floating-point
+sums differ and lead the run onto another trajectory. The model and data are built in a
+temporary directory, so the checkout's examples/models/tiny-arith is left alone.
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ def _make(model_dir: Path, data_dir: Path) -> None:
 
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+#: README: the `answer` reward's mean over the first and last 10% of steps, with tolerances.
+FIRST, FIRST_TOL = 0.11, 0.05
+LAST, LAST_TOL = 0.80, 0.10
 
 
 def _window_mean(values: list[float], first: bool) -> float:
@@ -106,8 +113,8 @@ def _train_and_check(model_dir: Path, data_dir: Path, out: Path, *sets: str) -> 
     first, last = _window_mean(answer, True), _window_mean(answer, False)
     summary = f"answer reward first 10% {first:.3f}, last 10% {last:.3f}, {elapsed:.0f} s"
     print(summary)
-    assert first < 0.2, summary  # chance level: the start policy guesses the digit
-    assert last > 0.6, summary  # RL taught it the addition
+    assert abs(first - FIRST) <= FIRST_TOL, summary  # chance: the start policy guesses the digit
+    assert abs(last - LAST) <= LAST_TOL, summary  # RL taught it the addition
     assert _window_mean(fmt, False) > 0.9  # and it kept the answer format
     return metrics
 

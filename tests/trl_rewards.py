@@ -48,3 +48,15 @@ class Scorer:
     @staticmethod
     def exact(completions, answer, **kwargs):
         return [float(c.strip() == a) for c, a in zip(completions, answer, strict=True)]
+
+
+def boom(completions, **kwargs):
+    """Wrong: raises on every call."""
+    raise RuntimeError("boom")
+
+
+def boom_on_four(completions, answer, **kwargs):
+    """Wrong for one row: raises when the answer is 4, else rewards the answer's presence."""
+    if answer[0] == "4":
+        raise ValueError(f"cannot score {completions[0]!r}")
+    return [1.0 if answer[0] in c else 0.0 for c in completions]

@@ -154,6 +154,7 @@ class PolicyGradientParams(_AliasedParams):
     def requirements(self) -> Requirements:
         return Requirements(
             reference_model=self.beta > 0,
+            reference_model_param="beta",
             value_model=False,
             old_logprobs=self.num_iterations > 1,
             sampler_logprobs=self.importance_sampling_correction,
@@ -324,6 +325,7 @@ class PPOParams(PolicyGradientParams):
     def requirements(self) -> Requirements:
         return Requirements(
             reference_model=self.beta > 0,
+            reference_model_param="beta",
             value_model=True,
             old_logprobs=True,
             sampler_logprobs=self.importance_sampling_correction,

@@ -16,8 +16,9 @@ way, once per sample (a batch of one), inside rlvr's reward workers::
         params: {function: "rewards/format.py:strict_format_reward_func"}   # file:function
 
 - ``function`` is ``"module:function"`` (a module importable from ``sys.path`` or the current
-  directory, e.g. ``my_pkg.rewards:accuracy``) or ``"path/to/file.py:function"`` (relative
-  paths are resolved against the current directory when the config is validated). The part
+  directory, e.g. ``my_pkg.rewards:accuracy``) or ``"path/to/file.py:function"`` (a relative
+  path resolves against the config file's directory, or the current directory when given with
+  ``--set``). The part
   after ``:`` may be a dotted attribute (``module:Class.method``).
 - ``format`` follows TRL's dataset formats: ``standard`` passes the prompt text and the
   completion text; ``conversational`` passes message lists (``prompts=[[{role, content},
@@ -47,7 +48,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from rlvr import hookimpl
 from rlvr.records import Params, Sample
@@ -88,15 +89,15 @@ class CallableParams(Params):
 
     @field_validator("function")
     @classmethod
-    def _check_function(cls, value: str) -> str:
+    def _check_function(cls, value: str, info: ValidationInfo) -> str:
         value = value.strip()
         target, attr = _split(value)
         if not all(part.isidentifier() for part in attr.split(".")):
             raise ValueError(f"{attr!r} (after ':') is not a Python name or dotted attribute")
         if _is_file(target):
             path = Path(target).expanduser()
-            if not path.is_absolute():
-                path = Path.cwd() / path
+            if not path.is_absolute():  # against the config file's directory (see rlvr.config)
+                path = Path((info.context or {}).get("config_dir") or Path.cwd()) / path
             return f"{path}:{attr}"
         if not all(part.isidentifier() for part in target.split(".")):
             raise ValueError(

@@ -1,0 +1,237 @@
+"""Every accepted ``training`` key does something: the test walks the schema and, for each key,
+changes its value and shows an observable difference in what the trainer builds or does, or
+finds the key on the explicit TRL-compat list of keys that are ignored with a warning."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import test_trainer  # noqa: E402
+
+from rlvr.checkpoint import list_checkpoints  # noqa: E402
+from rlvr.config import TrainingConfig  # noqa: E402
+from rlvr.errors import RlvrError  # noqa: E402
+from rlvr.trainer import Trainer, train  # noqa: E402
+from rlvr.trl_compat import TRL_IGNORED  # noqa: E402
+
+tiny_model, dataset = test_trainer.tiny_model, test_trainer.dataset
+host, make_config = test_trainer.host, test_trainer.make_config
+BOOM = f"{Path(__file__).parent / 'trl_rewards.py'}:boom_on_four"
+
+
+# --------------------------------------------------------------------------- observables
+
+
+def _setup(config, host) -> Trainer:
+    trainer = Trainer(config, host, progress=False)
+    trainer.setup()
+    return trainer
+
+
+def built(read: Callable[[Trainer], Any]) -> Callable[[Any, Any], Any]:
+    """What the trainer built in setup (optimizer, scheduler, prompts, pool...)."""
+
+    def observe(config, host):
+        trainer = _setup(config, host)
+        try:
+            return read(trainer)
+        finally:
+            trainer.close()
+
+    return observe
+
+
+def sampled(config, host) -> list[list[int]]:
+    """The token ids of the first step's completions."""
+    trainer = _setup(config, host)
+    try:
+        return [c.token_ids for c in trainer.rollouts.run(1, trainer.prompts_per_step).generated]
+    finally:
+        trainer.close()
+
+
+def lr_schedule(trainer: Trainer) -> list[float]:
+    lrs = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # stepping the scheduler alone, on purpose
+        for _ in range(3):
+            lrs.append(round(trainer.update.optimizer.param_groups[0]["lr"], 12))
+            trainer.update.scheduler.step()
+    return lrs
+
+
+def ran(read: Callable[[Path], Any]) -> Callable[[Any, Any], Any]:
+    """What a whole (3-step) run left in its output directory, or the error that stopped it."""
+
+    def observe(config, host):
+        try:
+            train(config, host, progress=False)
+        except RlvrError as exc:  # TrainingError, RewardError
+            return f"stopped: {exc}"[:60]
+        return read(Path(config.training.output_dir))
+
+    return observe
+
+
+def first_weights(out: Path) -> list[float]:
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(list_checkpoints(out)[-1] / "model.safetensors"))
+    return sorted(tensors.items())[0][1].flatten()[:8].tolist()
+
+
+def checkpoints(out: Path) -> list[str]:
+    return [p.name for p in list_checkpoints(out)]
+
+
+def sample_steps(out: Path) -> list[int]:
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    return sorted({json.loads(line)["step"] for line in lines})
+
+
+def nothing(out: Path) -> None:
+    return None  # the test counts the console lines itself
+
+
+# key -> (base training overrides, changed overrides, observable)
+PROBES: dict[str, tuple[dict, dict, Callable]] = {
+    "output_dir": ({}, {"output_dir": "elsewhere"}, built(lambda t: t.output_dir.name)),
+    "seed": ({}, {"seed": 1}, sampled),
+    "learning_rate": (
+        {},
+        {"learning_rate": 0.1},
+        built(lambda t: t.update.optimizer.defaults["lr"]),
+    ),
+    "adam_beta1": ({}, {"adam_beta1": 0.5}, built(lambda t: t.update.optimizer.defaults["betas"])),
+    "adam_beta2": ({}, {"adam_beta2": 0.5}, built(lambda t: t.update.optimizer.defaults["betas"])),
+    "adam_epsilon": (
+        {},
+        {"adam_epsilon": 0.1},
+        built(lambda t: t.update.optimizer.defaults["eps"]),
+    ),
+    "weight_decay": (
+        {},
+        {"weight_decay": 0.1},
+        built(lambda t: t.update.optimizer.param_groups[0]["weight_decay"]),
+    ),
+    "optim": ({}, {"optim": "sgd"}, built(lambda t: type(t.update.optimizer).__name__)),
+    "lr_scheduler_type": ({}, {"lr_scheduler_type": "constant"}, built(lr_schedule)),
+    "warmup_ratio": ({}, {"warmup_ratio": 0.5}, built(lr_schedule)),
+    "warmup_steps": ({}, {"warmup_steps": 2}, built(lr_schedule)),
+    "max_grad_norm": ({}, {"max_grad_norm": 1e-9}, ran(first_weights)),
+    "per_device_train_batch_size": (
+        {},
+        {"per_device_train_batch_size": 3},
+        built(lambda t: t.prompts_per_step),
+    ),
+    "gradient_accumulation_steps": (
+        {},
+        {"gradient_accumulation_steps": 2},
+        built(lambda t: t.prompts_per_step),
+    ),
+    "num_generations": ({}, {"num_generations": 2}, sampled),
+    "max_prompt_length": (
+        {},
+        {"max_prompt_length": 3},
+        built(lambda t: len(t.rollouts.prompts[0].ids)),
+    ),
+    "max_completion_length": ({}, {"max_completion_length": 2}, sampled),
+    "max_steps": ({}, {"max_steps": 5}, built(lambda t: t.max_steps)),
+    "num_train_epochs": (
+        {"max_steps": -1},
+        {"max_steps": -1, "num_train_epochs": 0.25},
+        built(lambda t: t.max_steps),
+    ),
+    "temperature": ({}, {"temperature": 0.3}, sampled),
+    "top_p": ({}, {"top_p": 0.3}, sampled),
+    "top_k": ({}, {"top_k": 2}, sampled),
+    "min_p": ({}, {"min_p": 0.5}, sampled),
+    "repetition_penalty": ({}, {"repetition_penalty": 5.0}, sampled),
+    "logging_steps": ({}, {"logging_steps": 2}, ran(nothing)),
+    "save_steps": ({}, {"save_steps": 1}, ran(checkpoints)),
+    "save_total_limit": (
+        {"save_steps": 1},
+        {"save_steps": 1, "save_total_limit": 1},
+        ran(checkpoints),
+    ),
+    "report_to": (
+        {},
+        {"report_to": "tensorboard"},
+        built(lambda t: (t.output_dir / "tensorboard").is_dir()),
+    ),
+    "gradient_checkpointing": (
+        {},
+        {"gradient_checkpointing": True},
+        built(lambda t: t.policy.is_gradient_checkpointing),
+    ),
+    "log_samples_steps": ({}, {"log_samples_steps": 1}, ran(sample_steps)),
+    "reward_workers": ({}, {"reward_workers": 1}, built(lambda t: len(t.scorer.pool._workers))),
+    "max_bad_steps": ({"max_bad_steps": 1}, {"max_bad_steps": 2}, ran(checkpoints)),
+    "max_reward_error_frac": ({}, {"max_reward_error_frac": 0.25}, ran(checkpoints)),
+}
+
+#: probes that need whole runs (slow); the rest only build the trainer.
+RUNS = {k for k, (_, _, observe) in PROBES.items() if observe.__qualname__.startswith("ran")}
+
+
+def test_the_schema_walk_covers_every_training_key():
+    """A key added to TrainingConfig without a probe here (or a TRL-compat entry) fails."""
+    fields = set(TrainingConfig.model_fields)
+    assert fields == set(PROBES), (fields - set(PROBES), set(PROBES) - fields)
+    assert not fields & set(TRL_IGNORED)  # an ignored key is not also a real one
+
+
+@pytest.mark.parametrize("key", sorted(TRL_IGNORED))
+def test_trl_compat_keys_are_ignored_with_a_warning(key, host):
+    from rlvr.config import load_config
+
+    with pytest.warns(UserWarning, match=rf"^training\.{key} is ignored: "):
+        config = load_config({"training": {key: 1}}, host)
+    assert key not in config.training.model_dump()
+
+
+def _params(keys):
+    return [pytest.param(k, marks=pytest.mark.slow) if k in RUNS else k for k in sorted(keys)]
+
+
+@pytest.mark.parametrize("key", _params(PROBES))
+def test_each_training_key_changes_something(key, make_config, host, tmp_path, monkeypatch, capsys):
+    base, changed, observe = PROBES[key]
+    if key == "max_bad_steps":  # every loss non-finite: the run stops after max_bad_steps
+        from rlvr.plugins.algorithms.base import PolicyGradient
+        from rlvr.protocols import LossOutput
+
+        loss = PolicyGradient.loss
+
+        def nan_loss(self, *args, **kwargs):
+            out = loss(self, *args, **kwargs)
+            return LossOutput(loss=out.loss * float("nan"), metrics=out.metrics)
+
+        monkeypatch.setattr(PolicyGradient, "loss", nan_loss)
+    rewards = None
+    if key == "max_reward_error_frac":  # step 2 has a row on which a reward raises
+        rewards = [
+            {"name": "toy"},
+            {"name": "callable", "label": "four", "params": {"function": BOOM}},
+        ]
+    values = []
+    for i, overrides in enumerate((base, changed)):
+        training = {"output_dir": str(tmp_path / f"run{i}"), **overrides}
+        if "output_dir" in overrides:
+            training["output_dir"] = str(tmp_path / overrides["output_dir"])
+        config = make_config(rewards=rewards, data={"shuffle": False}, output=f"run{i}", **training)
+        capsys.readouterr()
+        value = observe(config, host)
+        if key == "logging_steps":
+            value = capsys.readouterr().err.count("step ")
+        values.append(value)
+    assert values[0] != values[1], f"training.{key}: {values[0]!r} both times"
