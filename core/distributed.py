@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -262,22 +263,31 @@ def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float])
     ...) are already global."""
     from rlvr.metrics import TIMING_KEYS
 
-    first = dict(parts[0])
+    keys = list(dict.fromkeys(k for p in parts for k in p))  # a rank may lack one (no batch)
     total = sum(weights) or 1.0
     out: dict[str, Any] = {}
-    for key, value in first.items():
+    for key in keys:
         values = [p.get(key) for p in parts]
-        nums = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
-        if key in _GLOBAL or key.startswith(_GLOBAL_PREFIXES) or len(nums) != len(values):
-            out[key] = value
+        first = (
+            next(v for v in values if v is not None) if any(v is not None for v in values) else None
+        )
+        pairs = [
+            (float(v), w)
+            for v, w in zip(values, weights, strict=True)
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        ]
+        nums = [v for v, _ in pairs]
+        if key in _GLOBAL or key.startswith(_GLOBAL_PREFIXES) or not nums:
+            out[key] = parts[0].get(key, first)
         elif key in _SUMMED or key.endswith(_SUMMED_SUFFIXES):
             out[key] = sum(nums)
         elif key in TIMING_KEYS or key.endswith("max"):
             out[key] = max(nums)
         elif key.endswith("min"):
             out[key] = min(nums)
-        else:
-            out[key] = sum(v * w for v, w in zip(nums, weights, strict=True)) / total
+        else:  # ranks without completions (weight 0) do not count
+            weight = sum(w for _, w in pairs)
+            out[key] = sum(v * w for v, w in pairs) / weight if weight > 0 else nums[0]
     for key in list(out):
         mean_key = _std_mean_key(key)
         if mean_key is None or mean_key not in out:
@@ -287,6 +297,7 @@ def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float])
             var = sum(
                 w * (float(p[key]) ** 2 + (float(p[mean_key]) - mean) ** 2)
                 for p, w in zip(parts, weights, strict=True)
+                if w > 0
             )
         except (TypeError, ValueError, KeyError):
             continue  # a null std/mean (no values) stays rank 0's

@@ -147,9 +147,12 @@ def weights_at_start(out: Path) -> dict[str, torch.Tensor]:
 
 CASES = {
     "grpo": {"params": {"beta": 0.04, "scale_rewards": "batch"}},
+    # Micro-batches of 1 prompt on 2 ranks: dynamic sampling leaves ranks with different
+    # numbers of kept groups, so of micro-batches (1 process: 2 prompts per micro-batch).
     "dapo": {
         "params": {"max_generation_rounds": 4},
         "rewards": [{"name": "toy", "params": {"flat_if_odd": True}}],
+        "training": {"gradient_accumulation_steps": 2},
     },
     "ppo": {"params": {"whiten_advantages": True}},
 }
@@ -161,12 +164,54 @@ def test_two_ranks_equal_one_process_with_the_whole_batch(algorithm, tiny_model,
         case = json.loads(json.dumps(CASES[algorithm]))
         return make_config(tiny_model, dataset, tmp_path / name, algorithm, batch, **case)
 
-    one = run_ok(config("one", 4), tmp_path, "one", 1)
-    two = run_ok(config("two", 2), tmp_path, "two", 2)
+    accumulation = CASES[algorithm].get("training", {}).get("gradient_accumulation_steps", 1)
+    one = run_ok(config("one", 4 // accumulation), tmp_path, "one", 1)
+    two = run_ok(config("two", 2 // accumulation), tmp_path, "two", 2)
     assert_same_training(one, two)
     if algorithm == "dapo":  # dynamic sampling really dropped groups and ran more rounds
         assert any(m["groups_filtered"] > 0 for m in read_metrics(two))
         assert any(m["generation_rounds"] > 1 for m in read_metrics(two))
+
+
+def test_reduce_metrics_pools_ranks_like_one_batch():
+    import numpy as np
+
+    from rlvr.distributed import reduce_metrics
+
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([5.0, 9.0])
+    parts = [
+        {
+            "step": 4,
+            "loss": 0.5,
+            "reward": a.mean(),
+            "reward_std": a.std(),
+            "groups_kept": 2,
+            "completion_length/max": 7,
+            "completion_length/min": 2,
+            "step_time": 1.0,
+            "rewards/x/errors": 1,
+            "entropy": 2.0,
+        },
+        {
+            "step": 4,
+            "loss": 0.5,
+            "reward": b.mean(),
+            "reward_std": b.std(),
+            "groups_kept": 1,
+            "completion_length/max": 9,
+            "completion_length/min": 3,
+            "step_time": 2.0,
+            "rewards/x/errors": 0,
+            "entropy": float("nan"),
+        },  # no batch on this rank
+    ]
+    m = reduce_metrics(parts, [3, 2])
+    both = np.concatenate([a, b])
+    assert m["reward"] == pytest.approx(both.mean())
+    assert m["reward_std"] == pytest.approx(both.std())
+    assert (m["step"], m["loss"], m["groups_kept"], m["rewards/x/errors"]) == (4, 0.5, 3, 1)
+    assert (m["completion_length/max"], m["completion_length/min"], m["step_time"]) == (9, 2, 2.0)
+    assert m["entropy"] == 2.0
 
 
 def comparable(metrics: list[dict]) -> list[dict]:
