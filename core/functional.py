@@ -210,8 +210,9 @@ def masked_whiten(x: Tensor, mask: Tensor, *, eps: float = 1e-8) -> Tensor:
     """Shift/scale ``x`` to mean 0, variance 1 over the masked positions; others become 0.
 
     Uses the Bessel-corrected masked variance and ``(x - mean) * rsqrt(var + eps)`` as in
-    docs/algorithms.md. With fewer than two valid entries the variance is taken as 0 (every valid
-    entry equals the mean, so the result is 0 rather than NaN).
+    docs/algorithms.md; the mean and variance are of the whole step's batch (:func:`batch_sum`).
+    With fewer than two valid entries the variance is taken as 0 (every valid entry equals the
+    mean, so the result is 0 rather than NaN).
     """
     x = _f32(x)
     m = _bool(mask).to(x.device)
@@ -238,9 +239,10 @@ def group_advantages(
     """GRPO advantages ``R_i - mean_g(R)``, optionally divided by a std (``[N]`` float32).
 
     ``scale="group"`` divides by the group's std + eps (GRPO), ``"batch"`` by the std of all
-    ``N`` raw rewards + eps, ``"none"`` not at all (Dr. GRPO, which argues the std division
-    biases towards too-easy/too-hard prompts). Stds are Bessel-corrected. Groups may have any
-    sizes and arbitrary ids; a group of size 1 has no baseline and gets 0.
+    ``N`` raw rewards of the step + eps (:func:`batch_sum`), ``"none"`` not at all (Dr. GRPO,
+    which argues the std division biases towards too-easy/too-hard prompts). Stds are
+    Bessel-corrected. Groups may have any sizes and arbitrary ids; a group of size 1 has no
+    baseline and gets 0.
     """
     if scale not in _SCALES:
         raise ValueError(f"scale must be one of {_SCALES}, got {scale!r}")
