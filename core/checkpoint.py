@@ -176,13 +176,16 @@ def save_checkpoint(
     save_total_limit: int | None = None,
     extra_files: dict[str, str] | None = None,
     before_complete: Callable[[], None] | None = None,
+    model_state: dict[str, Any] | None = None,
+    optimizer_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``checkpoint-<step>`` atomically and prune to ``save_total_limit``; return it.
 
     ``state`` is the trainer's JSON-able state (data position, counters, ...); ``step`` is
     added to it. ``extra_files`` maps file names to text written beside (e.g. the config).
     ``before_complete`` runs after the files are written and before the marker (other ranks
-    add theirs then).
+    add theirs then). ``model_state``/``optimizer_state`` replace the model's and optimizer's
+    own state dicts (a sharded model's, gathered whole).
     """
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -191,10 +194,10 @@ def save_checkpoint(
     tmp = tmp_dir(root, step)
     tmp.mkdir()
 
-    model.save_pretrained(tmp)
+    model.save_pretrained(tmp, state_dict=model_state)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(optimizer_state or optimizer.state_dict(), tmp / "optimizer.pt")
     if scheduler is not None:
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(rng_state(), tmp / "rng_state.pt")
@@ -250,6 +253,10 @@ def read_state(path: str | Path) -> dict[str, Any]:
     return json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
 
 
+def read_optimizer_state(path: str | Path) -> dict[str, Any]:
+    return torch.load(Path(path) / "optimizer.pt", weights_only=True, map_location="cpu")
+
+
 def load_checkpoint(
     path: str | Path,
     *,
@@ -286,6 +293,7 @@ __all__ = [
     "load_checkpoint",
     "prune",
     "rank_rng_file",
+    "read_optimizer_state",
     "read_state",
     "rng_state",
     "save_checkpoint",

@@ -109,9 +109,17 @@ class Dist:
 
             tdist.barrier()
 
+    def max_count(self, n: int) -> int:
+        """The largest ``n`` over ranks."""
+        if not self.enabled:
+            return n
+        return int(max(self.gather(n)))
+
     def sum_gradients(self, params: Sequence[torch.nn.Parameter]) -> None:
         """Sum the gradients of ``params`` over ranks, in one flat all-reduce (a parameter with
-        no gradient on this rank contributes zeros, so every rank calls the same collective)."""
+        no gradient on this rank contributes zeros, so every rank calls the same collective).
+        Sharded (FSDP) parameters are left alone: their backward already reduced them."""
+        params = [p for p in params if not _is_sharded(p)]
         if not self.enabled or not params:
             return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -131,6 +139,8 @@ class Dist:
 
         with torch.no_grad():
             for t in [*module.parameters(), *module.buffers()]:
+                if _is_sharded(t):
+                    continue
                 buf = t.detach().to(self.device).clone()
                 tdist.broadcast(buf, src=0)
                 t.copy_(buf.to(t.device))
@@ -145,6 +155,10 @@ class Dist:
         start = r * base + min(r, extra)
         stop = start + base + (1 if r < extra else 0)
         return list(items[start:stop]), start
+
+
+def _is_sharded(t: torch.Tensor) -> bool:
+    return type(t).__name__ == "DTensor" or type(getattr(t, "data", None)).__name__ == "DTensor"
 
 
 _current = Dist()
@@ -200,6 +214,99 @@ def data_parallel() -> Iterator[Dist]:
         _current = Dist()
         with contextlib.suppress(Exception):
             tdist.destroy_process_group()
+
+
+# --------------------------------------------------------------------------- FSDP2
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The repeated blocks of a Hugging Face causal LM (``model.model.layers`` and kin)."""
+    for path in ("model.layers", "transformer.h", "gpt_neox.layers", "model.decoder.layers"):
+        obj: Any = model
+        for name in path.split("."):
+            obj = getattr(obj, name, None)
+        if isinstance(obj, torch.nn.ModuleList) and len(obj):
+            return list(obj)
+    raise ValueError(
+        f"training.parallelism: fsdp found no decoder layers in {type(model).__name__} "
+        "(looked for model.layers, transformer.h, gpt_neox.layers); use parallelism: ddp"
+    )
+
+
+def shard(model: torch.nn.Module, dist: Dist, *, cpu_offload: bool = False) -> None:
+    """FSDP2: ``fully_shard`` every decoder layer, then the whole model. On CUDA, bfloat16
+    compute with float32 gradient reduction when the model is bfloat16 (untested here)."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+    kwargs: dict[str, Any] = {}
+    dtype = next(model.parameters()).dtype
+    if dist.device.type == "cuda" and dtype == torch.bfloat16:
+        kwargs["mp_policy"] = MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16, reduce_dtype=torch.float32
+        )
+    if cpu_offload:
+        kwargs["offload_policy"] = CPUOffloadPolicy()
+    for layer in decoder_layers(model):
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
+
+
+def fsdp_modules(model: torch.nn.Module) -> list[Any]:
+    from torch.distributed.fsdp import FSDPModule
+
+    return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+
+@contextlib.contextmanager
+def gathered(model: torch.nn.Module) -> Iterator[None]:
+    """Whole parameters for generation: ranks generate different numbers of tokens, so the
+    per-forward all-gathers of a sharded model would not line up; one gather up front does."""
+    modules = fsdp_modules(model)
+    for m in modules:
+        m.unshard()
+        m.set_reshard_after_forward(False)
+    try:
+        yield
+    finally:
+        for m in modules:
+            m.reshard()
+            m.set_reshard_after_forward(True)
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, Any]:
+    """The whole model's weights on CPU, on rank 0 (empty elsewhere); every rank must call."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    state = get_model_state_dict(model, options=options)
+    seen: set[int] = set()
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in seen:  # tied (lm_head = embeddings): saved once, as save_pretrained does
+            state.pop(name, None)
+        seen.add(id(p))
+    return state
+
+
+def full_optimizer_state(model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
+    """The optimizer state of a sharded model, whole, on rank 0; every rank must call."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_optimizer_state_dict(model, optimizer, options=options)
+
+
+def load_full_optimizer_state(model: torch.nn.Module, optimizer: Any, state: dict) -> None:
+    """Shard a whole optimizer state (read by every rank) back into ``optimizer``."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True)
+    set_optimizer_state_dict(model, optimizer, state, options=options)
 
 
 # --------------------------------------------------------------------------- checkpoints

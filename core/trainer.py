@@ -220,6 +220,9 @@ class Trainer:
                     gradient_checkpointing_kwargs={"use_reentrant": False}
                 )
 
+        if self.dist.enabled and t.parallelism == "fsdp":  # the reference stays whole
+            distributed.shard(self.policy, self.dist, cpu_offload=t.fsdp_cpu_offload)
+
         self.updates_per_step = self.algo.num_iterations
         self.update = PolicyUpdate(
             policy=self.policy,
@@ -238,11 +241,14 @@ class Trainer:
             distributed.check_resume(resume_from, self.dist)
             state = ckpt.load_checkpoint(
                 resume_from,
-                optimizer=self.update.optimizer,
+                optimizer=None if self.update.sharded else self.update.optimizer,
                 scheduler=self.update.scheduler,
                 value_model=value_model,
                 rank=self.dist.rank,
             )
+            if self.update.sharded:
+                whole = ckpt.read_optimizer_state(resume_from)
+                distributed.load_full_optimizer_state(self.policy, self.update.optimizer, whole)
             self.step = int(state["step"])
             self.bad_steps = int(state.get("bad_steps", 0))
             self.sampler.load_state_dict(state["data"])
@@ -323,7 +329,8 @@ class Trainer:
         start = time.perf_counter()
         _seed_everything(step_seed(self.t.seed, self.step, 1_000_000))
         self.policy.eval()
-        ro = self.rollouts.run(self.step, self.prompts_per_step)
+        with distributed.gathered(self.policy):  # FSDP: whole weights while generating
+            ro = self.rollouts.run(self.step, self.prompts_per_step)
 
         t0 = time.perf_counter()
         batch = build_batch(ro.kept, self.labels, self.pad_id, self.step).to(self.update.device)
@@ -403,6 +410,10 @@ class Trainer:
             return self._save()
 
     def _save(self) -> Path:
+        weights = optimizer_state = None
+        if self.update.sharded:  # collectives: every rank gathers, rank 0 keeps the result
+            weights = distributed.full_state_dict(self.policy)
+            optimizer_state = distributed.full_optimizer_state(self.policy, self.update.optimizer)
         if not self.dist.is_main:
             distributed.save_rank_state(self.output_dir, self.step, self.dist)
             self._last_saved = self.step
@@ -415,6 +426,8 @@ class Trainer:
             optimizer=self.update.optimizer,
             scheduler=self.update.scheduler,
             value_model=self.update.value_model,
+            model_state=weights,
+            optimizer_state=optimizer_state,
             save_total_limit=self.t.save_total_limit,
             state={
                 "data": self.sampler.state_dict(),

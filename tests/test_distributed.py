@@ -158,10 +158,19 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("algorithm", sorted(CASES))
-def test_two_ranks_equal_one_process_with_the_whole_batch(algorithm, tiny_model, dataset, tmp_path):
+@pytest.mark.parametrize(
+    ("algorithm", "parallelism"),
+    [*((name, "ddp") for name in sorted(CASES)), ("grpo", "fsdp"), ("dapo", "fsdp")],
+)
+def test_two_ranks_equal_one_process_with_the_whole_batch(
+    algorithm, parallelism, tiny_model, dataset, tmp_path
+):
+    """DDP, and FSDP2 (``fully_shard`` per decoder layer; dapo gives the ranks different
+    numbers of micro-batches, which dummy passes even out)."""
+
     def config(name: str, batch: int) -> dict:
         case = json.loads(json.dumps(CASES[algorithm]))
+        case.setdefault("training", {})["parallelism"] = parallelism
         return make_config(tiny_model, dataset, tmp_path / name, algorithm, batch, **case)
 
     accumulation = CASES[algorithm].get("training", {}).get("gradient_accumulation_steps", 1)
