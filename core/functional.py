@@ -80,9 +80,13 @@ __all__ = [
     "AdvantageScale",
     "AggregationMode",
     "KLKind",
+    "PolicyLevel",
     "aggregate",
+    "cispo_loss",
     "dynamic_sampling_keep",
+    "explained_variance",
     "gae",
+    "length_adaptive_lam",
     "group_advantages",
     "batch_reducer",
     "batch_sum",
@@ -91,6 +95,9 @@ __all__ = [
     "masked_whiten",
     "overlong_penalty",
     "policy_loss",
+    "positive_nll",
+    "reinforce_pp_advantages",
+    "reinforce_pp_baseline_advantages",
     "rloo_advantages",
     "truncation_mask",
 ]
@@ -100,6 +107,8 @@ KLKind = Literal["k1", "k2", "k3"]
 AggregationMode = Literal[
     "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"
 ]
+
+PolicyLevel = Literal["token", "sequence"]
 
 _SCALES = ("group", "batch", "none")
 _KL_KINDS = ("k1", "k2", "k3")
@@ -282,10 +291,13 @@ def gae(
     mask: Tensor,
     *,
     gamma: float = 1.0,
-    lam: float = 1.0,
+    lam: float | Tensor = 1.0,
     whiten: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """Generalised advantage estimation over valid tokens; returns ``(advantages, returns)``.
+
+    ``lam`` is one float or an ``[N]`` tensor, one lambda per sequence (VAPO's length-adaptive
+    GAE, see :func:`length_adaptive_lam`).
 
     The recursion skips masked-out positions: ``t+1`` is the next *valid* token, so left/right
     padding and holes in the mask (e.g. tool output inside a completion) do not break the
@@ -300,6 +312,10 @@ def gae(
     if r.dim() != 2:
         raise ValueError(f"gae expects [N, T] tensors, got shape {tuple(r.shape)}")
     n, t = r.shape
+    if isinstance(lam, Tensor):
+        lam = _f32(lam).to(r.device)
+        if lam.shape != (n,):
+            raise ValueError(f"lam must be a float or an [{n}] tensor, got {tuple(lam.shape)}")
     r = torch.where(m, r, 0.0)
     v = torch.where(m, v, 0.0)
     next_value = r.new_zeros(n)
@@ -319,8 +335,104 @@ def gae(
     return advantages, returns
 
 
+def length_adaptive_lam(lengths: Tensor, *, alpha: float = 0.05) -> Tensor:
+    """VAPO's per-sequence GAE lambda ``clamp(1 - 1 / (alpha * L), 0, 1)`` (``[N]`` float32).
+
+    A long sequence gets a lambda near 1 (little bias over its many steps), a short one a
+    smaller lambda (less variance); pass the result as ``gae(..., lam=...)``. ``L`` is the
+    number of valid tokens; ``L = 0`` gives 0.
+    """
+    if alpha <= 0:
+        raise ValueError(f"alpha must be > 0, got {alpha}")
+    length = _f32(lengths)
+    return (1.0 - 1.0 / (alpha * length)).clamp(0.0, 1.0)
+
+
+def reinforce_pp_advantages(token_rewards: Tensor, mask: Tensor, *, gamma: float = 1.0) -> Tensor:
+    """REINFORCE++: returns-to-go over valid tokens, whitened over the whole batch (``[N, T]``).
+
+    ``G_t = r_t + gamma * G_{t+1}`` where ``t+1`` is the next *valid* token (a masked hole is
+    skipped and the return carries across it), then :func:`masked_whiten` over every valid
+    token of the batch: the baseline is the batch, not the prompt's group, so one completion per
+    prompt is enough. Invalid positions are 0. The token rewards are the score on the last valid
+    token minus ``beta * k1`` per token, as for PPO.
+    """
+    r = _f32(token_rewards)
+    m = _bool(mask).to(r.device)
+    _check_same_shape(token_rewards=r, mask=m)
+    if r.dim() != 2:
+        raise ValueError(f"reinforce_pp_advantages expects [N, T] tensors, got {tuple(r.shape)}")
+    r = torch.where(m, r, 0.0)
+    running = r.new_zeros(r.shape[0])
+    columns: list[Tensor] = []
+    for i in range(r.shape[1] - 1, -1, -1):
+        valid = m[:, i]
+        running = torch.where(valid, r[:, i] + gamma * running, running)
+        columns.append(torch.where(valid, running, 0.0))
+    returns = torch.stack(columns[::-1], dim=1) if columns else r
+    return masked_whiten(returns, m)
+
+
+def reinforce_pp_baseline_advantages(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> Tensor:
+    """REINFORCE++-baseline: ``R_i - mean_g(R)`` on every token, whitened over the batch.
+
+    The group mean removes the prompt's difficulty; the whitening over all valid tokens of the
+    batch (token-weighted) sets the scale, instead of GRPO's per-group std. A size-1 group gets
+    0 before whitening, as in :func:`group_advantages`. Returns ``[N, T]``, 0 at invalid positions.
+    """
+    m = _bool(mask)
+    base = group_advantages(rewards, group_ids, scale="none").to(m.device)
+    if m.dim() != 2 or m.shape[0] != base.shape[0]:
+        raise ValueError(
+            f"mask must be [N, T] with N = {base.shape[0]} rewards, got {tuple(m.shape)}"
+        )
+    return masked_whiten(base[:, None].expand(m.shape), m)
+
+
+def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> Tensor:
+    """``1 - Var(returns - values) / Var(returns)`` over valid tokens (float32 scalar).
+
+    1 means the value model predicts the returns exactly, 0 that it is no better than their
+    mean (negative: worse). 0 when the returns do not vary, i.e. their variance is below 1e-8
+    (nothing to explain; float rounding in ``returns = A + V`` must not give -1e14).
+    """
+    v, ret = _f32(values), _f32(returns).to(_f32(values).device)
+    m = _bool(mask).to(v.device)
+    _check_same_shape(values=v, returns=ret, mask=m)
+
+    def var(x: Tensor) -> Tensor:
+        mean = masked_mean(x, m)
+        return masked_mean((x - mean).square(), m)
+
+    var_returns = var(ret)
+    if float(var_returns) < 1e-8:
+        return var_returns.new_zeros(())
+    return 1.0 - var(ret - v) / var_returns
+
+
 # --------------------------------------------------------------------------------------------
 # losses
+
+
+def _pg_inputs(
+    name: str, logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The checked float32 ``(logp, old_logp, advantages [N, 1 or T], mask)`` of a policy loss;
+    advantages are 0 at invalid positions."""
+    lp, old = _f32(logp), _f32(old_logp)
+    m = _bool(mask).to(lp.device)
+    _check_same_shape(logp=lp, old_logp=old, mask=m)
+    if lp.dim() != 2:
+        raise ValueError(f"{name} expects [N, T] log-probs, got shape {tuple(lp.shape)}")
+    adv = _f32(advantages).to(lp.device)
+    if adv.dim() == 1:
+        adv = adv[:, None]
+    if adv.shape[0] != lp.shape[0] or adv.shape[1] not in (1, lp.shape[1]):
+        raise ValueError(
+            f"advantages must be [N] or [N, T] for log-probs {tuple(lp.shape)}, "
+            f"got {tuple(_f32(advantages).shape)}"
+        )
+    return lp, old, torch.where(m, adv, 0.0), m
 
 
 def policy_loss(
@@ -332,6 +444,7 @@ def policy_loss(
     eps_low: float = 0.2,
     eps_high: float = 0.2,
     dual_clip: float | None = None,
+    level: PolicyLevel = "token",
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped surrogate per token; returns ``(loss[N, T], stats)``.
 
@@ -341,28 +454,36 @@ def policy_loss(
     The loss is 0 (and has zero gradient) at invalid positions. ``stats`` are detached float32
     scalars, masked means over valid tokens (0 when there are none): ``clip_frac``,
     ``clip_frac_low``, ``clip_frac_high``, ``approx_kl``.
+
+    ``level="sequence"`` is GSPO (its "GSPO-token" form, as verl computes it): every token of
+    sequence ``i`` gets the ratio ``s_i = exp(mean_t(logp - old_logp))``, the geometric mean of
+    its token ratios, as value, and the gradient of its own ``logp`` (``logp - sg(logp) +
+    sg(log s_i)``, clamped at 10, where its gradient is 0). One clip decision per sequence
+    matches the sequence-level reward, and the length normalisation keeps ``s_i`` near 1 (hence
+    GSPO's tiny clip ranges, 3e-4 / 4e-4). No dual clip at sequence level. Extra stats:
+    ``seq_ratio_mean``, ``seq_ratio_min``, ``seq_ratio_max`` over sequences with a valid token.
     """
     if eps_low < 0 or eps_high < 0:
         raise ValueError(f"eps_low/eps_high must be >= 0, got {eps_low}/{eps_high}")
     if dual_clip is not None and dual_clip <= 1:
         raise ValueError(f"dual_clip must be > 1 (or None), got {dual_clip}")
-    lp, old = _f32(logp), _f32(old_logp)
-    m = _bool(mask).to(lp.device)
-    _check_same_shape(logp=lp, old_logp=old, mask=m)
-    if lp.dim() != 2:
-        raise ValueError(f"policy_loss expects [N, T] log-probs, got shape {tuple(lp.shape)}")
-    adv = _f32(advantages).to(lp.device)
-    if adv.dim() == 1:
-        adv = adv[:, None]
-    if adv.shape[0] != lp.shape[0] or adv.shape[1] not in (1, lp.shape[1]):
+    if level not in ("token", "sequence"):
+        raise ValueError(f"level must be 'token' or 'sequence', got {level!r}")
+    if level == "sequence" and dual_clip is not None:
         raise ValueError(
-            f"advantages must be [N] or [N, T] for log-probs {tuple(lp.shape)}, "
-            f"got {tuple(_f32(advantages).shape)}"
+            "dual_clip is not defined for level='sequence' (GSPO clips whole sequences); "
+            "set dual_clip to None"
         )
-    adv = torch.where(m, adv, 0.0)
+    lp, old, adv, m = _pg_inputs("policy_loss", logp, old_logp, advantages, mask)
     # Mask before exp so garbage (-inf, nan) at padding cannot reach the forward or backward.
-    log_ratio = torch.where(m, lp - old, 0.0)
-    ratio = torch.exp(log_ratio.clamp(-20.0, 20.0))
+    lp = torch.where(m, lp, 0.0)
+    diff = torch.where(m, lp - old, 0.0)
+    if level == "sequence":
+        seq_valid = m.any(dim=1)
+        log_s = diff.sum(dim=1) / m.sum(dim=1).to(torch.float32).clamp(min=1)
+        ratio = torch.exp((lp - lp.detach() + log_s.detach()[:, None]).clamp(max=10.0))
+    else:
+        ratio = torch.exp(diff.clamp(-20.0, 20.0))
     l1 = -adv * ratio
     l2 = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)
     loss = torch.maximum(l1, l2)
@@ -375,9 +496,83 @@ def policy_loss(
             "clip_frac": masked_mean((l2 > l1).float(), m),
             "clip_frac_low": masked_mean(((ratio < 1.0 - eps_low) & (adv < 0)).float(), m),
             "clip_frac_high": masked_mean(((ratio > 1.0 + eps_high) & (adv > 0)).float(), m),
-            "approx_kl": masked_mean(old - lp, m),
+            "approx_kl": masked_mean(-diff, m),
+        }
+        if level == "sequence":
+            s = torch.exp(log_s.clamp(max=10.0))
+            any_valid = bool(seq_valid.any())
+            stats["seq_ratio_mean"] = masked_mean(s, seq_valid)
+            stats["seq_ratio_min"] = s[seq_valid].min() if any_valid else s.new_zeros(())
+            stats["seq_ratio_max"] = s[seq_valid].max() if any_valid else s.new_zeros(())
+    return loss, stats
+
+
+def cispo_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    eps_low: float,
+    eps_high: float,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """CISPO (MiniMax-M1) per token: ``-sg(clip(ratio, 1 - eps_low, 1 + eps_high)) * A * logp``.
+
+    Returns ``(loss[N, T], stats)``. PPO's clip zeroes the gradient of a clipped token; CISPO
+    clips only the (detached) importance weight, so every token keeps its REINFORCE gradient
+    ``-w * A * grad(logp)`` however far its ratio moved. Both bounds are relative to 1, like
+    every clip in this module (TRL's ``epsilon_high`` for CISPO is an absolute cap instead: pass
+    ``eps_high = cap - 1``; ``eps_low = 1`` means no lower bound, as in the paper). ``ratio =
+    exp(clamp(logp - old_logp, -20, 20))``. Stats (masked means over valid tokens):
+    ``clip_frac`` (weight clipped, whatever the sign of A), ``clip_frac_low``,
+    ``clip_frac_high`` (below/above the bounds), ``approx_kl`` (mean of the clamped
+    ``old_logp - logp``).
+    """
+    if eps_low < 0 or eps_high < 0:
+        raise ValueError(f"eps_low/eps_high must be >= 0, got {eps_low}/{eps_high}")
+    lp, old, adv, m = _pg_inputs("cispo_loss", logp, old_logp, advantages, mask)
+    lp = torch.where(m, lp, 0.0)
+    log_ratio = torch.where(m, lp - old, 0.0).clamp(-20.0, 20.0)
+    ratio = torch.exp(log_ratio)
+    weight = ratio.clamp(1.0 - eps_low, 1.0 + eps_high).detach()
+    loss = torch.where(m, -weight * adv * lp, 0.0)
+    with torch.no_grad():
+        stats = {
+            "clip_frac": masked_mean((ratio != weight).float(), m),
+            "clip_frac_low": masked_mean((ratio < 1.0 - eps_low).float(), m),
+            "clip_frac_high": masked_mean((ratio > 1.0 + eps_high).float(), m),
+            "approx_kl": masked_mean(-log_ratio, m),
         }
     return loss, stats
+
+
+def positive_nll(
+    logp: Tensor,
+    mask: Tensor,
+    positive: Tensor,
+    *,
+    num_tokens: Tensor | float | None = None,
+) -> Tensor:
+    """VAPO's positive-example LM loss: token-mean ``-logp`` over the sequences marked positive.
+
+    ``positive`` is ``[N]`` (bool or 0/1; e.g. the correct completions). Imitating its own
+    correct samples makes the policy exploit them faster than the policy gradient alone.
+    Returns a float32 scalar, 0 (still attached to the graph) when no valid token is positive.
+    Gradient accumulation: pass the whole optimizer step's positive-token count as
+    ``num_tokens`` and sum the micro-batch results.
+    """
+    lp = _f32(logp)
+    m = _bool(mask).to(lp.device)
+    _check_same_shape(logp=lp, mask=m)
+    pos = _bool(torch.as_tensor(positive, device=lp.device))
+    if lp.dim() != 2 or pos.shape != (lp.shape[0],):
+        raise ValueError(
+            f"expected logp/mask [N, T] and positive [N], got {tuple(lp.shape)} and "
+            f"{tuple(pos.shape)}"
+        )
+    selected = m & pos[:, None]
+    count = selected.sum() if num_tokens is None else num_tokens
+    return torch.where(selected, -lp, 0.0).sum() / _safe_denominator(count, lp)
 
 
 def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: KLKind) -> Tensor:

@@ -448,12 +448,12 @@ def check_algorithm(
     requirements did not ask for; ``loss`` is a finite scalar with a finite gradient w.r.t.
     ``logp`` that is nonzero somewhere and zero on padding, and the losses of two
     micro-batches (given the whole step's ``num_tokens``/``num_seqs``) add up to the whole
-    batch's.
+    batch's. All of it on a batch of the run's first step and one of its last (``batch.step``
+    1 and ``run.max_steps``; the default run has 1000 steps): a step may train only the value
+    model (VAPO's value warm-up), but the last one must train the policy.
     """
-    import torch
-
     from rlvr.host import algorithm_problems
-    from rlvr.protocols import RolloutBatch, RunInfo
+    from rlvr.protocols import RunInfo
     from rlvr.records import Requirements
 
     record = _resolve("algorithm", record_or_name, host)
@@ -467,7 +467,7 @@ def check_algorithm(
         raise _fail(label, f"requirements.min_group_size must be an int >= 1, got {req!r}")
     group = max(4, req.min_group_size)
     if run is None:
-        run = RunInfo(max_completion_length=8, num_generations=group, seed=seed, max_steps=10)
+        run = RunInfo(max_completion_length=8, num_generations=group, seed=seed, max_steps=1000)
     impl = _call(label, "factory(params, run)", record.factory, p, run)
     problems = algorithm_problems(impl, req)
     if problems:
@@ -477,9 +477,38 @@ def check_algorithm(
             "(see rlvr.protocols.AlgorithmImpl)",
         )
 
+    # The first and the last training step of the run: an algorithm with a schedule (VAPO's
+    # value warm-up reads ``batch.step``) may train only its value model at the first, but must
+    # train the policy by the last.
+    steps = sorted({1, max(1, int(run.max_steps))})
+    trains_policy = {}
+    for step in steps:
+        metrics, trains_policy[step] = _check_algorithm_step(label, impl, req, run, seed, step)
+    if not any(trains_policy.values()):
+        raise _fail(
+            label,
+            f"the loss has no gradient w.r.t. logp (no policy gradient) at step "
+            f"{' or '.join(map(str, steps))} (batch.step; run.max_steps = {run.max_steps}): "
+            "only the value model trains. A value warm-up must end before the run does: "
+            "check with a RunInfo whose max_steps is past it, or a shorter warm-up",
+        )
+    return metrics
+
+
+def _check_algorithm_step(
+    label: str, impl: Any, req: Any, run: Any, seed: int, step: int
+) -> tuple[dict[str, float], bool]:
+    """:func:`check_algorithm` on one synthetic batch of training step ``step``: its metrics,
+    and whether the loss trains the policy (False: a value-only step, allowed only when the
+    loss trains the values)."""
+    import torch
+
+    from rlvr.protocols import RolloutBatch
+
     batch = synthetic_batch(
         req, group_size=run.num_generations, max_completion_length=run.max_completion_length
     )
+    batch.step = step
     n, t = batch.completion_ids.shape
     needs = (
         f"the batch holds only what its requirements ask for ({req!r}); does it read a tensor "
@@ -553,15 +582,23 @@ def check_algorithm(
         raise _fail(label, "the loss does not depend on logp (it has no gradient)")
     loss.backward()
     grad = delta.grad
-    if grad is None or not torch.isfinite(grad).all():
+    if grad is not None and not torch.isfinite(grad).all():
         raise _fail(label, f"the gradient of the loss w.r.t. logp is not finite: {grad}")
-    if not grad.abs().sum() > 0:
-        raise _fail(label, "the gradient of the loss w.r.t. logp is zero everywhere")
+    trains_values = values is not None and values.grad is not None
+    if values is not None and values.grad is not None and not torch.isfinite(values.grad).all():
+        raise _fail(label, "the gradient of the loss w.r.t. the values is not finite")
+    trains_policy = grad is not None and bool(grad.abs().sum() > 0)
+    if not trains_policy and not trains_values:
+        raise _fail(
+            label,
+            f"at step {step} the gradient of the loss w.r.t. logp is "
+            f"{'absent' if grad is None else 'zero everywhere'} (no policy gradient)",
+        )
+    if req.value_model and not trains_values:
+        raise _fail(label, f"at step {step} the loss has no gradient w.r.t. the values")
     padding = ~batch.completion_mask.bool()
-    if grad[padding].abs().max() > 0:
+    if grad is not None and grad[padding].abs().max() > 0:
         raise _fail(label, "padding positions (completion_mask == 0) get a gradient")
-    if values is not None and (values.grad is None or not torch.isfinite(values.grad).all()):
-        raise _fail(label, "the loss has no finite gradient w.r.t. the values")
 
     with torch.no_grad():
         half = n // 2
@@ -575,7 +612,7 @@ def check_algorithm(
             f"{float(whole):.6g}; normalise by the num_tokens/num_seqs passed to loss() (the "
             "whole optimizer step's counts), not by the micro-batch's own",
         )
-    return metrics
+    return metrics, trains_policy
 
 
 # --------------------------------------------------------------------------- backends

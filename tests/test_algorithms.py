@@ -137,7 +137,7 @@ def test_import_does_not_load_torch():
     code = (
         "import sys, rlvr.plugins.algorithms as a; "
         "out = []; a.rlvr_register_algorithms(register=out.append); "
-        "assert len(out) == 5; assert 'torch' not in sys.modules, 'torch imported'"
+        "assert len(out) == 10; assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -1,5 +1,5 @@
 """The example plugin packages of examples/plugins/, each built into a wheel, installed into a
-fresh venv and used by name, as a user would: ``code_exec`` (a reward), ``reinforce_pp`` (an
+fresh venv and used by name, as a user would: ``code_exec`` (a reward), ``pass_at_k`` (an
 algorithm) and ``replay`` (a backend)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 PACKAGES = {
     "rlvr-code-exec": ("reward", "code_exec"),
-    "rlvr-reinforce-pp": ("algorithm", "reinforce_pp"),
+    "rlvr-passk": ("algorithm", "pass_at_k"),
     "rlvr-replay": ("backend", "replay"),
 }
 
@@ -100,34 +100,42 @@ def run_failing(*cmd) -> str:
     return proc.stderr
 
 
-# --------------------------------------------------------------------------- reinforce_pp
+# --------------------------------------------------------------------------- pass_at_k
 
 
-def test_reinforce_pp_validates_and_conforms(venv, tmp_path):
+def test_pass_at_k_validates_and_conforms(venv, tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(
         "algorithm:\n"
-        "  name: reinforce_pp\n"
-        "  params: {baseline: group, beta: 0.01, kl_kind: k1}\n"
-        "training: {num_generations: 4}\n"
+        "  name: pass_at_k\n"
+        "  params: {k: 4, correct_metric: answer}\n"
+        "rewards: [{name: answer}, {name: format}]\n"
+        "training: {num_generations: 8}\n"
     )
     resolved = rlvr(venv, "validate", config)
-    assert "baseline: group" in resolved and "kl_kind: k1" in resolved
+    assert "k: 4" in resolved and "correct_metric: answer" in resolved
 
+    # k larger than the group: the declared requirement rejects it before any model loads
     config.write_text(
-        "algorithm: {name: reinforce_pp, params: {baseline: group, kl_kind: k3}}\n"
-        "training: {num_generations: 1}\n"
+        "algorithm: {name: pass_at_k, params: {k: 8}}\ntraining: {num_generations: 4}\n"
     )
     errors = run_failing(venv, "-m", "rlvr.cli", "validate", config)
-    assert "algorithm.params.kl_kind" in errors
+    assert "training.num_generations" in errors and "at least 8" in errors
     python_in(
         venv,
         """
+        import torch
         from rlvr.testing import check_algorithm
-        for params in [{}, {"baseline": "group"}, {"beta": 0.05, "kl_kind": "k1"},
-                       {"beta": 0.02, "num_iterations": 2, "epsilon_high": 0.28}]:
-            metrics = check_algorithm("reinforce_pp", params=params)
-            assert abs(metrics["advantages/mean"]) < 1e-5, metrics  # globally whitened
+        from rlvr_passk.algorithm import pass_at_k_advantages
+
+        # n = 4, c = 1, k = 2: R = 1 - C(3,2)/C(4,2) = 1/2, s = 1/2; right: (1 - 1/2) / s = 1,
+        # wrong: (1 - 1/2 - C(2,1)/C(3,1)) / s = -1/3. An all-wrong group gets 0.
+        correct = torch.tensor([True, False, False, False, False, False])
+        adv = pass_at_k_advantages(correct, torch.tensor([0, 0, 0, 0, 1, 1]), 2)
+        torch.testing.assert_close(adv, torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3, 0.0, 0.0]))
+        for params in [{"k": 2}, {"k": 1, "beta": 0.05}, {"k": 3, "num_iterations": 2}]:
+            metrics = check_algorithm("pass_at_k", params=params)
+            assert 0.0 <= metrics["correct_frac"] <= 1.0, metrics
         """,
     )
 

@@ -471,3 +471,210 @@ def test_token_mean_weights_every_token_equally(rows, width, data):
     F.aggregate(x, mask, "token-mean").backward()
     expected = mask.float() / mask.sum().clamp(min=1)
     torch.testing.assert_close(x.grad, expected)
+
+
+# --------------------------------------------------------------------------------------------
+# GSPO (policy_loss level="sequence")
+#   seq 0: mask [1, 1, 0], d = logp - old = [0.1, 0.3], log s = 0.2, s = e^0.2 = 1.2214028, A = 1
+#          clip(s, 0.8, 1.2) = 1.2: l1 = -1.2214, l2 = -1.2 -> loss -1.2 per token, clipped, grad 0
+#   seq 1: mask [1, 1, 1], d = [0, -0.3, 0], log s = -0.1, s = e^-0.1 = 0.9048374, A = -2
+#          not clipped: loss 2 * 0.9048374 = 1.8096748 per token; d loss_t / d logp_t = -A * s
+
+
+def _gspo_inputs():
+    old = t([[-1.0, -2.0, -1.0], [-0.5, -1.0, -1.5]])
+    logp = old + t([[0.1, 0.3, 5.0], [0.0, -0.3, 0.0]])  # 5.0 is padding: must not count
+    mask = t([[1, 1, 0], [1, 1, 1]])
+    return logp.requires_grad_(), old, t([1.0, -2.0]), mask
+
+
+def test_gspo_sequence_ratio_values_grads_stats():
+    logp, old, adv, mask = _gspo_inputs()
+    loss, stats = F.policy_loss(logp, old, adv, mask, level="sequence")
+    s0, s1 = math.exp(0.2), math.exp(-0.1)
+    close(loss, [[-1.2, -1.2, 0.0], [2 * s1, 2 * s1, 2 * s1]])
+    loss.sum().backward()
+    close(logp.grad, [[0.0, 0.0, 0.0], [2 * s1, 2 * s1, 2 * s1]])
+    close(stats["clip_frac"], 2 / 5)
+    close(stats["approx_kl"], -(0.1 + 0.3 - 0.3) / 5)
+    close(stats["seq_ratio_mean"], (s0 + s1) / 2)
+    close(stats["seq_ratio_min"], s1)
+    close(stats["seq_ratio_max"], s0)
+
+
+def test_gspo_differs_from_token_level_and_matches_it_for_one_token():
+    logp, old, adv, mask = _gspo_inputs()
+    token, _ = F.policy_loss(logp, old, adv, mask)
+    sequence, _ = F.policy_loss(logp, old, adv, mask, level="sequence")
+    assert not torch.allclose(token[1], sequence[1])  # token ratios e^0, e^-0.3, e^0 differ
+    # With one token per sequence the geometric mean is the token ratio itself.
+    one = t([[1, 0, 0], [1, 0, 0]])
+    a, _ = F.policy_loss(logp, old, adv, one)
+    b, _ = F.policy_loss(logp, old, adv, one, level="sequence")
+    close(a, b.detach())
+
+
+def test_gspo_log_ratio_clamp_at_10_has_zero_gradient():
+    # log s = 12 clamps to 10; A = -1, so the unclipped branch -A * e^10 is the loss.
+    logp = t([[2.0, 2.0]]).requires_grad_()
+    old = t([[-10.0, -10.0]])
+    loss, stats = F.policy_loss(logp, old, t([-1.0]), t([[1, 1]]), level="sequence")
+    close(loss, [[math.exp(10), math.exp(10)]], rtol=1e-5)
+    loss.sum().backward()
+    close(logp.grad, [[0.0, 0.0]])
+    close(stats["approx_kl"], -12.0)  # the unclamped log-ratio
+
+
+def test_gspo_rejects_dual_clip_and_bad_level():
+    logp, old, adv, mask = _gspo_inputs()
+    with pytest.raises(ValueError, match="dual_clip is not defined for level='sequence'"):
+        F.policy_loss(logp, old, adv, mask, level="sequence", dual_clip=3.0)
+    with pytest.raises(ValueError, match="level must be"):
+        F.policy_loss(logp, old, adv, mask, level="seq")
+
+
+def test_gspo_empty_rows_and_garbage_padding():
+    logp = t([[-1.0, float("nan")], [float("-inf"), float("inf")]]).requires_grad_()
+    old = t([[-1.2, float("inf")], [float("nan"), 0.0]])
+    loss, stats = F.policy_loss(logp, old, t([1.0, 1.0]), t([[1, 0], [0, 0]]), level="sequence")
+    assert torch.isfinite(loss).all() and float(loss[1].detach().abs().sum()) == 0.0
+    loss.sum().backward()
+    assert torch.isfinite(logp.grad).all()
+    close(stats["seq_ratio_min"], math.exp(0.2))
+
+
+# --------------------------------------------------------------------------------------------
+# CISPO: d = [0.5, -0.5, 0.1], ratio = [1.6487213, 0.6065307, 1.1051709], A = 1,
+#   eps 0.2 / 0.28 -> weight [1.28, 0.8, 1.1051709]; logp = [-1, -2, -0.5]
+#   loss = -w * A * logp = [1.28, 1.6, 0.5525855]; d loss / d logp = -w * A (never 0)
+
+
+def test_cispo_values_grads_stats():
+    old = t([[-1.5, -1.5, -0.6]])
+    logp = (old + t([[0.5, -0.5, 0.1]])).requires_grad_()
+    mask = t([[1, 1, 1]])
+    loss, stats = F.cispo_loss(logp, old, t([1.0]), mask, eps_low=0.2, eps_high=0.28)
+    close(loss, [[1.28, 1.6, 0.5 * math.exp(0.1)]])
+    loss.sum().backward()
+    close(logp.grad, [[-1.28, -0.8, -math.exp(0.1)]])
+    close(stats["clip_frac"], 2 / 3)
+    close(stats["clip_frac_low"], 1 / 3)
+    close(stats["clip_frac_high"], 1 / 3)
+    close(stats["approx_kl"], -0.1 / 3)
+    # PPO's clip drops the first token (ratio 1.65 > 1.28 with A > 0): zero gradient there.
+    ppo_logp = logp.detach().clone().requires_grad_()
+    ppo, _ = F.policy_loss(ppo_logp, old, t([1.0]), mask, eps_low=0.2, eps_high=0.28)
+    ppo.sum().backward()
+    assert float(ppo_logp.grad[0, 0]) == 0.0 and float(logp.grad[0, 0]) != 0.0
+
+
+def test_cispo_trl_absolute_cap_is_eps_high_cap_minus_one():
+    # TRL: weight = min(ratio, epsilon_high) with epsilon_high = 5 an absolute cap, no floor.
+    old = t([[-3.0, -1.0]])
+    logp = old + t([[2.0, -3.0]])  # ratios e^2 = 7.39 (capped at 5) and e^-3 = 0.0498 (kept)
+    loss, stats = F.cispo_loss(logp, old, t([-1.0]), t([[1, 1]]), eps_low=1.0, eps_high=4.0)
+    close(loss, [[5.0 * -1.0, math.exp(-3.0) * -4.0]])
+    close(stats["clip_frac"], 0.5)
+
+
+def test_cispo_masks_padding_and_validates():
+    logp = t([[-1.0, float("nan")]]).requires_grad_()
+    old = t([[-1.0, float("-inf")]])
+    loss, _ = F.cispo_loss(logp, old, t([2.0]), t([[1, 0]]), eps_low=0.2, eps_high=0.2)
+    close(loss, [[2.0, 0.0]])
+    loss.sum().backward()
+    close(logp.grad, [[-2.0, 0.0]])
+    with pytest.raises(ValueError, match="eps_low/eps_high"):
+        F.cispo_loss(logp, old, t([2.0]), t([[1, 0]]), eps_low=-0.1, eps_high=0.2)
+
+
+# --------------------------------------------------------------------------------------------
+# REINFORCE++
+
+
+def test_reinforce_pp_returns_skip_holes_then_whiten():
+    # row 0: rewards [0, x, 1], mask [1, 0, 1] (hole), gamma 0.5: G2 = 1, G0 = 0 + 0.5 * 1 = 0.5
+    # row 1: rewards [0.2, -1, pad]:                              G1 = -1, G0 = 0.2 - 0.5 = -0.3
+    # valid returns [0.5, 1, -0.3, -1]: mean 0.05, squared deviations sum 2.33, var 2.33 / 3
+    rewards = t([[0.0, 7.0, 1.0], [0.2, -1.0, 9.0]])
+    mask = t([[1, 0, 1], [1, 1, 0]])
+    adv = F.reinforce_pp_advantages(rewards, mask, gamma=0.5)
+    scale = 1 / math.sqrt(2.33 / 3 + 1e-8)
+    expected = [[0.45 * scale, 0.0, 0.95 * scale], [-0.35 * scale, -1.05 * scale, 0.0]]
+    close(adv, expected)
+
+
+def test_reinforce_pp_gamma_one_is_reward_to_go():
+    rewards = t([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
+    mask = t([[1, 1, 1], [1, 1, 0]])
+    # returns [1, 1, 1] and [1, 1]: all equal, so whitening gives 0 everywhere
+    close(F.reinforce_pp_advantages(rewards, mask), torch.zeros(2, 3))
+
+
+def test_reinforce_pp_baseline():
+    # rewards [1, 0, 0.5, 2], groups [0, 0, 0, 1] (group 1 is a singleton -> 0),
+    # lengths [2, 1, 3, 2]. Group 0 mean 0.5 -> [0.5, -0.5, 0, 0] on each row's tokens.
+    # 8 valid tokens: sum 0.5, mean 0.0625; squared deviations 2*0.4375^2 + 0.5625^2 +
+    # 5*0.0625^2 = 0.71875, var 0.71875 / 7.
+    mask = t([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]])
+    adv = F.reinforce_pp_baseline_advantages(t([1.0, 0.0, 0.5, 2.0]), t([0, 0, 0, 1]), mask)
+    s = 1 / math.sqrt(0.71875 / 7 + 1e-8)
+    a, b, c = 0.4375 * s, -0.5625 * s, -0.0625 * s
+    close(adv, [[a, a, 0.0], [b, 0.0, 0.0], [c, c, c], [c, c, 0.0]])
+    with pytest.raises(ValueError, match="mask must be"):
+        F.reinforce_pp_baseline_advantages(t([1.0, 0.0]), t([0, 0]), mask)
+
+
+# --------------------------------------------------------------------------------------------
+# VAPO pieces
+
+
+def test_length_adaptive_lam():
+    # alpha * L = [0, 0.5, 1, 5, 50] -> 1 - 1/x = [-inf, -1, 0, 0.8, 0.98], clamped to [0, 1]
+    lam = F.length_adaptive_lam(t([0, 10, 20, 100, 1000], torch.long), alpha=0.05)
+    close(lam, [0.0, 0.0, 0.0, 0.8, 0.98])
+    with pytest.raises(ValueError, match="alpha"):
+        F.length_adaptive_lam(t([1.0]), alpha=0.0)
+
+
+def test_gae_with_a_lambda_per_sequence():
+    # rewards [0, 1], values [0.5, 0.2], gamma 1: delta = [0 + 0.2 - 0.5, 1 - 0.2] = [-0.3, 0.8]
+    # lam 0: A = delta = [-0.3, 0.8]; lam 1: A = [-0.3 + 0.8, 0.8] = [0.5, 0.8]; R = A + V
+    rewards = t([[0.0, 1.0], [0.0, 1.0]])
+    values = t([[0.5, 0.2], [0.5, 0.2]])
+    mask = t([[1, 1], [1, 1]])
+    adv, ret = F.gae(rewards, values, mask, lam=t([0.0, 1.0]), whiten=False)
+    close(adv, [[-0.3, 0.8], [0.5, 0.8]])
+    close(ret, [[0.2, 1.0], [1.0, 1.0]])
+    with pytest.raises(ValueError, match="lam must be"):
+        F.gae(rewards, values, mask, lam=t([0.5]))
+
+
+def test_positive_nll():
+    # positive rows 0 and 2: tokens -1, -2 (row 0) and -3 (row 2) -> mean NLL 6 / 3 = 2
+    logp = t([[-1.0, -2.0, float("nan")], [-0.5, -0.5, -0.5], [-3.0, 0.0, 0.0]])
+    logp.requires_grad_()
+    mask = t([[1, 1, 0], [1, 1, 1], [1, 0, 0]])
+    out = F.positive_nll(logp, mask, t([True, False, True], torch.bool))
+    close(out, 2.0)
+    out.backward()
+    close(logp.grad, [[-1 / 3, -1 / 3, 0.0], [0.0, 0.0, 0.0], [-1 / 3, 0.0, 0.0]])
+    # split in two micro-batches with the step's positive-token count: same total
+    pos = t([1, 0, 1])
+    parts = [F.positive_nll(logp[r], mask[r], pos[r], num_tokens=3) for r in (slice(0, 2), [2])]
+    close(sum(parts), 2.0)
+    none = F.positive_nll(logp, mask, t([0, 0, 0]))
+    close(none, 0.0)
+    assert none.requires_grad
+
+
+def test_explained_variance():
+    ret = t([[1.0, 2.0, 3.0, 99.0]])
+    mask = t([[1, 1, 1, 0]])
+    close(F.explained_variance(ret, ret, mask), 1.0)
+    close(F.explained_variance(t([[2.0, 2.0, 2.0, 0.0]]), ret, mask), 0.0)
+    # residual [0, 0, -1]: variance 2/9 against 2/3 -> 1 - 1/3
+    close(F.explained_variance(t([[1.0, 2.0, 4.0, 0.0]]), ret, mask), 2 / 3)
+    close(F.explained_variance(ret, t([[5.0, 5.0, 5.0, 0.0]]), mask), 0.0)  # nothing to explain
+    rounded = t([[0.0, 1e-6, 0.0, 0.0]])  # returns = A + V rounding noise, variance 3.3e-13
+    close(F.explained_variance(t([[0.3, 0.2, 0.1, 0.0]]), rounded, mask), 0.0)

@@ -3,8 +3,9 @@
 :class:`PolicyGradient` drives ``rlvr.functional``: shape rewards, compute advantages, build the
 loss mask (``prepare``), then the clipped surrogate plus an optional KL term aggregated in the
 algorithm's mode (``loss``). Subclasses change only what differs: the advantage estimator
-(:class:`GroupRelative` for GRPO/Dr. GRPO, :class:`LeaveOneOut` for RLOO), and DAPO/PPO in their
-own modules.
+(:class:`GroupRelative` for GRPO/Dr. GRPO/GSPO, :class:`LeaveOneOut` for RLOO), the surrogate
+(CISPO), and DAPO/PPO/REINFORCE++/VAPO in their own modules. The helpers below
+(:func:`metric_values`, :func:`kl_shaped_token_rewards`) are shared by several of them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,54 @@ from rlvr.protocols import LossOutput, RolloutBatch, RunInfo
 
 def _float(x: torch.Tensor | float) -> float:
     return float(x.detach().float().item()) if isinstance(x, torch.Tensor) else float(x)
+
+
+def metric_values(batch: RolloutBatch, metric: str, setting: str) -> torch.Tensor:
+    """``[N]`` float32: the weighted score (``metric == "reward"``) or one reward's values
+    (None/NaN counts as 0). ``setting`` names the param, for the error message."""
+    if metric == "reward":
+        return batch.scores.float()
+    if metric not in batch.reward_components:
+        have = ", ".join(sorted(batch.reward_components)) or "none"
+        raise KeyError(
+            f"{setting} {metric!r} is not a reward label of this run (labels: {have}); set "
+            f"algorithm.params.{setting} to 'reward' or one of them"
+        )
+    return torch.nan_to_num(batch.reward_components[metric].float(), nan=0.0)
+
+
+def last_token_rewards(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[N, T]`` zeros with each row's score on its last valid token (rows with none: 0)."""
+    m = mask.bool()
+    positions = torch.arange(m.shape[1], device=m.device).expand_as(m)
+    last = torch.where(m, positions, -1).amax(dim=1)
+    out = torch.zeros(m.shape, dtype=torch.float32, device=m.device)
+    rows = torch.nonzero(last >= 0).squeeze(1)
+    out[rows, last[rows]] = scores.float().to(m.device)[rows]
+    return out
+
+
+def kl_shaped_token_rewards(
+    batch: RolloutBatch,
+    scores: torch.Tensor,
+    mask: torch.Tensor,
+    params: Any,
+    metrics: dict[str, float],
+) -> torch.Tensor:
+    """PPO's and REINFORCE++'s token rewards: the score on the last valid token minus
+    ``beta * KL(old policy, reference)`` on every valid token (``params.kl_kind``)."""
+    token_rewards = last_token_rewards(scores, mask)
+    if params.beta > 0:
+        if batch.old_logp is None or batch.ref_logp is None:
+            raise ValueError(
+                f"{params.algorithm} with beta > 0 needs batch.old_logp and batch.ref_logp for "
+                "the KL in the reward (requirements.reference_model/old_logprobs ask the "
+                "trainer for them)"
+            )
+        kl = F.kl_penalty(batch.old_logp, batch.ref_logp, params.kl_kind)
+        token_rewards = token_rewards - params.beta * torch.where(mask.bool(), kl, 0.0)
+        metrics["kl/mean"] = _float(F.masked_mean(kl, mask))
+    return token_rewards
 
 
 class PolicyGradient:
@@ -98,6 +147,27 @@ class PolicyGradient:
         """A term added to the loss (PPO's value loss), already normalised; None for none."""
         return None
 
+    def surrogate(
+        self,
+        logp: torch.Tensor,
+        old_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The per-token policy loss and its stats: the clipped surrogate (per token or, with
+        ``level: sequence``, GSPO's per-sequence ratio)."""
+        p = self.params
+        return F.policy_loss(
+            logp,
+            old_logp,
+            advantages,
+            mask,
+            eps_low=p.epsilon,
+            eps_high=p.eps_high,
+            dual_clip=p.delta,
+            level=p.level,
+        )
+
     def loss(
         self,
         batch: RolloutBatch,
@@ -112,15 +182,7 @@ class PolicyGradient:
             raise ValueError("batch has no advantages: call prepare() before loss()")
         mask = batch.loss_mask if batch.loss_mask is not None else batch.completion_mask
         old_logp = batch.old_logp if batch.old_logp is not None else logp.detach()
-        per_token, stats = F.policy_loss(
-            logp,
-            old_logp,
-            batch.advantages,
-            mask,
-            eps_low=p.epsilon,
-            eps_high=p.eps_high,
-            dual_clip=p.delta,
-        )
+        per_token, stats = self.surrogate(logp, old_logp, batch.advantages, mask)
 
         def reduce(x: torch.Tensor, **counts: Any) -> torch.Tensor:
             return F.aggregate(

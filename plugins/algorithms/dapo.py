@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from rlvr import functional as F
-from rlvr.plugins.algorithms.base import GroupRelative, _float
+from rlvr.plugins.algorithms.base import GroupRelative, _float, metric_values
 from rlvr.protocols import RolloutBatch, RunInfo
 
 
@@ -32,16 +32,7 @@ class DAPO(GroupRelative):
 
     def filter_values(self, batch: RolloutBatch) -> torch.Tensor:
         """The metric dynamic sampling compares within a group (None/NaN counts as 0)."""
-        metric = self.params.filter_metric
-        if metric == "reward":
-            return batch.scores.float()
-        if metric not in batch.reward_components:
-            have = ", ".join(sorted(batch.reward_components)) or "none"
-            raise KeyError(
-                f"dapo filter_metric {metric!r} is not a reward label of this run (labels: "
-                f"{have}); set algorithm.params.filter_metric to 'reward' or one of them"
-            )
-        return torch.nan_to_num(batch.reward_components[metric].float(), nan=0.0)
+        return metric_values(batch, self.params.filter_metric, "filter_metric")
 
     def select(self, batch: RolloutBatch) -> torch.Tensor | None:
         if not self.params.dynamic_sampling:

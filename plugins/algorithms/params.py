@@ -4,7 +4,8 @@ Names follow TRL's ``GRPOConfig`` (``epsilon``, ``epsilon_high``, ``beta``, ``sc
 ``loss_type``, ``num_iterations``, ``mask_truncated_completions``, ``delta``) and, for PPO, TRL's
 ``PPOConfig`` (``cliprange``, ``cliprange_value``, ``vf_coef``, ``gamma``, ``lam``,
 ``kl_coef``, ``kl_estimator``, ``num_ppo_epochs``), accepted as aliases of the shared names.
-Each model also answers :meth:`requirements`, which config validation calls (no torch).
+GSPO's ``level`` also accepts TRL's ``importance_sampling_level``. Each model also answers
+:meth:`requirements`, which config validation calls (no torch).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ LossType = Literal[
     "seq-mean-token-sum-norm",
 ]
 ScaleRewards = Literal["group", "batch", "none"]
+Level = Literal["token", "sequence"]
 
 
 def _alias(*names: str) -> AliasChoices:
@@ -132,6 +134,15 @@ class PolicyGradientParams(_AliasedParams):
         validation_alias=_alias("importance_sampling_cap", "vllm_importance_sampling_cap"),
         description="Upper bound of the truncated importance weights.",
     )
+    level: Level = Field(
+        "token",
+        validation_alias=_alias("level", "importance_sampling_level"),
+        description=(
+            "Importance ratio per 'token' (PPO, GRPO) or per 'sequence' (GSPO: the geometric "
+            "mean of the sequence's token ratios, one clip decision per completion). TRL: "
+            "importance_sampling_level."
+        ),
+    )
 
     @property
     def eps_high(self) -> float:
@@ -144,6 +155,11 @@ class PolicyGradientParams(_AliasedParams):
 
     @model_validator(mode="after")
     def _check_delta(self) -> PolicyGradientParams:
+        if self.delta is not None and self.level == "sequence":
+            raise ValueError(
+                "delta (dual clip) is not defined for level: sequence (GSPO clips whole "
+                "sequences); set delta to null or level to token"
+            )
         if self.delta is not None and self.delta <= 1.0 + self.eps_high:
             raise ValueError(
                 f"delta (dual clip) must be greater than 1 + epsilon_high = {1 + self.eps_high:g} "
@@ -265,6 +281,130 @@ class RLOOParams(PolicyGradientParams):
     loss_type: LossType = Field("dapo", description="Loss aggregation (dapo = token-mean).")
 
 
+class GSPOParams(GroupParams):
+    """GSPO (Qwen team): GRPO with a sequence-level ratio and the paper's tiny clip range."""
+
+    algorithm: ClassVar[str] = "gspo"
+    epsilon: float = Field(
+        3e-4, ge=0.0, description="Lower clip of the sequence ratio (paper: 3e-4)."
+    )
+    epsilon_high: float | None = Field(
+        4e-4, ge=0.0, description="Upper clip of the sequence ratio (paper: 4e-4)."
+    )
+    level: Level = Field(
+        "sequence",
+        validation_alias=_alias("level", "importance_sampling_level"),
+        description="'sequence' (GSPO); 'token' turns it back into GRPO with GSPO's clip.",
+    )
+
+
+class CISPOParams(GroupParams):
+    """CISPO (MiniMax-M1): group advantages, clipped and detached importance weights on
+    REINFORCE, token-level loss, no KL."""
+
+    algorithm: ClassVar[str] = "cispo"
+    epsilon: float = Field(
+        1.0,
+        ge=0.0,
+        description=(
+            "Lower bound of the weight, relative: 1 - epsilon. 1.0 (the paper): no lower bound."
+        ),
+    )
+    epsilon_high: float | None = Field(
+        None,
+        ge=0.0,
+        description=(
+            "Upper bound of the weight, relative: 1 + epsilon_high (as verl); null: 0.28, or "
+            "absolute_ratio_cap when that is set."
+        ),
+    )
+    absolute_ratio_cap: float | None = Field(
+        None,
+        gt=1.0,
+        description=(
+            "TRL's CISPO epsilon_high: an absolute cap on the weight (TRL suggests 5.0) instead "
+            "of 1 + epsilon_high; do not give both."
+        ),
+    )
+    loss_type: LossType = Field("dapo", description="Loss aggregation (dapo = token-mean).")
+    level: Literal["token"] = Field(
+        "token",
+        validation_alias=_alias("level", "importance_sampling_level"),
+        description="CISPO weights tokens ('token' only).",
+    )
+
+    @property
+    def eps_high(self) -> float:
+        if self.absolute_ratio_cap is not None:
+            return self.absolute_ratio_cap - 1.0
+        return 0.28 if self.epsilon_high is None else self.epsilon_high
+
+    @model_validator(mode="after")
+    def _check_cispo(self) -> CISPOParams:
+        if self.absolute_ratio_cap is not None and self.epsilon_high is not None:
+            raise ValueError(
+                "epsilon_high (relative: the cap is 1 + epsilon_high) and absolute_ratio_cap "
+                "(TRL's absolute cap) set the same bound; give only one"
+            )
+        if self.delta is not None:
+            raise ValueError("cispo has no dual clip (it never drops a token); remove delta")
+        return self
+
+
+class ReinforcePPParams(PolicyGradientParams):
+    """REINFORCE++: returns-to-go of the KL-shaped token rewards, whitened over the batch."""
+
+    algorithm: ClassVar[str] = "reinforce_pp"
+    min_group_size: ClassVar[int] = 1
+
+    beta: float = Field(
+        0.01,
+        ge=0.0,
+        validation_alias=_alias("beta", "kl_coef", "init_kl_coef"),
+        description=(
+            "KL coefficient: beta * KL(policy, ref) is subtracted from each token reward "
+            "(paper, OpenRLHF init_kl_coef); 0 loads no reference model."
+        ),
+    )
+    kl_kind: Literal["k1", "k2", "k3"] = Field(
+        "k1",
+        validation_alias=_alias("kl_kind", "kl_estimator"),
+        description="KL estimator in the reward (paper and OpenRLHF: k1).",
+    )
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount of the returns-to-go.")
+    loss_type: LossType = Field("dapo", description="Loss aggregation (dapo = token-mean).")
+
+    def requirements(self) -> Requirements:
+        return Requirements(
+            reference_model=self.beta > 0,
+            reference_model_param="beta",
+            # the KL in the reward compares the sampling policy with the reference
+            old_logprobs=self.num_iterations > 1 or self.beta > 0,
+            sampler_logprobs=self.importance_sampling_correction,
+            min_group_size=1,
+        )
+
+
+class ReinforcePPBaselineParams(PolicyGradientParams):
+    """REINFORCE++-baseline: group-mean baseline, whitened over the batch, KL as a loss term."""
+
+    algorithm: ClassVar[str] = "reinforce_pp_baseline"
+    beta: float = Field(
+        0.0,
+        ge=0.0,
+        validation_alias=_alias("beta", "kl_coef", "init_kl_coef"),
+        description=(
+            "Coefficient of the KL loss term (OpenRLHF --use_kl_loss); 0 loads no reference."
+        ),
+    )
+    kl_kind: Literal["k1", "k2", "k3"] = Field(
+        "k2",
+        validation_alias=_alias("kl_kind", "kl_estimator"),
+        description="KL estimator of the loss term (OpenRLHF recommends k2 here).",
+    )
+    loss_type: LossType = Field("dapo", description="Loss aggregation (dapo = token-mean).")
+
+
 class ValueModelParams(Params):
     """How PPO builds its value model."""
 
@@ -333,23 +473,109 @@ class PPOParams(PolicyGradientParams):
         )
 
 
+class VAPOParams(PPOParams):
+    """VAPO: PPO with decoupled, length-adaptive GAE, Clip-Higher, token-mean, a positive-example
+    NLL term, value pretraining, group sampling and optional dynamic sampling."""
+
+    algorithm: ClassVar[str] = "vapo"
+    min_group_size: ClassVar[int] = 2
+
+    epsilon_high: float | None = Field(
+        0.28, ge=0.0, description="Upper clip range (Clip-Higher, paper: 0.28)."
+    )
+    beta: float = Field(
+        0.0,
+        ge=0.0,
+        validation_alias=_alias("beta", "kl_coef"),
+        description="KL coefficient in the reward (VAPO: 0, no reference model).",
+    )
+    lam: float = Field(
+        0.95,
+        ge=0.0,
+        le=1.0,
+        description="The policy's GAE lambda when length_adaptive_alpha is null.",
+    )
+    lam_critic: float = Field(
+        1.0, ge=0.0, le=1.0, description="GAE lambda of the value targets (decoupled GAE: 1.0)."
+    )
+    length_adaptive_alpha: float | None = Field(
+        0.05,
+        gt=0.0,
+        description=(
+            "Length-adaptive GAE: the policy's lambda is 1 - 1/(alpha * length) per "
+            "completion (paper: 0.05); null: the fixed lam."
+        ),
+    )
+    positive_nll_coef: float = Field(
+        0.1,
+        ge=0.0,
+        validation_alias=_alias("positive_nll_coef", "mu"),
+        description="Weight mu of the NLL loss on positive (correct) completions (paper: 0.1).",
+    )
+    positive_metric: str = Field(
+        "reward",
+        min_length=1,
+        description="'reward' (the weighted score) or a reward label that marks correct answers.",
+    )
+    positive_threshold: float = Field(
+        1.0, description="A completion is positive when its positive_metric is >= this."
+    )
+    value_warmup_steps: int = Field(
+        50,
+        ge=0,
+        description="First steps that train only the value model (paper: 50); the policy waits.",
+    )
+    dynamic_sampling: bool = Field(
+        False,
+        description="DAPO's dynamic sampling: drop groups whose filter_metric is all equal.",
+    )
+    max_generation_rounds: int = Field(
+        4, ge=1, description="Generation rounds allowed to fill a step under dynamic sampling."
+    )
+    filter_metric: str = Field(
+        "reward",
+        min_length=1,
+        description="'reward' (the weighted score) or a reward's label, for dynamic sampling.",
+    )
+
+    def requirements(self) -> Requirements:
+        return Requirements(
+            reference_model=self.beta > 0,
+            reference_model_param="beta",
+            value_model=True,
+            old_logprobs=self.num_iterations > 1 or self.beta > 0,
+            sampler_logprobs=self.importance_sampling_correction,
+            min_group_size=2,
+        )
+
+
 ALGORITHM_PARAMS: dict[str, type[PolicyGradientParams]] = {
     "grpo": GRPOParams,
     "dapo": DAPOParams,
     "dr_grpo": DrGRPOParams,
     "rloo": RLOOParams,
     "ppo": PPOParams,
+    "gspo": GSPOParams,
+    "cispo": CISPOParams,
+    "reinforce_pp": ReinforcePPParams,
+    "reinforce_pp_baseline": ReinforcePPBaselineParams,
+    "vapo": VAPOParams,
 }
 
 __all__ = [
     "ALGORITHM_PARAMS",
+    "CISPOParams",
     "DAPOParams",
     "DrGRPOParams",
     "GRPOParams",
+    "GSPOParams",
     "GroupParams",
     "OverlongPenaltyParams",
     "PPOParams",
     "PolicyGradientParams",
     "RLOOParams",
+    "ReinforcePPBaselineParams",
+    "ReinforcePPParams",
+    "VAPOParams",
     "ValueModelParams",
 ]

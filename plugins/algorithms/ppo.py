@@ -14,7 +14,12 @@ import torch
 from torch import nn
 
 from rlvr import functional as F
-from rlvr.plugins.algorithms.base import PolicyGradient, _float
+from rlvr.plugins.algorithms.base import (
+    PolicyGradient,
+    _float,
+    kl_shaped_token_rewards,
+    last_token_rewards,
+)
 from rlvr.protocols import RolloutBatch, RunInfo
 
 
@@ -97,17 +102,6 @@ def hidden_size_of(policy: nn.Module, backbone: nn.Module) -> int:
     raise TypeError(f"cannot tell the hidden size of {type(policy).__name__}")
 
 
-def last_token_rewards(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``[N, T]`` zeros with each row's score on its last valid token (rows with none: 0)."""
-    m = mask.bool()
-    positions = torch.arange(m.shape[1], device=m.device).expand_as(m)
-    last = torch.where(m, positions, -1).amax(dim=1)
-    out = torch.zeros(m.shape, dtype=torch.float32, device=m.device)
-    rows = torch.nonzero(last >= 0).squeeze(1)
-    out[rows, last[rows]] = scores.float().to(m.device)[rows]
-    return out
-
-
 class PPO(PolicyGradient):
     kl_in_loss = False
 
@@ -122,16 +116,7 @@ class PPO(PolicyGradient):
                 "ppo needs batch.old_values (the value model's values of the completion "
                 "tokens at generation time); requirements.value_model asks the trainer for them"
             )
-        token_rewards = last_token_rewards(rewards, mask)
-        if p.beta > 0:
-            if batch.old_logp is None or batch.ref_logp is None:
-                raise ValueError(
-                    "ppo with beta > 0 needs batch.old_logp and batch.ref_logp for the KL in the "
-                    "reward (requirements.reference_model/old_logprobs ask the trainer for them)"
-                )
-            kl = F.kl_penalty(batch.old_logp, batch.ref_logp, p.kl_kind)
-            token_rewards = token_rewards - p.beta * torch.where(mask.bool(), kl, 0.0)
-            metrics["kl/mean"] = _float(F.masked_mean(kl, mask))
+        token_rewards = kl_shaped_token_rewards(batch, rewards, mask, p, metrics)
         adv, returns = F.gae(
             token_rewards,
             batch.old_values,
@@ -175,3 +160,6 @@ class PPO(PolicyGradient):
             hidden,
             head_init_std=self.params.value_model.head_init_std,
         )
+
+
+__all__ = ["PPO", "ValueModel", "hidden_size_of", "last_token_rewards", "policy_backbone"]
