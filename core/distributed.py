@@ -123,12 +123,15 @@ class Dist:
         if not self.enabled or not params:
             return
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = torch.cat([g.reshape(-1).float() for g in grads])
-        flat = self.all_sum(flat)
+        has = torch.tensor([float(p.grad is not None) for p in params], device=grads[0].device)
+        flat = self.all_sum(torch.cat([*(g.reshape(-1).float() for g in grads), has]))
         offset = 0
-        for p, g in zip(params, grads, strict=True):
+        for i, (p, g) in enumerate(zip(params, grads, strict=True)):
             n = g.numel()
-            p.grad = flat[offset : offset + n].view_as(g).to(g.dtype)
+            # No gradient on any rank stays None (the optimizer then leaves it alone, as in
+            # one process: e.g. the policy during VAPO's value-only warm-up).
+            has_any = bool(flat[flat.numel() - len(params) + i] > 0)
+            p.grad = flat[offset : offset + n].view_as(g).to(g.dtype) if has_any else None
             offset += n
 
     def broadcast_module(self, module: torch.nn.Module) -> None:

@@ -4,10 +4,10 @@ the number of ranks.
 Each comparison runs the same config as 1 process x 2B prompts and as 2 ranks x B prompts with
 a backend whose completions depend only on the prompt (tests/dist_run.py), so both runs train
 on the same completions, and checks per-step loss and gradient norm and the final weights.
-Tolerance: relative 1e-4 (absolute 1e-6 for weights): the runs differ only in the order float32
-sums are taken (micro-batches, the all-reduce). SGD keeps that true for the weights; Adam's
-first update is about ``lr * sign(grad)`` and would turn rounding noise in near-zero gradient
-entries into differences of a whole learning rate.
+Tolerance: relative 1e-4 (absolute 1e-6 for weights and losses): the runs differ only in the
+order float32 sums are taken (micro-batches, the all-reduce). SGD keeps that true for the
+weights; Adam's first update is about ``lr * sign(grad)`` and would turn rounding noise in
+near-zero gradient entries into differences of a whole learning rate.
 """
 
 from __future__ import annotations
@@ -127,7 +127,9 @@ def assert_same_training(one: Path, two: Path) -> None:
     assert [m["step"] for m in m1] == [m["step"] for m in m2] == [1, 2, 3]
     for a, b in zip(m1, m2, strict=True):
         for key in ("loss", "grad_norm", "num_tokens", "groups_kept", "reward"):
-            assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=1e-7), (key, a, b)
+            # a loss of zero-mean advantages is rounding noise around 0 (~1e-8): absolute 1e-6
+            tol = 1e-6 if key == "loss" else 1e-7
+            assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=tol), (key, a, b)
     w1, w2 = weights(one), weights(two)
     assert w1.keys() == w2.keys()
     moved = 0.0
@@ -155,6 +157,10 @@ CASES = {
         "training": {"gradient_accumulation_steps": 2},
     },
     "ppo": {"params": {"whiten_advantages": True}},
+    # Token-level whitening over the batch; VAPO's positive-token count and value warm-up
+    # (step 1 trains only the value model: the policy has no gradient on any rank).
+    "reinforce_pp": {},
+    "vapo": {"params": {"value_warmup_steps": 1}},
 }
 
 
