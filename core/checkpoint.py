@@ -194,7 +194,10 @@ def save_checkpoint(
     tmp = tmp_dir(root, step)
     tmp.mkdir()
 
-    model.save_pretrained(tmp, state_dict=model_state)
+    if model_state is None:
+        model.save_pretrained(tmp)
+    else:
+        model.save_pretrained(tmp, state_dict=model_state)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
     torch.save(optimizer_state or optimizer.state_dict(), tmp / "optimizer.pt")
