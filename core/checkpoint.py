@@ -11,6 +11,10 @@ or a complete one; :func:`latest_checkpoint` also requires the marker. Old check
 deleted by first renaming them to ``.checkpoint-<step>.del``, so a kill during the deletion
 never leaves a half-deleted ``checkpoint-<step>`` either. Leftover dot-directories are removed
 by the next save.
+
+With several ranks (:mod:`rlvr.distributed`) rank 0 writes the checkpoint (the replicas'
+weights and optimizer states are equal) and every other rank adds its RNG state
+(``rng_state_rank<r>.pt``) to the temporary directory before rank 0 writes the marker.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import random
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +145,15 @@ def _test_sleep(step: int) -> None:
         time.sleep(float(seconds or 3600))
 
 
+def tmp_dir(output_dir: str | Path, step: int) -> Path:
+    """Where checkpoint ``step`` is written before it is complete."""
+    return Path(output_dir) / f".checkpoint-{step}.tmp"
+
+
+def rank_rng_file(rank: int) -> str:
+    return "rng_state.pt" if rank == 0 else f"rng_state_rank{rank}.pt"
+
+
 def clean_leftovers(output_dir: str | Path) -> None:
     """Remove what killed saves or deletions left behind (``.checkpoint-*.tmp`` etc.)."""
     root = Path(output_dir)
@@ -161,23 +175,32 @@ def save_checkpoint(
     value_model: torch.nn.Module | None = None,
     save_total_limit: int | None = None,
     extra_files: dict[str, str] | None = None,
+    before_complete: Callable[[], None] | None = None,
+    model_state: dict[str, Any] | None = None,
+    optimizer_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``checkpoint-<step>`` atomically and prune to ``save_total_limit``; return it.
 
     ``state`` is the trainer's JSON-able state (data position, counters, ...); ``step`` is
     added to it. ``extra_files`` maps file names to text written beside (e.g. the config).
+    ``before_complete`` runs after the files are written and before the marker (other ranks
+    add theirs then). ``model_state``/``optimizer_state`` replace the model's and optimizer's
+    own state dicts (a sharded model's, gathered whole).
     """
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     clean_leftovers(root)
     final = root / f"checkpoint-{step}"
-    tmp = root / f".checkpoint-{step}.tmp"
+    tmp = tmp_dir(root, step)
     tmp.mkdir()
 
-    model.save_pretrained(tmp)
+    if model_state is None:
+        model.save_pretrained(tmp)
+    else:
+        model.save_pretrained(tmp, state_dict=model_state)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(optimizer_state or optimizer.state_dict(), tmp / "optimizer.pt")
     if scheduler is not None:
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(rng_state(), tmp / "rng_state.pt")
@@ -189,6 +212,8 @@ def save_checkpoint(
         json.dumps({**state, "step": step}, indent=2, default=str), encoding="utf-8"
     )
     _fsync_tree(tmp)
+    if before_complete is not None:
+        before_complete()
     _test_sleep(step)
     with open(tmp / COMPLETE, "w", encoding="utf-8") as f:
         f.write(f"{step}\n")
@@ -231,6 +256,10 @@ def read_state(path: str | Path) -> dict[str, Any]:
     return json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
 
 
+def read_optimizer_state(path: str | Path) -> dict[str, Any]:
+    return torch.load(Path(path) / "optimizer.pt", weights_only=True, map_location="cpu")
+
+
 def load_checkpoint(
     path: str | Path,
     *,
@@ -238,6 +267,7 @@ def load_checkpoint(
     scheduler: Any = None,
     value_model: torch.nn.Module | None = None,
     restore_rng: bool = True,
+    rank: int = 0,
 ) -> dict[str, Any]:
     """Restore optimizer, scheduler, value model and RNG states from ``path``; return the
     trainer state. The policy itself is loaded from ``path`` with ``from_pretrained``."""
@@ -253,7 +283,7 @@ def load_checkpoint(
             raise CheckpointError(f"{path} has no value model, but this run needs one")
         value_model.load_state_dict(torch.load(file, weights_only=True, map_location="cpu"))
     if restore_rng:
-        set_rng_state(torch.load(path / "rng_state.pt", weights_only=True))
+        set_rng_state(torch.load(path / rank_rng_file(rank), weights_only=True))
     return state
 
 
@@ -265,8 +295,11 @@ __all__ = [
     "list_checkpoints",
     "load_checkpoint",
     "prune",
+    "rank_rng_file",
+    "read_optimizer_state",
     "read_state",
     "rng_state",
     "save_checkpoint",
     "set_rng_state",
+    "tmp_dir",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import warnings
 from collections.abc import Sequence
@@ -19,6 +20,10 @@ from rlvr.config import ConfigError, RunConfig, dump, json_schema, load_config
 from rlvr.errors import ConfigWarning, RlvrError
 from rlvr.host import Host, PluginError, create_host
 
+NPROC_HELP = (
+    "data-parallel processes on this machine (as torchrun --standalone --nproc-per-node N "
+    "-m rlvr ...; for several nodes run torchrun itself)"
+)
 TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
 
 
@@ -51,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a policy from a config")
     _add_config(p)
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument(
+        "--nproc-per-node",
+        type=int,
+        default=1,
+        metavar="N",
+        help=NPROC_HELP,
+    )
 
     p = sub.add_parser("validate", help="check a config; print it resolved, or every problem")
     _add_config(p)
@@ -79,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None, help="samples JSONL (default OUTPUT_DIR/eval)")
     p.add_argument("--metric", default=None, help="reward label that decides correctness")
     p.add_argument("--threshold", type=float, default=None, help="correct when >= this")
+    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help=NPROC_HELP)
 
     p = sub.add_parser("plot", help="draw a run's curves to PNG")
     p.add_argument("output_dir", help="a run's output_dir (holds metrics.jsonl)")
@@ -96,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     warnings.simplefilter("default")
+    if getattr(args, "nproc_per_node", 1) > 1 and "WORLD_SIZE" not in os.environ:
+        return _torchrun(argv, args.nproc_per_node)
     warnings.showwarning = _show_warning
     if not args.verbose:  # weights loading, dataset split generation: noise for a user
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -215,6 +230,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _torchrun(argv: Sequence[str] | None, nproc: int) -> int:
+    """``rlvr train|eval --nproc-per-node N``: the same command under torchrun (one machine)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    cmd += [f"--nproc-per-node={nproc}", "-m", "rlvr"]
+    return subprocess.call(cmd + list(sys.argv[1:] if argv is None else argv))
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     host = _host()
     config = load_config(
@@ -233,7 +255,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         metric=args.metric,
         threshold=args.threshold,
     )
-    print(json.dumps(result, indent=2))
+    if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
+        print(json.dumps(result, indent=2))
     return 0
 
 

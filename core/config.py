@@ -114,6 +114,14 @@ class TrainingConfig(Section):
     save_total_limit: int | None = Field(None, ge=1)
     report_to: list[str] | str = "none"
     gradient_checkpointing: bool = False
+    parallelism: Literal["ddp", "fsdp"] = Field(
+        "ddp",
+        description="with several ranks (torchrun): ddp replicates the policy, fsdp shards it "
+        "per decoder layer (FSDP2)",
+    )
+    fsdp_cpu_offload: bool = Field(
+        False, description="fsdp: keep sharded parameters and optimizer state in CPU memory"
+    )
     log_samples_steps: int = Field(10, ge=1, description="write sample completions every N steps")
     reward_workers: int = Field(2, ge=0, description="reward worker processes (0: in-process)")
     max_bad_steps: int = Field(3, ge=1, description="stop after this many non-finite losses")

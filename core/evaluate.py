@@ -44,9 +44,12 @@ import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr.errors import RlvrError
+
+if TYPE_CHECKING:
+    from rlvr import distributed
 
 logger = logging.getLogger("rlvr.evaluate")
 
@@ -211,6 +214,7 @@ def evaluate(
     (named as in ``metrics.jsonl``), ``completion_length/*``, ``truncated_frac``, and what was
     evaluated (model, data, split, k, metric, threshold, sampling, file paths).
     """
+    from rlvr import distributed
     from rlvr.data import PromptSet, load_rows, require_fields
     from rlvr.host import build_generator
     from rlvr.metrics import length_metrics, reward_metrics
@@ -241,20 +245,22 @@ def evaluate(
         logger.warning("training.temperature is 0 (greedy): all %d samples per prompt match", k)
 
     start = time.perf_counter()
-    scorer = Scorer(score_entries(config, host), workers=t.reward_workers)  # workers start now
-    generator = None
-    try:
-        model, tokenizer, model_desc = _load_model(config, model_path)
-        prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
-        run = RunInfo.from_config(config, num_generations=k, evaluation=True)
-        generator = build_generator(backend, backend_params, run, model, tokenizer)
-        records, summaries, gen_time, score_time = _sample_and_score(
-            config, prompts, generator, scorer, k, label, thr, progress, backend_name
-        )
-    finally:
-        if generator is not None:
-            generator.close()
-        scorer.close()
+    # Under torchrun each rank samples its share of every call's prompts (rlvr.distributed).
+    with distributed.data_parallel() as dist:
+        scorer = Scorer(score_entries(config, host), workers=t.reward_workers)  # start now
+        generator = None
+        try:
+            model, tokenizer, model_desc = _load_model(config, model_path)
+            prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
+            run = RunInfo.from_config(config, num_generations=k, evaluation=True)
+            generator = build_generator(backend, backend_params, run, model, tokenizer)
+            records, summaries, gen_time, score_time = _sample_and_score(
+                config, prompts, generator, scorer, k, label, thr, progress, backend_name, dist
+            )
+        finally:
+            if generator is not None:
+                generator.close()
+            scorer.close()
 
     counts = []
     for i in range(len(prompts)):
@@ -291,6 +297,8 @@ def evaluate(
         }
     )
     summary = {key: _clean(v) for key, v in summary.items()}
+    if not dist.is_main:  # rank 0 writes the files
+        return summary
     samples_path.parent.mkdir(parents=True, exist_ok=True)
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     with open(samples_path, "w", encoding="utf-8") as f:
@@ -352,8 +360,10 @@ def _sample_and_score(
     threshold: float,
     progress: bool,
     backend_name: str,
+    dist: distributed.Dist,
 ) -> tuple[list[dict[str, Any]], list[Any], float, float]:
-    """Generate and score in calls of about as many sequences as a training step samples."""
+    """Generate and score in calls of about as many sequences as a training step samples
+    (with several ranks: each its slice of every call; the results gathered in order)."""
     from transformers import set_seed
 
     from rlvr.protocols import SamplingParams
@@ -363,22 +373,25 @@ def _sample_and_score(
     set_seed(t.seed)
     step_sequences = t.per_device_train_batch_size * t.gradient_accumulation_steps
     step_sequences *= t.num_generations
-    per_call = max(1, step_sequences // k)
+    per_call = max(1, step_sequences // k) * dist.world_size
     labels = [e.key for e in config.rewards]
     records: list[dict[str, Any]] = []
     summaries = []
     gen_time = score_time = 0.0
     bar = None
-    if progress:
+    if progress and dist.is_main:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(prompts), desc="rlvr eval", unit="prompt", dynamic_ncols=True)
     try:
         for call, first in enumerate(range(0, len(prompts), per_call)):
-            indices = list(range(first, min(first + per_call, len(prompts))))
+            every = list(range(first, min(first + per_call, len(prompts))))
+            indices, _ = dist.shard(every)
+            if not indices:
+                continue
             # The trainer's per-step seeds with step 0 (never a training step) and the call
             # index as the round give eval its own seeds.
-            sampling = SamplingParams.from_training(t, step_seed(t.seed, 0, call))
+            sampling = SamplingParams.from_training(t, step_seed(t.seed, 0, call, dist.rank))
             t0 = time.perf_counter()
             items = generate(generator, prompts, indices, k, sampling, backend=backend_name)
             t1 = time.perf_counter()
@@ -397,10 +410,15 @@ def _sample_and_score(
                     }
                 )
             if bar is not None:
-                bar.update(len(indices))
+                bar.update(len(every))
     finally:
         if bar is not None:
             bar.close()
+    if dist.enabled:
+        parts = dist.gather((records, summaries, gen_time, score_time))
+        records = sorted((r for p in parts for r in p[0]), key=lambda r: (r["index"], r["sample"]))
+        summaries = [s for p in parts for s in p[1]]
+        gen_time, score_time = max(p[2] for p in parts), max(p[3] for p in parts)
     return records, summaries, gen_time, score_time
 
 

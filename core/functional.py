@@ -12,7 +12,9 @@ including ``inf``/``nan``, without poisoning results or gradients.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import torch
@@ -86,6 +88,8 @@ __all__ = [
     "gae",
     "length_adaptive_lam",
     "group_advantages",
+    "batch_reducer",
+    "batch_sum",
     "kl_penalty",
     "masked_mean",
     "masked_whiten",
@@ -133,6 +137,38 @@ def _safe_denominator(count: Tensor | float, like: Tensor) -> Tensor:
     """
     c = torch.as_tensor(count, dtype=torch.float32, device=like.device)
     return torch.where(c > 0, c, torch.ones_like(c))
+
+
+# --------------------------------------------------------------------------------------------
+# batch statistics under data parallelism
+
+
+def _identity(x: Tensor) -> Tensor:
+    return x
+
+
+_batch_sum: Callable[[Tensor], Tensor] = _identity
+
+
+def batch_sum(x: Tensor) -> Tensor:
+    """``x`` (a sum over this process's part of the step's batch) summed over the whole batch.
+
+    The identity in one process; under data parallelism (:mod:`rlvr.distributed`) an all-reduce
+    over ranks, so batch-level statistics (``scale="batch"``, whitening) equal those of one
+    process holding the whole batch. Every rank must reach the same calls in the same order.
+    """
+    return _batch_sum(x)
+
+
+@contextlib.contextmanager
+def batch_reducer(reduce: Callable[[Tensor], Tensor]) -> Iterator[None]:
+    """Route :func:`batch_sum` through ``reduce`` (a sum over ranks) inside the block."""
+    global _batch_sum
+    before, _batch_sum = _batch_sum, reduce
+    try:
+        yield
+    finally:
+        _batch_sum = before
 
 
 def _check_same_shape(**tensors: Tensor) -> None:
@@ -183,16 +219,18 @@ def masked_whiten(x: Tensor, mask: Tensor, *, eps: float = 1e-8) -> Tensor:
     """Shift/scale ``x`` to mean 0, variance 1 over the masked positions; others become 0.
 
     Uses the Bessel-corrected masked variance and ``(x - mean) * rsqrt(var + eps)`` as in
-    docs/algorithms.md. With fewer than two valid entries the variance is taken as 0 (every valid
-    entry equals the mean, so the result is 0 rather than NaN).
+    docs/algorithms.md; the mean and variance are of the whole step's batch (:func:`batch_sum`).
+    With fewer than two valid entries the variance is taken as 0 (every valid entry equals the
+    mean, so the result is 0 rather than NaN).
     """
     x = _f32(x)
     m = _bool(mask).to(x.device)
     _check_same_shape(x=x, mask=m)
-    count = m.sum().to(torch.float32)
-    mean = torch.where(m, x, 0.0).sum() / count.clamp(min=1)
+    sums = batch_sum(torch.stack([m.sum().to(torch.float32), torch.where(m, x, 0.0).sum()]))
+    count = sums[0]
+    mean = sums[1] / count.clamp(min=1)
     dev = torch.where(m, x - mean, 0.0)
-    var = (dev * dev).sum() / (count - 1).clamp(min=1)
+    var = batch_sum((dev * dev).sum()) / (count - 1).clamp(min=1)
     return dev * torch.rsqrt(var + eps)
 
 
@@ -210,9 +248,10 @@ def group_advantages(
     """GRPO advantages ``R_i - mean_g(R)``, optionally divided by a std (``[N]`` float32).
 
     ``scale="group"`` divides by the group's std + eps (GRPO), ``"batch"`` by the std of all
-    ``N`` raw rewards + eps, ``"none"`` not at all (Dr. GRPO, which argues the std division
-    biases towards too-easy/too-hard prompts). Stds are Bessel-corrected. Groups may have any
-    sizes and arbitrary ids; a group of size 1 has no baseline and gets 0.
+    ``N`` raw rewards of the step + eps (:func:`batch_sum`), ``"none"`` not at all (Dr. GRPO,
+    which argues the std division biases towards too-easy/too-hard prompts). Stds are
+    Bessel-corrected. Groups may have any sizes and arbitrary ids; a group of size 1 has no
+    baseline and gets 0.
     """
     if scale not in _SCALES:
         raise ValueError(f"scale must be one of {_SCALES}, got {scale!r}")
@@ -225,8 +264,10 @@ def group_advantages(
         var = _group_sum(adv * adv, index, len(sizes)) / (n - 1).clamp(min=1)
         adv = adv / _safe_denominator(var.sqrt()[index] + eps, r)
     elif scale == "batch":
-        std = r.std(correction=1) if r.numel() >= 2 else r.new_zeros(())
-        adv = adv / _safe_denominator(std + eps, r)
+        sums = batch_sum(torch.stack([r.new_tensor(float(r.numel())), r.sum()]))
+        count, total_mean = sums[0], sums[1] / sums[0].clamp(min=1)
+        var = batch_sum(((r - total_mean) ** 2).sum()) / (count - 1).clamp(min=1)
+        adv = adv / _safe_denominator(var.sqrt() + eps, r)
     return torch.where((sizes > 1)[index], adv, 0.0)
 
 

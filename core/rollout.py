@@ -7,6 +7,10 @@ One training rollout (:meth:`Rollouts.run`): take the step's prompts, sample
 algorithm's ``select`` filters groups out (dynamic sampling), generate more with new prompts
 until the step has its prompts' worth of groups or ``max_generation_rounds`` rounds ran.
 Every round gets its own sampling seed from ``(seed, step, round)`` (:func:`step_seed`).
+
+Under data parallelism (:mod:`rlvr.distributed`) ``target`` counts the whole step's prompts:
+every rank takes the same prompts from its copy of the sampler and generates for its slice, and
+the rounds stop on the global count of kept groups, so every rank runs the same rounds.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch
 
 from rlvr.config import TrainingConfig
 from rlvr.data import PromptSampler, PromptSet
+from rlvr.distributed import Dist
 from rlvr.errors import TrainingError
 from rlvr.host import PluginError
 from rlvr.protocols import Generator, RolloutBatch, SamplingParams
@@ -33,9 +38,11 @@ from rlvr.scoring import RewardStats, Scorer, Scores, merge_summaries
 logger = logging.getLogger("rlvr.rollout")
 
 
-def step_seed(seed: int, step: int, round_: int = 0) -> int:
-    """A 31-bit seed fixed by ``(seed, step, round)``, unrelated across different triples."""
-    state = np.random.SeedSequence([seed & 0xFFFFFFFF, step, round_]).generate_state(1)
+def step_seed(seed: int, step: int, round_: int = 0, rank: int = 0) -> int:
+    """A 31-bit seed fixed by ``(seed, step, round, rank)``, unrelated across different ones
+    (rank 0's seeds are those of a single process)."""
+    entropy = [seed & 0xFFFFFFFF, step, round_] + ([rank] if rank else [])
+    state = np.random.SeedSequence(entropy).generate_state(1)
     return int(state[0] & 0x7FFFFFFF)
 
 
@@ -220,6 +227,7 @@ class Rollouts:
     #: the algorithm's ``select`` and ``max_generation_rounds``.
     select: Callable[[RolloutBatch], torch.Tensor | None]
     max_rounds: int
+    dist: Dist = field(default_factory=Dist)
 
     def run(self, step: int, target: int) -> Rollout:
         """Generate and score until ``target`` groups are kept (see the module docstring)."""
@@ -229,19 +237,24 @@ class Rollouts:
         kept: list[Completion] = []
         kept_groups = filtered = rounds = 0
         gen_time = score_time = 0.0
+        dist = self.dist
         while kept_groups < target and rounds < self.max_rounds:
-            indices = self.sampler.take(target - kept_groups)
-            sampling = SamplingParams.from_training(t, step_seed(t.seed, step, rounds))
+            # Every rank takes the same prompts (one sampler state) and keeps its slice.
+            indices, offset = dist.shard(self.sampler.take(target - kept_groups))
+            seed = step_seed(t.seed, step, rounds, dist.rank)
+            sampling = SamplingParams.from_training(t, seed)
             t0 = time.perf_counter()
-            items = generate(
-                self.generator,
-                self.prompts,
-                indices,
-                t.num_generations,
-                sampling,
-                backend=self.backend,
-                first_group=rounds * target + kept_groups,
-            )
+            items = []
+            if indices:  # a late round may leave a rank without prompts
+                items = generate(
+                    self.generator,
+                    self.prompts,
+                    indices,
+                    t.num_generations,
+                    sampling,
+                    backend=self.backend,
+                    first_group=rounds * target + kept_groups + offset,
+                )
             t1 = time.perf_counter()
             scores = score(
                 self.scorer,
@@ -255,19 +268,21 @@ class Rollouts:
             gen_time, score_time = gen_time + t1 - t0, score_time + time.perf_counter() - t1
             rounds += 1
             generated += items
-            mask = self.select(build_batch(items, self.labels, self.pad_id, step))
-            if mask is None:
+            mask = None
+            if items:
+                mask = self.select(build_batch(items, self.labels, self.pad_id, step))
+            if mask is None and rounds == 1:  # no selection: the first round fills the step
                 kept += items
-                kept_groups += len(indices)
+                kept_groups = target
                 break
-            for c, keep in zip(items, mask.tolist(), strict=True):
+            for c, keep in zip(items, mask.tolist() if mask is not None else [], strict=True):
                 c.kept = bool(keep)
             now = [c for c in items if c.kept]
             kept_here = {c.group for c in now}
             kept += now
-            kept_groups += len(kept_here)
             filtered += len({c.group for c in items}) - len(kept_here)
-        if not kept:
+            kept_groups += int(dist.sum_numbers([len(kept_here)])[0])
+        if not dist.any(bool(kept)):
             raise TrainingError(
                 f"step {step}: dynamic sampling kept no group in {rounds} generation "
                 f"round(s): every group's completions scored the same. Raise "

@@ -23,6 +23,11 @@ saved at the step before it; a non-finite loss or gradient norm skips the update
 ``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`.
 Rewards that fail more than the config allows (:mod:`rlvr.reward_errors`, reported as each
 round is scored) stop the step the same way: the run is saved at the last finished step.
+
+Data parallelism: launched by ``torchrun`` the same run spreads over ranks
+(:mod:`rlvr.distributed`): each step takes ``per_device_train_batch_size x
+gradient_accumulation_steps x world_size`` prompts, rank 0 alone writes metrics and
+checkpoints, and a checkpoint resumes only on the world size that wrote it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import copy
 import logging
 import math
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -39,6 +45,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlvr import checkpoint as ckpt
+from rlvr import distributed
 from rlvr.config import RunConfig, dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.errors import TrainingError
@@ -127,6 +134,8 @@ class Trainer:
         self._last_saved: int | None = None
         self._closers: list[Any] = []
         self._step_start = (0, 0)
+        self.dist = distributed.current()
+        self.log: MetricsLogger | None = None
 
     # ------------------------------------------------------------------ setup
 
@@ -135,7 +144,9 @@ class Trainer:
         t, config = self.t, self.config
         reporters(t.report_to)  # a missing tensorboard/wandb fails now, not after loading
         resume_from = self._resume_point()
-        ckpt.clean_leftovers(self.output_dir)
+        if self.dist.is_main:
+            ckpt.clean_leftovers(self.output_dir)
+        self.dist.barrier()  # no rank sees files rank 0 writes before every rank checked
 
         rows = load_rows(self.data_cfg)
         require_fields(
@@ -152,12 +163,15 @@ class Trainer:
         self._closers.append(self.scorer)
         self.reward_errors = RewardErrorLog(
             entries,
-            self.output_dir,
+            self.output_dir if self.dist.is_main else None,  # one file: rank 0's
             max_error_frac=t.max_reward_error_frac,
-            echo=lambda message: self.log.write(message),
+            echo=self._echo,
         )
 
-        self.prompts_per_step = t.per_device_train_batch_size * t.gradient_accumulation_steps
+        # The whole step's prompts, over every rank (each generates for its share).
+        self.prompts_per_step = (
+            t.per_device_train_batch_size * t.gradient_accumulation_steps * self.dist.world_size
+        )
         if t.max_steps > 0:
             self.max_steps = t.max_steps
         else:
@@ -206,6 +220,9 @@ class Trainer:
                     gradient_checkpointing_kwargs={"use_reentrant": False}
                 )
 
+        if self.dist.enabled and t.parallelism == "fsdp":  # the reference stays whole
+            distributed.shard(self.policy, self.dist, cpu_offload=t.fsdp_cpu_offload)
+
         self.updates_per_step = self.algo.num_iterations
         self.update = PolicyUpdate(
             policy=self.policy,
@@ -217,15 +234,21 @@ class Trainer:
             device=device,
             dtype=dtype,
             total_updates=self.max_steps * self.updates_per_step,
+            dist=self.dist,
         )
 
         if resume_from is not None:
+            distributed.check_resume(resume_from, self.dist)
             state = ckpt.load_checkpoint(
                 resume_from,
-                optimizer=self.update.optimizer,
+                optimizer=None if self.update.sharded else self.update.optimizer,
                 scheduler=self.update.scheduler,
                 value_model=value_model,
+                rank=self.dist.rank,
             )
+            if self.update.sharded:
+                whole = ckpt.read_optimizer_state(resume_from)
+                distributed.load_full_optimizer_state(self.policy, self.update.optimizer, whole)
             self.step = int(state["step"])
             self.bad_steps = int(state.get("bad_steps", 0))
             self.sampler.load_state_dict(state["data"])
@@ -256,7 +279,10 @@ class Trainer:
             backend=self.backend_cfg.name,
             select=self.algo.select,
             max_rounds=self.algo.max_generation_rounds,
+            dist=self.dist,
         )
+        if not self.dist.is_main:  # rank 0 alone writes the run's files
+            return
 
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.config_text = dump(config)
@@ -303,7 +329,8 @@ class Trainer:
         start = time.perf_counter()
         _seed_everything(step_seed(self.t.seed, self.step, 1_000_000))
         self.policy.eval()
-        ro = self.rollouts.run(self.step, self.prompts_per_step)
+        with distributed.gathered(self.policy):  # FSDP: whole weights while generating
+            ro = self.rollouts.run(self.step, self.prompts_per_step)
 
         t0 = time.perf_counter()
         batch = build_batch(ro.kept, self.labels, self.pad_id, self.step).to(self.update.device)
@@ -314,16 +341,19 @@ class Trainer:
         self.generator.sync_weights(self.policy)
         t1 = time.perf_counter()
 
-        m = step_metrics(
-            step=self.step,
-            algorithm=self.algorithm_cfg.name,
-            rollout=ro,
-            prepare_metrics=prep_metrics,
-            updates=updates,
-            learning_rate=lr,
-            num_tokens=int(batch.completion_mask.sum().item()),
-            step_time=time.perf_counter() - start,
-            training_time=t1 - t0,
+        m = self._reduce(
+            ro,
+            step_metrics(
+                step=self.step,
+                algorithm=self.algorithm_cfg.name,
+                rollout=ro,
+                prepare_metrics=prep_metrics,
+                updates=updates,
+                learning_rate=lr,
+                num_tokens=int(batch.completion_mask.sum().item()),
+                step_time=time.perf_counter() - start,
+                training_time=t1 - t0,
+            ),
         )
         if not m["skipped"]:
             self.bad_steps = 0
@@ -336,12 +366,28 @@ class Trainer:
                 self.bad_steps,
                 self.t.max_bad_steps,
             )
-        self.log.log(m)
+        if self.log is not None:
+            self.log.log(m)
         self.last_metrics = m
         every = self.t.log_samples_steps
         if self.step % every == 0 or self.step == 1:
-            self.log.log_samples(self.step, self._sample_records(ro, batch.advantages))
+            records = self.dist.gather(self._sample_records(ro, batch.advantages))
+            if self.log is not None:
+                self.log.log_samples(self.step, [r for part in records for r in part])
         return m
+
+    def _echo(self, message: str) -> None:
+        if self.log is not None:
+            self.log.write(message)
+        else:  # a rank without the run's log (rank > 0, or before setup finished)
+            print(f"[rank {self.dist.rank}] {message}", file=sys.stderr, flush=True)
+
+    def _reduce(self, ro: Rollout, m: dict[str, Any]) -> dict[str, Any]:
+        """The step's metrics over every rank (the same dict on each)."""
+        if not self.dist.enabled:
+            return m
+        parts = self.dist.gather((m, len(ro.generated)))
+        return distributed.reduce_metrics([p[0] for p in parts], [p[1] for p in parts])
 
     def _sample_records(self, ro: Rollout, advantages: Any) -> list[dict[str, Any]]:
         by_id = {}
@@ -364,6 +410,14 @@ class Trainer:
             return self._save()
 
     def _save(self) -> Path:
+        weights = optimizer_state = None
+        if self.update.sharded:  # collectives: every rank gathers, rank 0 keeps the result
+            weights = distributed.full_state_dict(self.policy)
+            optimizer_state = distributed.full_optimizer_state(self.policy, self.update.optimizer)
+        if not self.dist.is_main:
+            distributed.save_rank_state(self.output_dir, self.step, self.dist)
+            self._last_saved = self.step
+            return self.output_dir / f"checkpoint-{self.step}"
         path = ckpt.save_checkpoint(
             self.output_dir,
             self.step,
@@ -372,6 +426,8 @@ class Trainer:
             optimizer=self.update.optimizer,
             scheduler=self.update.scheduler,
             value_model=self.update.value_model,
+            model_state=weights,
+            optimizer_state=optimizer_state,
             save_total_limit=self.t.save_total_limit,
             state={
                 "data": self.sampler.state_dict(),
@@ -379,8 +435,10 @@ class Trainer:
                 "max_steps": self.max_steps,
                 "seed": self.t.seed,
                 "metrics": self.last_metrics,
+                "world_size": self.dist.world_size,
             },
             extra_files={"rlvr_config.yaml": self.config_text},
+            before_complete=lambda: distributed.wait_rank_states(self.dist),
         )
         self._last_saved = self.step
         return path
@@ -410,13 +468,14 @@ class Trainer:
                         )
                     if self.step % self.t.save_steps == 0:
                         self.save()
-                    if stop.requested:
+                    if self.dist.any(stop.requested):  # every rank stops at the same step
                         if self._last_saved != self.step:
                             self.save()
-                        self.log.write(
-                            f"stopped at step {self.step}; continue with --resume "
-                            f"(checkpoint in {self.output_dir})"
-                        )
+                        if self.log is not None:
+                            self.log.write(
+                                f"stopped at step {self.step}; continue with --resume "
+                                f"(checkpoint in {self.output_dir})"
+                            )
                         return self.last_metrics
                 if self._last_saved != self.step:
                     self.save()
@@ -427,7 +486,16 @@ class Trainer:
     def _save_after_interrupt(self) -> None:
         """A step that did not finish (Ctrl-C, an error): before any weight changed, forget
         the step (its prompts are handed out again on resume) and save; during the update the
-        state is half-way, so the last checkpoint stays the one to resume from."""
+        state is half-way, so the last checkpoint stays the one to resume from. With several
+        ranks nothing is saved: the other ranks may never reach the save's collectives."""
+        if self.dist.enabled:
+            logger.error(
+                "rank %d stopped in step %d; --resume continues from the last checkpoint (step %s)",
+                self.dist.rank,
+                self.step,
+                self._last_saved,
+            )
+            return
         if self.update.stepped:
             logger.warning(
                 "step %d stopped during its update: no checkpoint saved; --resume continues "
@@ -443,7 +511,8 @@ class Trainer:
             except Exception as exc:  # e.g. out of memory or disk: the original error matters
                 logger.warning("could not save a checkpoint at step %d: %s", self.step, exc)
                 return
-            self.log.write(f"stopped; saved {path}; continue with --resume")
+            if self.log is not None:
+                self.log.write(f"stopped; saved {path}; continue with --resume")
 
     def close(self) -> None:
         while self._closers:
@@ -478,9 +547,12 @@ def train(config: RunConfig, host: Host, *, resume: bool = False, progress: bool
     a checkpoint and returns; a second Ctrl-C aborts without saving.
     """
     start = time.perf_counter()
-    trainer = Trainer(config, host, resume=resume, progress=progress)
-    metrics = trainer.run()
-    print(run_summary(trainer.output_dir, trainer.labels, time.perf_counter() - start), flush=True)
+    with distributed.data_parallel() as dist:
+        trainer = Trainer(config, host, resume=resume, progress=progress)
+        metrics = trainer.run()
+    if dist.is_main:
+        took = time.perf_counter() - start
+        print(run_summary(trainer.output_dir, trainer.labels, took), flush=True)
     return metrics
 
 

@@ -10,6 +10,11 @@ requirements ask for them), the optimizer and the learning-rate schedule. Per st
    of ``per_device_train_batch_size * num_generations`` completions, the loss normalised by the
    whole step's token/sequence counts (so accumulation equals one big batch). A non-finite
    loss or gradient norm skips the update.
+
+Under data parallelism (:mod:`rlvr.distributed`) the counts the loss is normalised by are
+summed over ranks, each rank backpropagates its own micro-batches without communication, and
+one all-reduce sums the gradients before clipping: the update equals one process holding the
+whole step's batch, whatever each rank's number of micro-batches.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 import torch
 
 from rlvr.config import TrainingConfig
+from rlvr.distributed import Dist, fsdp_modules
 from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
 from rlvr.protocols import AlgorithmImpl, RolloutBatch
 
@@ -111,6 +117,7 @@ class PolicyUpdate:
         device: torch.device,
         dtype: torch.dtype,
         total_updates: int,
+        dist: Dist | None = None,
     ) -> None:
         from rlvr.modeling import completion_logprobs
 
@@ -123,6 +130,15 @@ class PolicyUpdate:
         self.t = training
         self.device = device
         self.dtype = dtype
+        self.dist = dist or Dist()
+        #: FSDP2: every forward and backward of the policy is a collective, so every rank runs
+        #: the same number of them (dummy 1-token passes fill in), and the backward averages
+        #: gradients over ranks, which the loss scale turns back into the sum.
+        self.sharded = bool(fsdp_modules(policy))
+        self._grad_scale = float(self.dist.world_size) if self.sharded else 1.0
+        for model in (policy, value_model):
+            if model is not None:  # replicas start equal
+                self.dist.broadcast_module(model)
         self.optimizer = self._build_optimizer()
         self.scheduler = self._build_scheduler(total_updates)
         #: set just before the optimizer changes weights (an interrupt can no longer undo it).
@@ -223,14 +239,19 @@ class PolicyUpdate:
         self.policy.eval()
         if value_model is not None:
             value_model.eval()
+        passes = 0
+        target = self._collective_passes(len(batch)) if self.old_logprobs else 0
         for idx in self._micro_batches(len(batch)):
             mb = trim(batch.index(idx))
+            passes += 1
             if self.old_logprobs:
                 old.append(_widen(self._logprobs(self.policy, mb)[0].float(), width))
             if reference is not None:
                 ref.append(_widen(self._logprobs(reference, mb)[0].float(), width))
             if value_model is not None:
                 vals.append(_widen(self._values(value_model, mb), width))
+        for _ in range(target - passes):
+            self._dummy_pass(backward=False)
         return replace(
             batch,
             old_logp=torch.cat(old) if old else batch.old_logp,
@@ -243,8 +264,8 @@ class PolicyUpdate:
     def update(self, batch: RolloutBatch, first: bool) -> UpdateResult:
         """One optimizer update over all micro-batches of ``batch`` (after ``prepare``)."""
         mask = batch.loss_mask if batch.loss_mask is not None else batch.completion_mask
-        num_tokens = int(mask.sum().item())
-        num_seqs = int((mask.sum(dim=1) > 0).sum().item())
+        counts = [float(mask.sum().item()), float((mask.sum(dim=1) > 0).sum().item())]
+        num_tokens, num_seqs = (int(c) for c in self.dist.sum_numbers(counts))
         value_model = self.value_model
         self.policy.train()
         if value_model is not None:
@@ -257,8 +278,11 @@ class PolicyUpdate:
         kl: list[tuple[float, float]] = []
         gap_mean: list[tuple[float, float]] = []
         gap_max = 0.0
+        passes = 0
+        target = self._collective_passes(len(batch))
         for idx in self._micro_batches(len(batch)):
             mb = trim(batch.index(idx))
+            passes += 1
             mb_mask = mb.loss_mask if mb.loss_mask is not None else mb.completion_mask
             weight = float(mb_mask.sum().item())
             logp, ent = self._logprobs(self.policy, mb, with_entropy=first)
@@ -270,8 +294,11 @@ class PolicyUpdate:
             value = float(out.loss.detach().float().item())
             if not math.isfinite(value):
                 finite = False
-                break
-            out.loss.backward()
+                if not self.sharded:
+                    break
+                (logp.sum() * 0.0).backward()  # keeps the collective schedule (FSDP)
+                continue
+            (out.loss * self._grad_scale).backward()
             loss_total += value
             for k, v in out.metrics.items():
                 algo_metrics.setdefault(k, []).append((float(v), weight))
@@ -288,7 +315,14 @@ class PolicyUpdate:
                 k3 = kl_penalty(logp.detach().float(), mb.ref_logp, "k3")
                 kl.append((float(masked_mean(k3, mb_mask).item()), weight))
 
+        for _ in range(target - passes):
+            self._dummy_pass(backward=True)
         grad_norm = value_grad_norm = math.nan
+        if self.dist.enabled:  # every rank reaches this, whatever its micro-batch count
+            bad, loss_total = self.dist.sum_numbers([0.0 if finite else 1.0, loss_total])
+            finite = bad == 0
+            if finite:
+                self.dist.sum_gradients(self._trained_parameters())
         if finite:
             grad_norm = self._clip(self.policy)
             if value_model is not None:
@@ -312,12 +346,35 @@ class PolicyUpdate:
             kl=weighted_mean(kl) if kl else None,
         )
 
+    def _collective_passes(self, n: int) -> int:
+        """FSDP: the most micro-batches any rank has for ``n`` rows here (asked before the
+        first pass, so the question itself never meets a forward pass on another rank)."""
+        if not self.sharded:
+            return 0
+        size = self.t.per_device_train_batch_size * self.t.num_generations
+        return self.dist.max_count(-(-n // size))
+
+    def _dummy_pass(self, *, backward: bool) -> None:
+        """A 1-token forward (and zero backward) of the policy: this rank's share of a
+        collective pass other ranks make on real micro-batches."""
+        one = torch.ones(1, 1, dtype=torch.long, device=self.device)
+        with torch.set_grad_enabled(backward), self._autocast():
+            logp, _ = self._completion_logprobs(self.policy, one, one, one, one)
+        if backward:
+            (logp.float().sum() * 0.0).backward()
+
+    def _trained_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for g in self.optimizer.param_groups for p in g["params"]]
+
     def _clip(self, model: torch.nn.Module) -> float:
         """Clip ``model``'s gradients to ``max_grad_norm``; the norm before clipping."""
         params = [p for p in model.parameters() if p.grad is not None]
         if not params:
             return 0.0
-        return float(torch.nn.utils.clip_grad_norm_(params, self.t.max_grad_norm).item())
+        norm: Any = torch.nn.utils.clip_grad_norm_(params, self.t.max_grad_norm)
+        if hasattr(norm, "full_tensor"):  # sharded (FSDP) gradients: a replicated DTensor
+            norm = norm.full_tensor()
+        return float(norm.item())
 
 
 __all__ = ["PolicyUpdate", "UpdateResult", "disable_dropout", "trim", "weighted_mean"]

@@ -88,8 +88,11 @@ def test_quickstart_learns(tmp_path):
     _train_and_check(model_dir, data_dir, tmp_path / "run")
 
 
-def _train_and_check(model_dir: Path, data_dir: Path, out: Path, *sets: str) -> list[dict]:
-    """Train the quickstart (with extra ``--set`` overrides) and assert that it learned."""
+def _train_and_check(
+    model_dir: Path, data_dir: Path, out: Path, *sets: str, args: tuple[str, ...] = ()
+) -> list[dict]:
+    """Train the quickstart (with extra ``--set`` overrides and ``rlvr train`` arguments) and
+    assert that it learned."""
     start = time.perf_counter()
     overrides = [
         f"model.name_or_path={model_dir}",
@@ -97,7 +100,7 @@ def _train_and_check(model_dir: Path, data_dir: Path, out: Path, *sets: str) -> 
         f"training.output_dir={out}",
         *sets,
     ]
-    command = [sys.executable, "-m", "rlvr.cli", "train", str(CONFIG)]
+    command = [sys.executable, "-m", "rlvr.cli", "train", str(CONFIG), *args]
     for item in overrides:
         command += ["--set", item]
     proc = subprocess.run(
@@ -117,6 +120,21 @@ def _train_and_check(model_dir: Path, data_dir: Path, out: Path, *sets: str) -> 
     assert abs(last - LAST) <= LAST_TOL, summary  # RL taught it the addition
     assert _window_mean(fmt, False) > 0.9  # and it kept the answer format
     return metrics
+
+
+@pytest.mark.slow
+def test_quickstart_learns_on_two_ranks(tmp_path):
+    """Data parallelism: 2 ranks x 8 prompts, the quickstart's 16 prompts a step, learn as well
+    (other sampling seeds per rank, so another trajectory within the same tolerance)."""
+    model_dir, data_dir = tmp_path / "tiny-arith", tmp_path / "data"
+    _make(model_dir, data_dir)
+    _train_and_check(
+        model_dir,
+        data_dir,
+        tmp_path / "run",
+        "training.per_device_train_batch_size=8",
+        args=("--nproc-per-node", "2"),
+    )
 
 
 @pytest.mark.slow

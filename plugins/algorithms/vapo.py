@@ -79,7 +79,9 @@ class VAPO(PPO):
         metrics["value_only_step"] = float(self.warming_up(out))
         positive = self.positive(out)
         assert out.loss_mask is not None
-        self._positive_tokens = int((out.loss_mask.bool() & positive[:, None]).sum())
+        # Of the whole step: summed over ranks under data parallelism.
+        local = (out.loss_mask.bool() & positive[:, None]).sum().float()
+        self._positive_tokens = int(F.batch_sum(local).item())
         metrics["positive_frac"] = _float(positive.float().mean()) if len(out) else 0.0
         return out, metrics
 

@@ -1,0 +1,7 @@
+"""``python -m rlvr``: the ``rlvr`` command (``torchrun -m rlvr train run.yaml`` needs it)."""
+
+import sys
+
+from rlvr.cli import main
+
+sys.exit(main())

@@ -1,0 +1,378 @@
+"""Data parallelism on CPU (gloo, 2 ranks launched by torchrun): the math does not depend on
+the number of ranks.
+
+Each comparison runs the same config as 1 process x 2B prompts and as 2 ranks x B prompts with
+a backend whose completions depend only on the prompt (tests/dist_run.py), so both runs train
+on the same completions, and checks per-step loss and gradient norm and the final weights.
+Tolerance: relative 1e-4 (absolute 1e-6 for weights and losses): the runs differ only in the
+order float32 sums are taken (micro-batches, the all-reduce). SGD keeps that true for the
+weights; Adam's first update is about ``lr * sign(grad)`` and would turn rounding noise in
+near-zero gradient entries into differences of a whole learning rate.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlvr.checkpoint import latest_checkpoint
+from rlvr.metrics import read_metrics
+
+RUNNER = Path(__file__).with_name("dist_run.py")
+#: Every multi-process run ends within this many seconds, or the test fails (never hangs CI).
+TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    from rlvr.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "arith.jsonl"
+    rows = [
+        {"prompt": f"What is {a} + {b}?", "answer": str(a + b), "id": i}
+        for i, (a, b) in enumerate((a, b) for a in range(1, 5) for b in range(1, 5))
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+
+
+def torchrun(nproc: int, *args: str, port: int | None = None, **kwargs) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        "--nnodes=1",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{port or free_port()}",
+        "--max-restarts=0",
+        *args,
+    ]
+
+
+def launch(config: dict, tmp_path: Path, name: str, ranks: int, *extra: str):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(config))
+    script = [str(RUNNER), str(path), *extra]
+    cmd = torchrun(ranks, *script) if ranks > 1 else [sys.executable, *script]
+    return subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def run_ok(config: dict, tmp_path: Path, name: str, ranks: int, *extra: str) -> Path:
+    proc = launch(config, tmp_path, name, ranks, *extra)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return Path(config["training"]["output_dir"])
+
+
+def make_config(tiny_model, dataset, out: Path, algorithm: str, batch: int, **over) -> dict:
+    training = {
+        "output_dir": str(out),
+        "max_steps": 3,
+        "per_device_train_batch_size": batch,
+        "num_generations": 4,
+        "max_completion_length": 12,
+        "max_prompt_length": 64,
+        "optim": "sgd",
+        "learning_rate": 0.05,
+        "max_grad_norm": 100.0,
+        "reward_workers": 0,
+        "seed": 0,
+        "save_steps": 100,
+        "log_samples_steps": 100,
+        **over.pop("training", {}),
+    }
+    return {
+        "model": {"name_or_path": str(tiny_model)},
+        "data": {"path": str(dataset)},
+        "rewards": over.pop("rewards", [{"name": "toy"}]),
+        "algorithm": {"name": algorithm, "params": over.pop("params", {})},
+        "backend": {"name": "by_prompt"},
+        "training": training,
+    }
+
+
+def weights(out: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    final = latest_checkpoint(out)
+    assert final is not None
+    return load_file(str(final / "model.safetensors"))
+
+
+def assert_same_training(one: Path, two: Path) -> None:
+    m1, m2 = read_metrics(one), read_metrics(two)
+    assert [m["step"] for m in m1] == [m["step"] for m in m2] == [1, 2, 3]
+    for a, b in zip(m1, m2, strict=True):
+        for key in ("loss", "grad_norm", "num_tokens", "groups_kept", "reward"):
+            # a loss of zero-mean advantages is rounding noise around 0 (~1e-8): absolute 1e-6
+            tol = 1e-6 if key == "loss" else 1e-7
+            assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=tol), (key, a, b)
+    w1, w2 = weights(one), weights(two)
+    assert w1.keys() == w2.keys()
+    moved = 0.0
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=1e-4, atol=1e-6, msg=name)
+    base = weights_at_start(one)
+    moved = max(float((w1[k] - base[k]).abs().max()) for k in w1 if k in base)
+    assert moved > 1e-4  # the runs trained: equal weights are not equal initial weights
+
+
+def weights_at_start(out: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    config = json.loads((out.parent / f"{out.name}.json").read_text())
+    return load_file(str(Path(config["model"]["name_or_path"]) / "model.safetensors"))
+
+
+CASES = {
+    "grpo": {"params": {"beta": 0.04, "scale_rewards": "batch"}},
+    # Micro-batches of 1 prompt on 2 ranks: dynamic sampling leaves ranks with different
+    # numbers of kept groups, so of micro-batches (1 process: 2 prompts per micro-batch).
+    "dapo": {
+        "params": {"max_generation_rounds": 4},
+        "rewards": [{"name": "toy", "params": {"flat_if_odd": True}}],
+        "training": {"gradient_accumulation_steps": 2},
+    },
+    "ppo": {"params": {"whiten_advantages": True}},
+    # Token-level whitening over the batch; VAPO's positive-token count and value warm-up
+    # (step 1 trains only the value model: the policy has no gradient on any rank).
+    "reinforce_pp": {},
+    "vapo": {"params": {"value_warmup_steps": 1}},
+}
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "parallelism"),
+    [*((name, "ddp") for name in sorted(CASES)), ("grpo", "fsdp"), ("dapo", "fsdp")],
+)
+def test_two_ranks_equal_one_process_with_the_whole_batch(
+    algorithm, parallelism, tiny_model, dataset, tmp_path
+):
+    """DDP, and FSDP2 (``fully_shard`` per decoder layer; dapo gives the ranks different
+    numbers of micro-batches, which dummy passes even out)."""
+
+    def config(name: str, batch: int) -> dict:
+        case = json.loads(json.dumps(CASES[algorithm]))
+        case.setdefault("training", {})["parallelism"] = parallelism
+        return make_config(tiny_model, dataset, tmp_path / name, algorithm, batch, **case)
+
+    accumulation = CASES[algorithm].get("training", {}).get("gradient_accumulation_steps", 1)
+    one = run_ok(config("one", 4 // accumulation), tmp_path, "one", 1)
+    two = run_ok(config("two", 2 // accumulation), tmp_path, "two", 2)
+    assert_same_training(one, two)
+    if algorithm == "dapo":  # dynamic sampling really dropped groups and ran more rounds
+        assert any(m["groups_filtered"] > 0 for m in read_metrics(two))
+        assert any(m["generation_rounds"] > 1 for m in read_metrics(two))
+
+
+def test_reduce_metrics_pools_ranks_like_one_batch():
+    import numpy as np
+
+    from rlvr.distributed import reduce_metrics
+
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([5.0, 9.0])
+    parts = [
+        {
+            "step": 4,
+            "loss": 0.5,
+            "reward": a.mean(),
+            "reward_std": a.std(),
+            "groups_kept": 2,
+            "completion_length/max": 7,
+            "completion_length/min": 2,
+            "step_time": 1.0,
+            "rewards/x/errors": 1,
+            "entropy": 2.0,
+        },
+        {
+            "step": 4,
+            "loss": 0.5,
+            "reward": b.mean(),
+            "reward_std": b.std(),
+            "groups_kept": 1,
+            "completion_length/max": 9,
+            "completion_length/min": 3,
+            "step_time": 2.0,
+            "rewards/x/errors": 0,
+            "entropy": float("nan"),
+        },  # no batch on this rank
+    ]
+    m = reduce_metrics(parts, [3, 2])
+    both = np.concatenate([a, b])
+    assert m["reward"] == pytest.approx(both.mean())
+    assert m["reward_std"] == pytest.approx(both.std())
+    assert (m["step"], m["loss"], m["groups_kept"], m["rewards/x/errors"]) == (4, 0.5, 3, 1)
+    assert (m["completion_length/max"], m["completion_length/min"], m["step_time"]) == (9, 2, 2.0)
+    assert m["entropy"] == 2.0
+
+
+def comparable(metrics: list[dict]) -> list[dict]:
+    from rlvr.metrics import TIMING_KEYS
+
+    return [{k: v for k, v in m.items() if k not in TIMING_KEYS} for m in metrics]
+
+
+@pytest.mark.slow
+def test_a_killed_rank_ends_the_job_and_resume_recovers(tiny_model, dataset, tmp_path):
+    """Rank 1 SIGKILLs itself in step 3 (checkpoints after steps 1 and 2): the job ends with
+    torchrun's report of the dead rank and rank 0's note of where to resume; ``--resume`` on 2
+    ranks logs the same per-step metrics as an uninterrupted run; 1 process is refused."""
+
+    def config(name: str) -> dict:
+        return make_config(
+            tiny_model, dataset, tmp_path / name, "grpo", 2, training={"save_steps": 1}
+        )
+
+    whole = run_ok(config("whole"), tmp_path, "whole", 2)
+
+    cut = config("cut")
+    os.environ["RLVR_TEST_DIE_RANK"], os.environ["RLVR_TEST_DIE_CALL"] = "1", "3"
+    try:
+        proc = launch(cut, tmp_path, "cut", 2)
+    finally:
+        del os.environ["RLVR_TEST_DIE_RANK"], os.environ["RLVR_TEST_DIE_CALL"]
+    assert proc.returncode != 0
+    assert "Signal 9 (SIGKILL)" in proc.stderr or "SIGKILL" in proc.stderr, proc.stderr[-3000:]
+    out = Path(cut["training"]["output_dir"])
+    assert latest_checkpoint(out) == out / "checkpoint-2"
+
+    refused = launch(cut, tmp_path, "cut", 1, "--resume")
+    assert refused.returncode != 0
+    assert "written by 2 rank(s), this run has 1" in refused.stderr, refused.stderr[-3000:]
+
+    run_ok(cut, tmp_path, "cut", 2, "--resume")
+    assert comparable(read_metrics(out)) == comparable(read_metrics(whole))
+    assert latest_checkpoint(out) == out / "checkpoint-3"
+    state = json.loads((out / "checkpoint-3" / "trainer_state.json").read_text())
+    assert state["world_size"] == 2
+    assert (out / "checkpoint-3" / "rng_state_rank1.pt").is_file()
+
+
+@pytest.mark.slow
+def test_rlvr_train_nproc_per_node_runs_two_ranks(tiny_model, dataset, tmp_path):
+    """``rlvr train --nproc-per-node 2`` (torchrun -m rlvr underneath) with built-in plugins:
+    the hf backend samples on each rank, rank 0 writes one metrics file and the checkpoint."""
+    import yaml
+
+    out = tmp_path / "cli"
+    config = {
+        "model": {"name_or_path": str(tiny_model)},
+        "data": {"path": str(dataset)},
+        "rewards": [{"name": "numbers"}, {"name": "format"}],
+        "algorithm": {"name": "grpo"},
+        "backend": {"name": "hf"},
+        "training": {
+            "output_dir": str(out),
+            "max_steps": 2,
+            "per_device_train_batch_size": 1,
+            "num_generations": 2,
+            "max_completion_length": 8,
+            "reward_workers": 1,
+            "learning_rate": 1e-3,
+        },
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    rlvr = [sys.executable, "-m", "rlvr", "train", str(path), "--nproc-per-node", "2"]
+    proc = subprocess.run(rlvr, env=env(), capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = read_metrics(out)
+    assert [m["step"] for m in lines] == [1, 2]
+    # 2 ranks x 1 prompt x 2 completions per step, counted once.
+    assert all(m["groups_kept"] == 2 for m in lines)
+    state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["world_size"] == 2 and state["data"]["position"] == 4
+
+
+@pytest.mark.slow
+def test_two_nodes_on_one_machine(tiny_model, dataset, tmp_path):
+    """Two torchrun invocations (``--nnodes 2``, one rank each) meet at 127.0.0.1 and train
+    exactly as one process holding both nodes' prompts."""
+    one = run_ok(make_config(tiny_model, dataset, tmp_path / "one", "grpo", 4), tmp_path, "one", 1)
+    config = make_config(tiny_model, dataset, tmp_path / "nodes", "grpo", 2)
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps(config))
+    port = free_port()
+    procs = []
+    for node in (0, 1):
+        cmd = torchrun(1, str(RUNNER), str(path), port=port)
+        cmd[cmd.index("--nnodes=1")] = "--nnodes=2"
+        cmd.insert(-2, f"--node-rank={node}")
+        procs.append(subprocess.Popen(cmd, env=env(), stderr=subprocess.PIPE, text=True))
+    try:
+        errors = [p.communicate(timeout=TIMEOUT_S)[1] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], errors[0][-3000:] + errors[1][-3000:]
+    assert_same_training(one, Path(config["training"]["output_dir"]))
+
+
+def test_eval_on_two_ranks_equals_one_process(tiny_model, dataset, tmp_path):
+    """``rlvr eval`` shards each call's prompts over ranks and gathers the samples in order:
+    the same samples file and summary as one process (timings aside)."""
+    config = make_config(tiny_model, dataset, tmp_path / "unused", "grpo", 3)
+    summaries = []
+    for ranks in (1, 2):
+        out = tmp_path / f"eval{ranks}" / "samples.jsonl"
+        run_ok(config, tmp_path, f"eval{ranks}", ranks, "--eval", str(out))
+        summaries.append(json.loads(out.with_name("samples.summary.json").read_text()))
+        assert not list(tmp_path.glob(f"eval{ranks}/*rank*"))
+    one, two = (tmp_path / f"eval{r}" / "samples.jsonl" for r in (1, 2))
+    rows = [json.loads(line) for line in one.read_text().splitlines()]
+    assert len(rows) == 16 * 2 and {r["index"] for r in rows} == set(range(16))
+    assert two.read_text() == one.read_text()
+    skip = {"generation_time", "scoring_time", "total_time", "samples", "summary"}
+    assert summaries[0].keys() == summaries[1].keys()
+    for key, value in summaries[0].items():  # merged reward stats: summation order only
+        if key not in skip:
+            expected = pytest.approx(value) if isinstance(value, float) else value
+            assert summaries[1][key] == expected, key
+
+
+@pytest.mark.slow
+def test_fsdp_resume_continues_like_an_uninterrupted_run(tiny_model, dataset, tmp_path):
+    """FSDP2 on 2 ranks with AdamW: 2 steps, then ``--resume`` to 3, logs the metrics and
+    writes the weights of 3 uninterrupted steps (the optimizer state is gathered whole into
+    the checkpoint and sharded again on load)."""
+
+    def config(name: str, steps: int) -> dict:
+        training = {
+            "parallelism": "fsdp",
+            "optim": "adamw_torch",
+            "learning_rate": 1e-3,
+            "lr_scheduler_type": "constant",
+            "max_steps": steps,
+        }
+        return make_config(tiny_model, dataset, tmp_path / name, "grpo", 2, training=training)
+
+    whole = run_ok(config("whole", 3), tmp_path, "whole", 2)
+    run_ok(config("cut", 2), tmp_path, "cut", 2)
+    cut = run_ok(config("cut", 3), tmp_path, "cut", 2, "--resume")
+    assert comparable(read_metrics(cut)) == comparable(read_metrics(whole))
+    w1, w2 = weights(whole), weights(cut)
+    for name in w1:
+        torch.testing.assert_close(w2[name], w1[name], rtol=0, atol=0, msg=name)
