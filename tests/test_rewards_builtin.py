@@ -177,7 +177,33 @@ def test_format_custom_tags_and_no_reasoning(rows: dict[str, dict[str, str]]) ->
     assert answer_only(sample("x <answer>18</answer>", rows["18"])) == 0.0
 
 
+GSM8K_LINE = r".+\n#### ?-?[0-9][0-9,]*(\.[0-9]+)?"
+
+
+@pytest.mark.parametrize(
+    ("completion", "ok"),
+    [
+        ("9 * 2 = 18\n#### 18", True),
+        ("  9 * 2 = 18\n#### 1,800.5\n", True),  # whitespace around the whole completion
+        ("#### 18", False),  # no working before the final line
+        ("9 * 2 = 18\n#### 18\nThe answer is: 18", False),  # text after the final line
+        ("9 * 2 = 18 #### 18", False),  # not on its own line
+        ("9 * 2 = 18\n####", False),
+    ],
+)
+def test_format_pattern_replaces_the_tag_layout(
+    completion: str, ok: bool, rows: dict[str, dict[str, str]]
+) -> None:
+    reward = FormatReward(FormatParams(pattern=GSM8K_LINE, match_score=0.5))
+    assert reward(sample(completion, rows["18"])) == (0.5 if ok else 0.0)
+    assert reward(sample("<think>x</think><answer>18</answer>", rows["18"])) == 0.0
+
+
 def test_format_params_validation() -> None:
+    with pytest.raises(ValidationError, match="not a valid regex"):
+        FormatParams(pattern="(unclosed")
+    with pytest.raises(ValidationError, match="need the tag layout"):
+        FormatParams(pattern=".*", tag_score=0.1)
     with pytest.raises(ValidationError, match="both reasoning_start and reasoning_end"):
         FormatParams(reasoning_start=None)
     with pytest.raises(ValidationError, match="prefilled_reasoning needs"):

@@ -9,9 +9,15 @@ The score is ``match_score`` on a full match, plus per-tag partial credit: ``tag
 tag that appears exactly once, ``tag_penalty`` for each that does not (a tag of a present but
 blank block counts as not appearing). With ``prefilled_reasoning`` the opening reasoning tag was
 emitted by the chat template, so the completion may omit it and it earns no per-tag credit.
+
+``pattern`` replaces the tag layout with a regular expression that the whole stripped
+completion must match (``re.fullmatch`` with ``re.DOTALL``), for layouts that are not tag
+blocks, e.g. GSM8K's final line ``#### 42``: ``'.*\\n#### *-?[0-9][0-9,]*(\\.[0-9]+)?'``.
 """
 
 from __future__ import annotations
+
+import re
 
 from pydantic import Field, model_validator
 
@@ -33,12 +39,24 @@ class FormatParams(Params):
     allow_text_between: bool = Field(
         False, description="allow text between the reasoning and answer blocks (else whitespace)"
     )
+    pattern: str | None = Field(
+        None,
+        description="regex the whole stripped completion must match instead of the tag layout "
+        "(re.fullmatch, DOTALL); no per-tag credit",
+    )
     match_score: float = Field(1.0, description="score of a full match")
     tag_score: float = Field(0.0, description="added per tag that appears exactly once")
     tag_penalty: float = Field(0.0, description="added per tag that does not")
 
     @model_validator(mode="after")
     def _check_tags(self) -> FormatParams:
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as e:
+                raise ValueError(f"pattern {self.pattern!r} is not a valid regex: {e}") from None
+            if self.tag_score or self.tag_penalty:
+                raise ValueError("tag_score and tag_penalty need the tag layout; unset pattern")
         if (self.reasoning_start is None) != (self.reasoning_end is None):
             raise ValueError("set both reasoning_start and reasoning_end, or neither")
         if self.prefilled_reasoning and self.reasoning_start is None:
@@ -63,6 +81,7 @@ class FormatReward:
 
     def __init__(self, params: FormatParams) -> None:
         self.params = params
+        self._pattern = re.compile(params.pattern, re.DOTALL) if params.pattern else None
 
     def __call__(self, sample: Sample) -> float:
         p = self.params
@@ -75,9 +94,11 @@ class FormatReward:
         return score
 
     def matches(self, text: str) -> bool:
-        """True when ``text`` is exactly: [reasoning block] answer block, blocks non-blank."""
+        """True when ``text`` is [reasoning block] answer block, or matches ``pattern``."""
         p = self.params
         rest = text.strip()
+        if self._pattern is not None:
+            return self._pattern.fullmatch(rest) is not None
         if p.reasoning_start is not None and p.reasoning_end is not None:
             opening = text.count(p.reasoning_start)
             if p.prefilled_reasoning:
