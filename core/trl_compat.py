@@ -30,8 +30,7 @@ TRL_IGNORED = {
     "overwrite_output_dir": "rlvr never deletes a run; use a new output_dir",
     "do_train": "not used",
     "push_to_hub": "not supported offline",
-    "eval_steps": "rlvr does not evaluate during training; evaluate a checkpoint with "
-    "`rlvr eval CONFIG --checkpoint OUTPUT_DIR`",
+    "eval_strategy": "rlvr evaluates every training.eval_steps steps when that is set",
 }
 
 #: TRL keys that belong to an algorithm's params in rlvr.
