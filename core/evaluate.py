@@ -27,9 +27,14 @@ generator, and :class:`rlvr.scoring.Scorer` for the rewards. Decisions, all expl
   reward's ``correct`` param when it has one, as ``answer`` and ``numbers`` do, else 1.0). A
   reward that returned None (not applicable) counts as not correct. The raw value is compared,
   not the weighted one.
+- **Format compliance** (``format_ok``, only with a ``format`` reward): the fraction of
+  completions for which every reward whose plugin is ``format`` scores at least its declared
+  ``correct`` (the built-in ``format``: the score of a full match), :func:`format_checks`.
 - **pass@k**: the unbiased estimator of Chen et al. (2021), :func:`pass_at_k`, with ``n = k``
   samples per prompt, averaged over prompts; ``pass@j`` is also reported for every power of
   two ``j < k`` (more useful than pass@k alone when ``k`` is large).
+- **In training**: the trainer evaluates with the same :class:`Evaluation` every
+  ``training.eval_steps`` (``eval_sampling: greedy`` sets temperature 0 for it).
 - **Output**: ``output`` is the samples JSONL (one line per completion); the summary JSON is
   written beside it as ``<stem>.summary.json``. When ``output`` is a directory (or has no
   suffix) the files are ``samples.jsonl`` and ``summary.json`` inside it. Default:
