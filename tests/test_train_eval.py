@@ -191,3 +191,25 @@ def test_resume_with_eval_gives_the_same_metrics(make_config, host, eval_file, m
     got, expected = read_metrics(out), read_metrics(whole.training.output_dir)
     assert [x["step"] for x in got] == [0, 1, 2, 3, 4]
     assert comparable(got) == comparable(expected)
+
+
+def test_summaries_count_correct_and_format_compliant_completions(host):
+    from rlvr.evaluate import Evaluation
+
+    config = load_config({"rewards": [{"name": "numbers"}, {"name": "format"}]}, host)
+    scored = [(1.0, 1.0), (0.0, 1.0), (1.0, 0.0), (0.0, None)]  # (numbers, format) per sample
+    records = [
+        {
+            "correct": n >= 1.0,
+            "format_ok": is_format_ok({"numbers": n, "format": f}, format_checks(config)),
+            "reward": n + (f or 0.0),
+            "num_tokens": 5,
+            "truncated": False,
+        }
+        for n, f in scored
+    ]
+    summary = Evaluation(config, prompts=[0, 1], k=2).summarize(records, [])
+    assert summary["format_ok"] == 0.5 and summary["accuracy"] == 0.5
+    assert summary["pass@1"] == 0.5 and summary["pass@2"] == 1.0  # each prompt has one right
+    no_format = load_config({"rewards": [{"name": "numbers"}]}, host)
+    assert "format_ok" not in Evaluation(no_format, prompts=[0, 1], k=2).summarize(records, [])
