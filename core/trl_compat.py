@@ -31,6 +31,7 @@ TRL_IGNORED = {
     "do_train": "not used",
     "push_to_hub": "not supported offline",
     "eval_strategy": "rlvr evaluates every training.eval_steps steps when that is set",
+    "per_device_eval_batch_size": "evaluation generates in calls the size of a training step's",
 }
 
 #: TRL keys that belong to an algorithm's params in rlvr.
