@@ -242,7 +242,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = load_config(
         args.config, host, overrides=args.overrides, require=("model", "data", "rewards")
     )
-    from rlvr.evaluate import evaluate
+    from rlvr.evaluate import evaluate, headline
 
     result: dict[str, Any] = evaluate(
         config,
@@ -257,6 +257,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
         print(json.dumps(result, indent=2))
+        print(headline(result), file=sys.stderr)
     return 0
 
 

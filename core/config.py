@@ -132,9 +132,32 @@ class TrainingConfig(Section):
         description="stop (with a checkpoint) when more than this fraction of one reward's "
         "calls in a step fail or time out; 1 never stops",
     )
+    eval_steps: int | None = Field(
+        None,
+        ge=1,
+        description="evaluate on the eval split every N steps and at the end (null: never)",
+    )
+    eval_on_start: bool = Field(True, description="with eval_steps: also evaluate at step 0")
+    eval_limit: int | None = Field(
+        200, ge=1, description="with eval_steps: the first N eval prompts (null: all)"
+    )
+    eval_sampling: Literal["greedy", "train"] = Field(
+        "greedy",
+        description="with eval_steps: greedy (one completion per prompt) or the training "
+        "temperature/top_p/top_k/min_p with eval_num_generations completions per prompt",
+    )
+    eval_num_generations: int = Field(
+        1, ge=1, description="with eval_sampling: train: completions per prompt (pass@k)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainingConfig:
+        if self.eval_sampling == "greedy" and self.eval_num_generations > 1:
+            raise ValueError(
+                f"eval_num_generations: {self.eval_num_generations} with eval_sampling: greedy "
+                "repeats one completion; set eval_sampling: train to sample several, or "
+                "eval_num_generations: 1"
+            )
         reports = [self.report_to] if isinstance(self.report_to, str) else self.report_to
         bad = [r for r in reports if r not in {"none", "tensorboard", "wandb", "all"}]
         if bad:

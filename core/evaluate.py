@@ -27,9 +27,14 @@ generator, and :class:`rlvr.scoring.Scorer` for the rewards. Decisions, all expl
   reward's ``correct`` param when it has one, as ``answer`` and ``numbers`` do, else 1.0). A
   reward that returned None (not applicable) counts as not correct. The raw value is compared,
   not the weighted one.
+- **Format compliance** (``format_ok``, only with a ``format`` reward): the fraction of
+  completions for which every reward whose plugin is ``format`` scores at least its declared
+  ``correct`` (the built-in ``format``: the score of a full match), :func:`format_checks`.
 - **pass@k**: the unbiased estimator of Chen et al. (2021), :func:`pass_at_k`, with ``n = k``
   samples per prompt, averaged over prompts; ``pass@j`` is also reported for every power of
   two ``j < k`` (more useful than pass@k alone when ``k`` is large).
+- **In training**: the trainer evaluates with the same :class:`Evaluation` every
+  ``training.eval_steps`` (``eval_sampling: greedy`` sets temperature 0 for it).
 - **Output**: ``output`` is the samples JSONL (one line per completion); the summary JSON is
   written beside it as ``<stem>.summary.json``. When ``output`` is a directory (or has no
   suffix) the files are ``samples.jsonl`` and ``summary.json`` inside it. Default:
@@ -42,7 +47,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,11 +121,28 @@ def correctness(config: Any, metric: str | None = None, threshold: float | None 
             labels = ", ".join(e.key for e in entries)
             raise EvalError(f"metric {metric!r} is not a configured reward label ({labels})")
         entry = found[0]
-    if threshold is None:
-        correct = getattr(entry.params, "correct", None)
-        is_number = isinstance(correct, int | float) and not isinstance(correct, bool)
-        threshold = float(correct) if is_number and correct is not None else 1.0
-    return entry.key, float(threshold)
+    return entry.key, float(_declared_correct(entry) if threshold is None else threshold)
+
+
+def _declared_correct(entry: Any) -> float:
+    """The score at which a reward counts as satisfied: its params' ``correct`` when it
+    declares one (``answer``, ``numbers``: a correct answer; ``format``: a full match), else 1.0."""
+    correct = getattr(entry.params, "correct", None)
+    is_number = isinstance(correct, int | float) and not isinstance(correct, bool)
+    return float(correct) if is_number and correct is not None else 1.0
+
+
+def format_checks(config: Any) -> list[tuple[str, float]]:
+    """``(label, threshold)`` of every reward whose plugin is ``format``: a completion is
+    *format-compliant* when each of them scores at least its declared ``correct`` (for the
+    built-in ``format`` reward: the score of a full match, tag credit included). Empty when no
+    ``format`` reward is configured (compliance is then not reported)."""
+    return [(e.key, _declared_correct(e)) for e in config.rewards if e.name == "format"]
+
+
+def is_format_ok(rewards: Mapping[str, float | None], checks: Sequence[tuple[str, float]]) -> bool:
+    """Whether a completion's raw reward values pass every format check (None fails)."""
+    return all((v := rewards.get(label)) is not None and v >= thr for label, thr in checks)
 
 
 def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str]:
@@ -188,7 +210,120 @@ def output_paths(config: Any, output: str | Path | None) -> tuple[Path, Path]:
     return out, out.with_name(out.stem + ".summary.json")
 
 
-# --------------------------------------------------------------------------- evaluate
+# --------------------------------------------------------------------------- one evaluation
+
+
+class Evaluation:
+    """The eval prompts and how completions are judged: shared by ``rlvr eval`` and the
+    trainer's in-training evaluation (``training.eval_steps``), so both report the same figures.
+
+    ``greedy``: temperature 0 and one completion per prompt; otherwise the training section's
+    sampling settings with ``k`` completions per prompt. Each call of :meth:`run` draws the same
+    seeds (from ``training.seed``, never a training step's), so repeated evaluations of a
+    changing policy differ by the policy alone, and :meth:`run` leaves the global RNGs alone.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        prompts: Any,
+        *,
+        k: int = 1,
+        greedy: bool = False,
+        metric: str | None = None,
+        threshold: float | None = None,
+    ) -> None:
+        if k < 1:
+            raise EvalError(f"k must be >= 1 (got {k})")
+        self.config = config
+        self.prompts = prompts
+        self.k = k
+        self.greedy = greedy
+        self.metric, self.threshold = correctness(config, metric, threshold)
+        self.format_checks = format_checks(config)
+        self.labels = [e.key for e in config.rewards]
+
+    def sampling(self, call: int, rank: int) -> Any:
+        """The sampling settings of generation call ``call`` on ``rank``: the trainer's
+        per-step seeds with step 0 (never a training step) and the call as the round."""
+        from dataclasses import replace
+
+        from rlvr.protocols import SamplingParams
+        from rlvr.rollout import step_seed
+
+        t = self.config.training
+        params = SamplingParams.from_training(t, step_seed(t.seed, 0, call, rank))
+        return replace(params, temperature=0.0) if self.greedy else params
+
+    def run(
+        self,
+        generator: Any,
+        scorer: Any,
+        *,
+        backend: str,
+        dist: distributed.Dist,
+        progress: bool = False,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Generate and score every prompt; return the sample records (every rank gets all of
+        them, in prompt order) and the summary of :meth:`summarize`."""
+        start = time.perf_counter()
+        records, summaries, gen_time, score_time = _sample_and_score(
+            self, generator, scorer, progress, backend, dist
+        )
+        summary = self.summarize(records, summaries)
+        summary["generation_time"] = gen_time
+        summary["scoring_time"] = score_time
+        summary["total_time"] = time.perf_counter() - start
+        return records, summary
+
+    def summarize(self, records: Sequence[dict[str, Any]], summaries: Sequence[Any]) -> dict:
+        """pass@j, ``accuracy``, ``format_ok`` (fraction of format-compliant completions; only
+        with a ``format`` reward), reward means/stds and completion lengths of ``records``."""
+        from rlvr.metrics import length_metrics, reward_metrics
+        from rlvr.scoring import RewardStats, merge_summaries
+
+        k = self.k
+        counts = []
+        for i in range(len(self.prompts)):
+            mine = records[i * k : (i + 1) * k]
+            counts.append((len(mine), sum(r["correct"] for r in mine)))
+        out: dict[str, Any] = {f"pass@{j}": mean_pass_at_k(counts, j) for j in pass_at_ks(k)}
+        out["accuracy"] = sum(c for _, c in counts) / max(len(records), 1)
+        if self.format_checks:
+            out["format_ok"] = sum(r["format_ok"] for r in records) / max(len(records), 1)
+        out.update(
+            reward_metrics(
+                RewardStats.of([r["reward"] for r in records]), merge_summaries(summaries)
+            )
+        )
+        out.update(
+            length_metrics([r["num_tokens"] for r in records], [r["truncated"] for r in records])
+        )
+        return out
+
+
+def eval_prompt_rows(config: Any, host: Any, split: str | None, limit: int | None):
+    """``(rows, data config, split, description)`` of the eval data: :func:`eval_data`, its
+    first ``limit`` rows, checked for the fields the rewards need."""
+    from rlvr.data import load_rows, require_fields
+
+    if limit is not None and limit < 1:
+        raise EvalError(f"limit must be >= 1 (got {limit})")
+    data_cfg, split_name, data_desc = eval_data(config.data, split)
+    rows = load_rows(data_cfg, split=split_name)
+    if limit is not None:
+        rows = rows[:limit]
+    require_fields(
+        rows,
+        config.rewards,
+        host,
+        prompt_field=data_cfg.prompt_field,
+        source=f"eval data {data_desc!r}",
+    )
+    return rows, data_cfg, split_name, data_desc
+
+
+# --------------------------------------------------------------------------- rlvr eval
 
 
 def evaluate(
@@ -210,36 +345,27 @@ def evaluate(
     ``config`` is a validated run config with ``model``, ``data`` and ``rewards`` (``backend``
     defaults to ``hf``). The summary holds ``pass@1``, ``pass@<j>`` (``j`` in
     :func:`pass_at_ks`), ``accuracy`` (fraction of correct completions, equal to pass@1),
-    ``reward``/``reward_std`` and ``rewards/<label>/{mean,std,none_count,timeouts,errors}``
-    (named as in ``metrics.jsonl``), ``completion_length/*``, ``truncated_frac``, and what was
-    evaluated (model, data, split, k, metric, threshold, sampling, file paths).
+    ``format_ok`` (fraction of format-compliant completions, :func:`format_checks`; only with a
+    ``format`` reward), ``reward``/``reward_std`` and
+    ``rewards/<label>/{mean,std,none_count,timeouts,errors}`` (named as in ``metrics.jsonl``),
+    ``completion_length/*``, ``truncated_frac``, and what was evaluated (model, data, split, k,
+    metric, threshold, sampling, file paths).
     """
+    from transformers import set_seed
+
     from rlvr import distributed
-    from rlvr.data import PromptSet, load_rows, require_fields
+    from rlvr.data import PromptSet
     from rlvr.host import build_generator
-    from rlvr.metrics import length_metrics, reward_metrics
     from rlvr.protocols import RunInfo
-    from rlvr.scoring import RewardStats, Scorer, merge_summaries, score_entries
+    from rlvr.scoring import Scorer, score_entries
 
     if k < 1:
         raise EvalError(f"k must be >= 1 (got {k})")
-    if limit is not None and limit < 1:
-        raise EvalError(f"limit must be >= 1 (got {limit})")
     t = config.training
-    label, thr = correctness(config, metric, threshold)
+    correctness(config, metric, threshold)  # a bad metric fails before anything loads
     backend_name, backend_params, backend = _backend(config, host)
     model_path = resolve_checkpoint(checkpoint) if checkpoint is not None else None
-    data_cfg, split_name, data_desc = eval_data(config.data, split)
-    rows = load_rows(data_cfg, split=split_name)
-    if limit is not None:
-        rows = rows[:limit]
-    require_fields(
-        rows,
-        config.rewards,
-        host,
-        prompt_field=data_cfg.prompt_field,
-        source=f"eval data {data_desc!r}",
-    )
+    rows, data_cfg, split_name, data_desc = eval_prompt_rows(config, host, split, limit)
     samples_path, summary_path = output_paths(config, output)
     if t.temperature == 0 and k > 1:
         logger.warning("training.temperature is 0 (greedy): all %d samples per prompt match", k)
@@ -252,28 +378,18 @@ def evaluate(
         try:
             model, tokenizer, model_desc = _load_model(config, model_path)
             prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
+            evaluation = Evaluation(config, prompts, k=k, metric=metric, threshold=threshold)
             run = RunInfo.from_config(config, num_generations=k, evaluation=True)
             generator = build_generator(backend, backend_params, run, model, tokenizer)
-            records, summaries, gen_time, score_time = _sample_and_score(
-                config, prompts, generator, scorer, k, label, thr, progress, backend_name, dist
+            set_seed(t.seed)
+            records, summary = evaluation.run(
+                generator, scorer, backend=backend_name, dist=dist, progress=progress
             )
         finally:
             if generator is not None:
                 generator.close()
             scorer.close()
 
-    counts = []
-    for i in range(len(prompts)):
-        mine = records[i * k : (i + 1) * k]
-        counts.append((len(mine), sum(r["correct"] for r in mine)))
-    summary: dict[str, Any] = {f"pass@{j}": mean_pass_at_k(counts, j) for j in pass_at_ks(k)}
-    summary["accuracy"] = sum(c for _, c in counts) / max(len(records), 1)
-    summary.update(
-        reward_metrics(RewardStats.of([r["reward"] for r in records]), merge_summaries(summaries))
-    )
-    summary.update(
-        length_metrics([r["num_tokens"] for r in records], [r["truncated"] for r in records])
-    )
     summary.update(
         {
             "model": model_desc,
@@ -282,15 +398,14 @@ def evaluate(
             "num_prompts": len(prompts),
             "k": k,
             "num_samples": len(records),
-            "metric": label,
-            "threshold": thr,
+            "metric": evaluation.metric,
+            "threshold": evaluation.threshold,
+            "format_checks": dict(evaluation.format_checks),
             "backend": backend_name,
             "temperature": t.temperature,
             "top_p": t.top_p,
             "max_completion_length": t.max_completion_length,
             "seed": t.seed,
-            "generation_time": gen_time,
-            "scoring_time": score_time,
             "total_time": time.perf_counter() - start,
             "samples": str(samples_path),
             "summary": str(summary_path),
@@ -306,6 +421,17 @@ def evaluate(
             f.write(json.dumps(r, default=str, ensure_ascii=False) + "\n")
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def headline(summary: Mapping[str, Any]) -> str:
+    """One line for people: accuracy (pass@1) and format compliance in percent."""
+    parts = [f"accuracy {100 * (summary.get('accuracy') or 0):.1f}% (pass@1)"]
+    if summary.get("format_ok") is not None:
+        parts.append(f"format compliance {100 * summary['format_ok']:.1f}%")
+    if summary.get("reward") is not None:
+        parts.append(f"reward {summary['reward']:.3f}")
+    parts.append(f"{summary.get('num_prompts')} prompts x {summary.get('k')}")
+    return " | ".join(parts)
 
 
 # --------------------------------------------------------------------------- internals
@@ -351,30 +477,23 @@ def _load_model(config: Any, model_path: Path | None) -> tuple[Any, Any, str]:
 
 
 def _sample_and_score(
-    config: Any,
-    prompts: Any,
+    evaluation: Evaluation,
     generator: Any,
     scorer: Any,
-    k: int,
-    label: str,
-    threshold: float,
     progress: bool,
     backend_name: str,
     dist: distributed.Dist,
 ) -> tuple[list[dict[str, Any]], list[Any], float, float]:
     """Generate and score in calls of about as many sequences as a training step samples
     (with several ranks: each its slice of every call; the results gathered in order)."""
-    from transformers import set_seed
+    from rlvr.rollout import generate, sample_record, score
 
-    from rlvr.protocols import SamplingParams
-    from rlvr.rollout import generate, sample_record, score, step_seed
-
+    config, prompts, k = evaluation.config, evaluation.prompts, evaluation.k
     t = config.training
-    set_seed(t.seed)
     step_sequences = t.per_device_train_batch_size * t.gradient_accumulation_steps
     step_sequences *= t.num_generations
     per_call = max(1, step_sequences // k) * dist.world_size
-    labels = [e.key for e in config.rewards]
+    label, threshold, checks = evaluation.metric, evaluation.threshold, evaluation.format_checks
     records: list[dict[str, Any]] = []
     summaries = []
     gen_time = score_time = 0.0
@@ -389,26 +508,25 @@ def _sample_and_score(
             indices, _ = dist.shard(every)
             if not indices:
                 continue
-            # The trainer's per-step seeds with step 0 (never a training step) and the call
-            # index as the round give eval its own seeds.
-            sampling = SamplingParams.from_training(t, step_seed(t.seed, 0, call, dist.rank))
+            sampling = evaluation.sampling(call, dist.rank)
             t0 = time.perf_counter()
             items = generate(generator, prompts, indices, k, sampling, backend=backend_name)
             t1 = time.perf_counter()
-            scores = score(scorer, prompts, items, labels)
+            scores = score(scorer, prompts, items, evaluation.labels)
             score_time += time.perf_counter() - t1
             gen_time += t1 - t0
             summaries.append(scores.summary())
             for j, c in enumerate(items):
                 value = c.rewards[label]
-                records.append(
-                    {
-                        "index": c.prompt_index,
-                        "sample": j % k,
-                        **sample_record(c, prompts, config.data.prompt_field),
-                        "correct": value is not None and value >= threshold,
-                    }
-                )
+                record = {
+                    "index": c.prompt_index,
+                    "sample": j % k,
+                    **sample_record(c, prompts, config.data.prompt_field),
+                    "correct": value is not None and value >= threshold,
+                }
+                if checks:
+                    record["format_ok"] = is_format_ok(c.rewards, checks)
+                records.append(record)
             if bar is not None:
                 bar.update(len(every))
     finally:
@@ -424,6 +542,11 @@ def _sample_and_score(
 
 __all__ = [
     "EvalError",
+    "Evaluation",
+    "eval_prompt_rows",
+    "format_checks",
+    "headline",
+    "is_format_ok",
     "correctness",
     "eval_data",
     "evaluate",

@@ -29,6 +29,12 @@ three parts and no exceptions:
 Before 0.2 the algorithm's metrics were logged without the prefix (``approx_kl``,
 ``clip_frac_low``, ...; :data:`LEGACY_ALGO_KEYS`); ``rlvr plot`` still reads such runs.
 
+4. ``eval/...`` on the lines of the steps that ran in-training evaluation
+   (``training.eval_steps``; :func:`eval_metrics`), and on a line of its own at step 0 with
+   ``eval_on_start``: ``eval/reward_mean``, ``eval/reward_std``, ``eval/rewards/<label>/...``,
+   ``eval/pass@<j>``, ``eval/format_ok``, ``eval/completion_length/*``,
+   ``eval/truncated_frac``, ``eval/time``.
+
 On resume the files are cut back to the resumed step, so they read as one uninterrupted run.
 """
 
@@ -63,6 +69,7 @@ TIMING_KEYS = frozenset(
         "training_time",
         "tokens_per_second",
         "peak_memory_mb",
+        "eval/time",
     }
 )
 
@@ -244,6 +251,15 @@ def step_metrics(
     return m
 
 
+def eval_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """An :class:`rlvr.evaluate.Evaluation` summary as ``metrics.jsonl`` keys: ``eval/`` before
+    each, ``reward`` named ``eval/reward_mean``; ``accuracy`` (equal to pass@1) and the
+    timing parts are left out, ``eval/time`` is the whole evaluation."""
+    renamed = {"reward": "reward_mean", "total_time": "time"}
+    skip = {"accuracy", "generation_time", "scoring_time"}
+    return {f"eval/{renamed.get(k, k)}": v for k, v in summary.items() if k not in skip}
+
+
 def _stats(values: Sequence[float]) -> Any:
     from rlvr.scoring import RewardStats
 
@@ -373,7 +389,7 @@ class MetricsLogger:
             self._bar.set_postfix(
                 reward=f"{line.get('reward', 0):.3f}", loss=f"{line.get('loss', 0):.4f}"
             )
-        if step % self.logging_steps == 0 or step == self.max_steps:
+        if step % self.logging_steps == 0 or step == self.max_steps or "eval/pass@1" in line:
             self.write(compact_line(line, self.max_steps))
 
     def log_samples(self, step: int, samples: Iterable[Mapping[str, Any]]) -> None:
@@ -444,6 +460,13 @@ def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
         parts.insert(2 if len(parts) > 1 and parts[1].startswith("reward ") else 1, " ".join(means))
     if m.get("skipped"):
         parts.append("SKIPPED (non-finite)")
+    if (p1 := num("eval/pass@1", ".3f")) is not None:
+        fmt = num("eval/format_ok", ".3f")
+        parts.append(
+            f"eval pass@1 {p1}"
+            + (f" format_ok {fmt}" if fmt is not None else "")
+            + f" reward {num('eval/reward_mean', '.3f')}"
+        )
     return " | ".join(parts)
 
 
@@ -456,6 +479,7 @@ __all__ = [
     "MetricsLogger",
     "ReportError",
     "compact_line",
+    "eval_metrics",
     "length_metrics",
     "peak_memory_mb",
     "read_metrics",

@@ -10,7 +10,9 @@
   plot the same);
 - ``completions.png``: completion length (mean, min-max band), truncated fraction, groups
   with zero reward spread and groups filtered by dynamic sampling;
-- ``throughput.png``: completion tokens per second, time per step by phase, peak memory.
+- ``throughput.png``: completion tokens per second, time per step by phase, peak memory;
+- ``eval.png`` (runs with ``training.eval_steps``): the eval split's mean reward, pass@1 and
+  format compliance, and each reward's mean, at the steps that were evaluated.
 
 Noisy curves get a moving average drawn over the faint raw values once a run has 20 steps.
 Uses matplotlib's object API with the Agg canvas (no display, no global pyplot state); needs
@@ -50,6 +52,11 @@ def _figures(keys: set[str]) -> dict[str, list[Panel]]:
     # algo/<name>/clip_frac_low, ...; before 0.2 without the prefix (LEGACY_ALGO_KEYS).
     clip = sorted(k for k in keys if _algo_key(k).startswith("clip_frac"))
     approx_kl = sorted(k for k in keys if _algo_key(k) == "approx_kl")
+    eval_labels = sorted(
+        k.removeprefix("eval/rewards/").removesuffix("/mean")
+        for k in keys
+        if k.startswith("eval/rewards/") and k.endswith("/mean")
+    )
     return {
         "rewards": [
             ("reward (weighted sum)", [("reward", "reward")], "reward"),
@@ -100,6 +107,19 @@ def _figures(keys: set[str]) -> dict[str, list[Panel]]:
                 "seconds",
             ),
             ("peak memory", [("peak_memory_mb", "peak")], "MiB"),
+        ],
+        "eval": [
+            ("eval reward (weighted sum)", [("eval/reward_mean", "reward")], "reward"),
+            (
+                "eval pass@1 and format compliance",
+                [("eval/pass@1", "pass@1"), ("eval/format_ok", "format_ok")],
+                "fraction",
+            ),
+            (
+                "eval per-reward means",
+                [(f"eval/rewards/{lab}/mean", lab) for lab in eval_labels],
+                "mean",
+            ),
         ],
     }
 
@@ -196,7 +216,17 @@ def plot_run(output_dir: str | Path) -> list[Path]:
         for i, (title, lines, ylabel) in enumerate(panels):
             ax = fig.add_subplot(nrows, cols, i + 1)
             for key, label in lines:
-                if key in has:
+                if key in has and key.startswith("eval/"):  # a few steps: only those
+                    xs, ys = zip(
+                        *(
+                            (x, y)
+                            for x, y in zip(steps, series[key], strict=True)
+                            if math.isfinite(y)
+                        ),
+                        strict=True,
+                    )
+                    _draw(ax, list(xs), list(ys), label, None, smoothable=False)
+                elif key in has:
                     _draw(
                         ax, steps, series[key], label, _band(key, series), key not in NO_SMOOTHING
                     )
@@ -205,7 +235,7 @@ def plot_run(output_dir: str | Path) -> list[Path]:
             if ylabel:
                 ax.set_ylabel(ylabel)
             ax.grid(True, alpha=0.3)
-            if sum(k in has for k, _ in lines) > 1 or name == "rewards" and i == 1:
+            if sum(k in has for k, _ in lines) > 1 or name in ("rewards", "eval") and i > 0:
                 ax.legend(fontsize="small")
         path = plots / f"{name}.png"
         fig.savefig(path, dpi=100)

@@ -1,7 +1,8 @@
 """The end of a run, in a few lines: where it is, how long it took, and what changed.
 
 :func:`run_summary` reads ``OUTPUT_DIR/metrics.jsonl`` (so a resumed run summarises all its
-steps) and compares each reward's mean over the first 10% of the steps with the last 10%.
+steps), compares each reward's mean over the first 10% of the steps with the last 10%, and
+shows the first and last in-training evaluation when there was one.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -
         rows = read_metrics(out)
     except FileNotFoundError:
         rows = []
+    evals = [r for r in rows if "eval/pass@1" in r]
+    rows = [r for r in rows if "reward" in r]  # training steps (step 0 is evaluation only)
     ckpt = latest_checkpoint(out)
     steps = rows[-1]["step"] if rows else 0
     lines = [
@@ -52,10 +55,24 @@ def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -
         for label, key in [*((lb, f"rewards/{lb}/mean") for lb in labels), ("(total)", "reward")]:
             first, last = window_means([r.get(key, math.nan) for r in rows])
             lines.append(f"    {label:<{width}}  {first:.3f} -> {last:.3f}")
-    lines.append(
-        "  eval:        none during training; run `rlvr eval CONFIG --checkpoint "
-        f"{out}` for pass@k on the eval split"
-    )
+    if evals:
+        first, last = evals[0], evals[-1]
+
+        def figures(r: dict) -> str:
+            fmt = r.get("eval/format_ok")
+            return f"pass@1 {r['eval/pass@1']:.3f}" + (
+                f", format_ok {fmt:.3f}" if isinstance(fmt, int | float) else ""
+            )
+
+        lines.append(
+            f"  eval:        step {first['step']}: {figures(first)} -> "
+            f"step {last['step']}: {figures(last)}"
+        )
+    else:
+        lines.append(
+            "  eval:        none during training (training.eval_steps); run `rlvr eval CONFIG "
+            f"--checkpoint {out}` for pass@k on the eval split"
+        )
     lines.append(f"  plots:       `rlvr plot {out}` draws them into {out / 'plots'}")
     return "\n".join(lines)
 

@@ -9,7 +9,11 @@ lives in a module named for its job:
    requirements ask for), then ``algorithm.prepare`` (advantages), then ``num_iterations``
    optimizer updates through ``algorithm.loss``;
 3. metrics (:func:`rlvr.metrics.step_metrics`), samples, a checkpoint every ``save_steps``;
-   the backend gets the new weights.
+   the backend gets the new weights;
+4. every ``eval_steps`` (and at the last step; at step 0 too with ``eval_on_start``): the eval
+   split, judged as ``rlvr eval`` judges it (:class:`rlvr.evaluate.Evaluation`), logged as
+   ``eval/...`` on the step's line of ``metrics.jsonl``. Its sampling seeds are its own and the
+   RNGs are reseeded at every step, so a run with evaluation trains exactly as one without.
 
 Reproducibility: the RNGs are reseeded at the start of every step from ``(seed, step)`` and the
 backend gets a per-step (and per-round) sampling seed, so a step's randomness does not depend
@@ -49,8 +53,9 @@ from rlvr import distributed
 from rlvr.config import RunConfig, dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.errors import TrainingError
+from rlvr.evaluate import Evaluation, eval_prompt_rows
 from rlvr.host import Host, build_algorithm, build_generator
-from rlvr.metrics import METRICS_FILE, MetricsLogger, reporters, step_metrics
+from rlvr.metrics import METRICS_FILE, MetricsLogger, eval_metrics, reporters, step_metrics
 from rlvr.protocols import RunInfo
 from rlvr.reward_errors import RewardErrorLog
 from rlvr.rollout import Rollout, Rollouts, build_batch, sample_record, step_seed
@@ -136,6 +141,7 @@ class Trainer:
         self._step_start = (0, 0)
         self.dist = distributed.current()
         self.log: MetricsLogger | None = None
+        self.evaluation: Evaluation | None = None
 
     # ------------------------------------------------------------------ setup
 
@@ -156,6 +162,9 @@ class Trainer:
             prompt_field=self.data_cfg.prompt_field,
             source=f"data.path {self.data_cfg.path!r}",
         )
+        eval_rows = None
+        if t.eval_steps is not None:  # the eval data is checked before any model loads
+            eval_rows = eval_prompt_rows(config, self.host, None, t.eval_limit)
         entries = score_entries(config, self.host)
         self.labels = [e.label for e in entries]
         # Started before the models load, so the workers build their rewards meanwhile.
@@ -198,6 +207,14 @@ class Trainer:
         self.pad_id = self._pad_id()
         prompts = PromptSet(rows, self.data_cfg, self.tokenizer, t.max_prompt_length)
         self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=self.data_cfg.shuffle)
+        if eval_rows is not None:
+            rows_, eval_cfg, _, _ = eval_rows
+            self.evaluation = Evaluation(
+                config,
+                PromptSet(rows_, eval_cfg, self.tokenizer, t.max_prompt_length),
+                k=t.eval_num_generations,
+                greedy=t.eval_sampling == "greedy",
+            )
 
         reference = None
         if self.req.reference_model:
@@ -366,6 +383,8 @@ class Trainer:
                 self.bad_steps,
                 self.t.max_bad_steps,
             )
+        if self._eval_due():
+            m.update(self.evaluate())
         if self.log is not None:
             self.log.log(m)
         self.last_metrics = m
@@ -375,6 +394,25 @@ class Trainer:
             if self.log is not None:
                 self.log.log_samples(self.step, [r for part in records for r in part])
         return m
+
+    def _eval_due(self) -> bool:
+        every = self.t.eval_steps
+        if self.evaluation is None or every is None:
+            return False
+        if self.step == 0:
+            return self.t.eval_on_start
+        return self.step % every == 0 or self.step == self.max_steps
+
+    def evaluate(self) -> dict[str, Any]:
+        """The current policy on the eval split, as ``eval/...`` metrics (every rank gets
+        them; each generated its share of the prompts)."""
+        assert self.evaluation is not None
+        self.policy.eval()
+        with distributed.gathered(self.policy):  # FSDP: whole weights while generating
+            _, summary = self.evaluation.run(
+                self.generator, self.scorer, backend=self.backend_cfg.name, dist=self.dist
+            )
+        return eval_metrics(summary)
 
     def _echo(self, message: str) -> None:
         if self.log is not None:
@@ -448,6 +486,10 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         try:
             self.setup()
+            if self.step == 0 and self._eval_due():  # the baseline, on a line of its own
+                m = {"step": 0, **self.evaluate()}
+                if self.log is not None:
+                    self.log.log(m)
             with _StopFlag() as stop:
                 while self.step < self.max_steps:
                     self._step_start = (self.step, self.sampler.position)

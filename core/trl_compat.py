@@ -30,8 +30,8 @@ TRL_IGNORED = {
     "overwrite_output_dir": "rlvr never deletes a run; use a new output_dir",
     "do_train": "not used",
     "push_to_hub": "not supported offline",
-    "eval_steps": "rlvr does not evaluate during training; evaluate a checkpoint with "
-    "`rlvr eval CONFIG --checkpoint OUTPUT_DIR`",
+    "eval_strategy": "rlvr evaluates every training.eval_steps steps when that is set",
+    "per_device_eval_batch_size": "evaluation generates in calls the size of a training step's",
 }
 
 #: TRL keys that belong to an algorithm's params in rlvr.

@@ -249,10 +249,11 @@ def test_messages_echo_values_and_name_the_override(tmp_path, capsys):
     assert line.endswith("(from --set rewards.0.wieght=2)")
 
 
-def test_eval_steps_is_ignored_with_a_warning_saying_what_to_do(host):
-    with pytest.warns(UserWarning, match=r"training.eval_steps is ignored: .*rlvr eval CONFIG"):
-        config = load_config({"training": {"eval_steps": 50}}, host)
-    assert "eval_steps" not in config.training.model_dump()
+def test_eval_steps_is_a_setting_and_trl_eval_strategy_is_ignored_saying_why(host):
+    with pytest.warns(UserWarning, match=r"training.eval_strategy is ignored: .*eval_steps"):
+        config = load_config({"training": {"eval_steps": 50, "eval_strategy": "steps"}}, host)
+    assert config.training.eval_steps == 50
+    assert "eval_strategy" not in config.training.model_dump()
 
 
 def test_settings_that_cannot_learn_warn(host):

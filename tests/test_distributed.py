@@ -376,3 +376,27 @@ def test_fsdp_resume_continues_like_an_uninterrupted_run(tiny_model, dataset, tm
     w1, w2 = weights(whole), weights(cut)
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+def test_in_training_eval_on_two_ranks_equals_one_process(tiny_model, dataset, tmp_path):
+    """``training.eval_steps`` under torchrun: each rank generates its share of the eval
+    prompts, the results are gathered, and rank 0 writes the same ``eval/...`` once."""
+    over = {"training": {"eval_steps": 2, "eval_sampling": "train", "eval_num_generations": 2}}
+    one = run_ok(
+        make_config(tiny_model, dataset, tmp_path / "one", "grpo", 4, **over), tmp_path, "one", 1
+    )
+    over = {"training": {"eval_steps": 2, "eval_sampling": "train", "eval_num_generations": 2}}
+    two = run_ok(
+        make_config(tiny_model, dataset, tmp_path / "two", "grpo", 2, **over), tmp_path, "two", 2
+    )
+    m1, m2 = read_metrics(one), read_metrics(two)
+    assert [m["step"] for m in m2] == [0, 1, 2, 3]  # one line per step: written once
+    evals = [[m for m in lines if "eval/pass@1" in m] for lines in (m1, m2)]
+    assert [m["step"] for m in evals[1]] == [0, 2, 3]
+    for a, b in zip(*evals, strict=True):
+        assert a.keys() == b.keys()
+        for key, value in a.items():
+            if key != "eval/time" and key.startswith("eval/"):
+                assert b[key] == (pytest.approx(value) if isinstance(value, float) else value), key
+    assert evals[1][0]["eval/pass@2"] is not None

@@ -298,9 +298,16 @@ def test_cli_eval(tiny_model, eval_dir, tmp_path, capsys):
     out = tmp_path / "eval" / "samples.jsonl"
     code = main(["eval", str(cfg), "-k", "2", "--limit", "3", "--output", str(out)])
     assert code == 0
-    printed = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out)
     assert printed["metric"] == "answer" and printed["num_samples"] == 6
-    assert {"pass@1", "pass@2", "reward", "rewards/answer/mean"} <= set(printed)
+    assert {"pass@1", "pass@2", "reward", "rewards/answer/mean", "format_ok"} <= set(printed)
+    samples = [json.loads(line) for line in out.read_text().splitlines()]
+    compliant = sum(r["rewards"]["format"] >= 1.0 for r in samples) / len(samples)
+    assert printed["format_ok"] == compliant == sum(r["format_ok"] for r in samples) / 6
+    # the line for people: accuracy and format compliance in percent
+    headline = f"accuracy {100 * printed['accuracy']:.1f}% (pass@1) | format compliance "
+    assert headline + f"{100 * compliant:.1f}%" in captured.err
     assert len(out.read_text().splitlines()) == 6
     assert json.loads((tmp_path / "eval" / "samples.summary.json").read_text()) == printed
     # a named split of a single file is refused with a message, no traceback

@@ -98,6 +98,15 @@ def sample_steps(out: Path) -> list[int]:
     return sorted({json.loads(line)["step"] for line in lines})
 
 
+def eval_steps(out: Path) -> list[int]:
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    return [m["step"] for m in map(json.loads, lines) if "eval/pass@1" in m]
+
+
+def eval_prompts(trainer: Trainer) -> int:
+    return len(trainer.evaluation.prompts)
+
+
 def nothing(out: Path) -> None:
     return None  # the test counts the console lines itself
 
@@ -177,6 +186,23 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
     "reward_workers": ({}, {"reward_workers": 1}, built(lambda t: len(t.scorer.pool._workers))),
     "max_bad_steps": ({"max_bad_steps": 1}, {"max_bad_steps": 2}, ran(checkpoints)),
     "max_reward_error_frac": ({}, {"max_reward_error_frac": 0.25}, ran(checkpoints)),
+    "eval_steps": ({}, {"eval_steps": 2}, ran(eval_steps)),
+    "eval_on_start": (
+        {"eval_steps": 2},
+        {"eval_steps": 2, "eval_on_start": False},
+        built(lambda t: t._eval_due()),  # at step 0
+    ),
+    "eval_limit": ({"eval_steps": 2}, {"eval_steps": 2, "eval_limit": 3}, built(eval_prompts)),
+    "eval_sampling": (
+        {"eval_steps": 2},
+        {"eval_steps": 2, "eval_sampling": "train"},
+        built(lambda t: t.evaluation.sampling(0, 0).temperature),
+    ),
+    "eval_num_generations": (
+        {"eval_steps": 2, "eval_sampling": "train"},
+        {"eval_steps": 2, "eval_sampling": "train", "eval_num_generations": 2},
+        built(lambda t: t.evaluation.k),
+    ),
 }
 
 #: keys that act only with several ranks, so one process cannot probe them here.

@@ -70,6 +70,19 @@ class FormatParams(Params):
                     raise ValueError(f"tag {a!r} occurs inside tag {b!r}; tags must be distinct")
         return self
 
+    @property
+    def correct(self) -> float:
+        """The score of a full match (every scored tag then appears once): the score at which
+        a completion counts as format-compliant (``rlvr eval`` and in-training eval report the
+        fraction that reach it), as ``correct`` is a correct answer's score for ``answer``."""
+        return self.match_score + self.tag_score * len(self.scored_tags())
+
+    def scored_tags(self) -> list[str]:
+        """The tags that earn per-tag credit (a prefilled opening reasoning tag does not)."""
+        return [
+            t for t in self.tags() if not (self.prefilled_reasoning and t == self.reasoning_start)
+        ]
+
     def tags(self) -> list[str]:
         """The tags in their expected order."""
         reasoning = [self.reasoning_start, self.reasoning_end] if self.reasoning_end else []
@@ -89,8 +102,7 @@ class FormatReward:
         score = p.match_score if self.matches(text) else 0.0
         if p.tag_score or p.tag_penalty:
             good = self._good_tags(text)
-            scored = [t for t in p.tags() if not (p.prefilled_reasoning and t == p.reasoning_start)]
-            score += sum(p.tag_score if t in good else p.tag_penalty for t in scored)
+            score += sum(p.tag_score if t in good else p.tag_penalty for t in p.scored_tags())
         return score
 
     def matches(self, text: str) -> bool:
