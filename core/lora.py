@@ -56,7 +56,16 @@ def add_adapters(model: Any, cfg: LoraConfig) -> Any:
         use_rslora=cfg.use_rslora,
         task_type="CAUSAL_LM",
     )
-    return peft.get_peft_model(model, config)
+    try:
+        return peft.get_peft_model(model, config)
+    except ValueError as exc:
+        linear = sorted(
+            {n.rpartition(".")[2] for n, m in model.named_modules() if type(m).__name__ == "Linear"}
+        )
+        raise LoraError(
+            f"model.lora.target_modules {cfg.target_modules!r} does not fit this model ({exc}); "
+            f"its linear layers are named {', '.join(linear)} (or use 'all-linear')"
+        ) from exc
 
 
 def load_adapters(model: Any, path: str | Path, *, trainable: bool) -> Any:

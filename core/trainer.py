@@ -217,7 +217,9 @@ class Trainer:
 
         value_model = None
         if self.req.value_model:
-            value_model = self.algo.build_value_model(self.policy).to(device)
+            # LoRA: from the transformers model inside peft, so the value model's copy of the
+            # backbone is frozen too and trains its own adapters (and its head).
+            value_model = self.algo.build_value_model(lora.forward_model(self.policy)).to(device)
             disable_dropout(value_model)
 
         if t.gradient_checkpointing:

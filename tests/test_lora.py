@@ -115,6 +115,26 @@ def test_only_adapters_train_and_the_reference_is_the_base(make_config, host, ti
     assert moved > 0  # the adapters (B starts at 0) did train
 
 
+def test_ppo_and_gradient_checkpointing_with_lora(make_config, host):
+    """PPO's value model copies the frozen backbone and trains its own adapters and head;
+    gradient checkpointing gives the same update as without."""
+    ppo = make_config("ppo", model=LORA, output="ppo", max_steps=2)
+    last = run(ppo, host)
+    assert last["grad_norm"] > 0 and last["value_grad_norm"] > 0 and math.isfinite(last["loss"])
+    saved = torch.load(latest_checkpoint(ppo.training.output_dir) / "value_model.pt")
+    assert any(".lora_B." in k for k in saved)
+
+    common = {"max_steps": 1, "optim": "sgd", "learning_rate": 0.5, "model": LORA}
+    plain = make_config(algo_params=GRPO_KL, output="plain", **common)
+    ckpt = make_config(algo_params=GRPO_KL, output="gc", gradient_checkpointing=True, **common)
+    m_plain, m_ckpt = run(plain, host), run(ckpt, host)
+    assert m_plain["loss"] == pytest.approx(m_ckpt["loss"], rel=1e-5, abs=1e-7)
+    a = adapter(latest_checkpoint(plain.training.output_dir))
+    b = adapter(latest_checkpoint(ckpt.training.output_dir))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
+
+
 def test_reference_pass_equals_the_base_model(tiny_model):
     """``adapters_off`` on a LoRA policy gives the base model's log-probs exactly."""
     from rlvr.config import LoraConfig, ModelConfig
@@ -186,6 +206,12 @@ def test_eval_and_export_of_an_adapter_checkpoint(make_config, host, tiny_model,
     assert a["reward"] == b["reward"] and a["pass@1"] == b["pass@1"]
     assert completions(tmp_path / "a") == completions(tmp_path / "b")
     assert completions(tmp_path / "a") != completions(tmp_path / "base")  # the adapter counts
+
+
+def test_unknown_target_modules_name_the_layers_there(make_config, host):
+    config = make_config(model={"lora": {"target_modules": ["query_key_value"]}})
+    with pytest.raises(lora.LoraError, match="named .*q_proj"):
+        run(config, host)
 
 
 def test_export_needs_a_new_directory(make_config, host, tmp_path):
