@@ -57,7 +57,7 @@ class LoraConfig(Section):
     """
 
     r: int = Field(16, ge=1, description="adapter rank")
-    alpha: float = Field(32.0, gt=0, description="scaling: the update is (alpha / r) * B A")
+    alpha: int = Field(32, ge=1, description="scaling: the update is (alpha / r) * B A")
     dropout: float = Field(
         0.0,
         ge=0,

@@ -61,7 +61,7 @@ def completions(eval_dir: Path) -> list[str]:
 
 def test_lora_config_defaults_and_problems(make_config, monkeypatch):
     cfg = make_config(model={"lora": {}}).model.lora
-    assert (cfg.r, cfg.alpha, cfg.dropout, cfg.target_modules) == (16, 32.0, 0.0, "all-linear")
+    assert (cfg.r, cfg.alpha, cfg.dropout, cfg.target_modules) == (16, 32, 0.0, "all-linear")
     assert make_config().model.lora is None  # absent: full fine-tuning
 
     with pytest.raises(ConfigError) as err:
