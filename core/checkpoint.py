@@ -1,8 +1,9 @@
 """Checkpoints: ``OUTPUT_DIR/checkpoint-<step>``, written atomically, the last K kept.
 
 A checkpoint holds the policy and tokenizer (``save_pretrained``, so ``from_pretrained`` loads
-it), the optimizer, the scheduler, every RNG state (python, numpy, torch, CUDA), the trainer
-state (step, data position, ...) and the value model when there is one.
+it; with LoRA the adapter only, see :mod:`rlvr.lora`), the optimizer, the scheduler, every RNG
+state (python, numpy, torch, CUDA), the trainer state (step, data position, ...) and the value
+model when there is one.
 
 Atomicity: everything is written into ``.checkpoint-<step>.tmp``, each file fsynced, then a
 ``COMPLETE`` marker is written last, and the directory is renamed to ``checkpoint-<step>``.

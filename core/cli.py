@@ -93,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, default=None, help="correct when >= this")
     p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help=NPROC_HELP)
 
+    p = sub.add_parser(
+        "export", help="write a checkpoint (LoRA adapters merged in) as a plain HF model"
+    )
+    p.add_argument("checkpoint", help="a checkpoint dir, or a run's output_dir (its latest)")
+    p.add_argument("output", help="new directory for the model and tokenizer")
+    p.add_argument(
+        "--config", default=None, help="run config naming the base model (default: the one saved)"
+    )
+
     p = sub.add_parser("plot", help="draw a run's curves to PNG")
     p.add_argument("output_dir", help="a run's output_dir (holds metrics.jsonl)")
 
@@ -261,6 +270,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from rlvr.evaluate import resolve_checkpoint
+    from rlvr.lora import export_merged
+
+    base = None
+    if args.config is not None:
+        base = load_config(args.config, _host(), require=("model",)).model
+    out = export_merged(resolve_checkpoint(args.checkpoint), args.output, base=base)
+    print(f"wrote {out}")
+    return 0
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     from rlvr.plot import plot_run
 
@@ -284,6 +305,7 @@ _COMMANDS = {
     "plugins": cmd_plugins,
     "rewards": cmd_rewards,
     "eval": cmd_eval,
+    "export": cmd_export,
     "plot": cmd_plot,
     "new": cmd_new,
 }

@@ -29,6 +29,7 @@ from pydantic import (
     SkipValidation,
     ValidationError,
     create_model,
+    field_validator,
     model_validator,
 )
 
@@ -47,6 +48,41 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class LoraConfig(Section):
+    """LoRA adapters (peft) trained instead of the whole policy.
+
+    Defaults follow the usual RL-with-LoRA recipe: rank 16 on every linear layer of the
+    decoder (attention and MLP) learns about as well as full fine-tuning at a much higher
+    learning rate, and ``alpha = 2 r`` keeps the update scale independent of the rank.
+    """
+
+    r: int = Field(16, ge=1, description="adapter rank")
+    alpha: int = Field(32, ge=1, description="scaling: the update is (alpha / r) * B A")
+    dropout: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="dropout on the adapters' input; 0 keeps two passes of the same weights "
+        "equal (the ratios of PPO-style losses assume so)",
+    )
+    target_modules: str | list[str] = Field(
+        "all-linear",
+        description="'all-linear' (every linear layer but the output head), or module names "
+        "(e.g. [q_proj, k_proj, v_proj, o_proj])",
+    )
+    modules_to_save: list[str] | None = Field(
+        None, description="modules trained in full beside the adapters (e.g. [lm_head])"
+    )
+    use_rslora: bool = Field(False, description="scale by alpha / sqrt(r) instead of alpha / r")
+
+    @field_validator("target_modules")
+    @classmethod
+    def _some_modules(cls, value: str | list[str]) -> str | list[str]:
+        if not value:
+            raise ValueError("no modules named; use 'all-linear' or name some (e.g. [q_proj])")
+        return value
+
+
 class ModelConfig(Section):
     """Which policy to train."""
 
@@ -58,6 +94,9 @@ class ModelConfig(Section):
     trust_remote_code: bool = False
     revision: str | None = None
     attn_implementation: str | None = None
+    lora: LoraConfig | None = Field(
+        None, description="train LoRA adapters instead of every weight (absent: full fine-tuning)"
+    )
 
 
 class DataConfig(Section):
@@ -565,7 +604,29 @@ def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
             problems.append(("backend.name", missing))
     if config.algorithm is not None:
         problems += _algorithm_checks(config, host)
+    problems += _lora_checks(config)
     problems += host.validate_hooks(config)
+    return problems
+
+
+def _lora_checks(config: RunConfig) -> list[tuple[str, str]]:
+    """LoRA needs peft, and works with one process or DDP (FSDP would shard the adapters)."""
+    if config.model is None or config.model.lora is None:
+        return []
+    from rlvr.lora import peft_missing
+
+    problems = []
+    missing = peft_missing()
+    if missing:
+        problems.append(("model.lora", missing))
+    if config.training.parallelism == "fsdp":
+        problems.append(
+            (
+                "training.parallelism",
+                "fsdp does not support model.lora; use ddp (the default): with LoRA only the "
+                "small adapters have gradients and optimizer state, most of what FSDP saves",
+            )
+        )
     return problems
 
 

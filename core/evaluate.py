@@ -7,8 +7,10 @@ prompt, chat template and ``max_prompt_length`` as training), the configured bac
 generator, and :class:`rlvr.scoring.Scorer` for the rewards. Decisions, all explicit:
 
 - **Model**: ``checkpoint`` when given: a checkpoint directory the trainer saved (anything
-  ``from_pretrained`` loads), a run's ``output_dir`` (its latest complete checkpoint is used),
-  or a ``.gguf`` file; otherwise ``model`` from the config.
+  ``from_pretrained`` loads), a LoRA adapter checkpoint (``adapter_config.json``: loaded on the
+  config's ``model``, merged, then handed to the backend as a plain model), a run's
+  ``output_dir`` (its latest complete checkpoint is used), or a ``.gguf`` file; otherwise
+  ``model`` from the config.
 - **Data**: ``data.eval_path`` (default ``data.path``) with split ``split`` (default
   ``data.eval_split``; when that is null, ``data.split``). A directory of files or a hub
   dataset has splits (a directory with ``train.jsonl`` and ``test.jsonl`` has ``train`` and
@@ -184,16 +186,18 @@ def resolve_checkpoint(checkpoint: str | Path) -> Path:
     """A model directory (or ``.gguf`` file) from ``checkpoint``: itself, or the latest
     complete checkpoint when it is a run's ``output_dir``."""
     from rlvr.checkpoint import latest_checkpoint
+    from rlvr.lora import is_adapter_checkpoint
 
     path = Path(checkpoint).expanduser()
     if not path.exists():
         raise EvalError(f"checkpoint {str(checkpoint)!r} does not exist")
-    if path.is_dir() and not (path / "config.json").is_file():
+    if path.is_dir() and not (path / "config.json").is_file() and not is_adapter_checkpoint(path):
         latest = latest_checkpoint(path)
         if latest is None:
             raise EvalError(
-                f"checkpoint {str(checkpoint)!r} is neither a model directory (no config.json) "
-                "nor a run output_dir with a complete checkpoint-<step>"
+                f"checkpoint {str(checkpoint)!r} is neither a model directory (no config.json), "
+                "nor a LoRA adapter (no adapter_config.json), nor a run output_dir with a "
+                "complete checkpoint-<step>"
             )
         return latest
     return path
@@ -462,10 +466,17 @@ def _backend(config: Any, host: Any) -> tuple[str, Any, Any]:
 
 
 def _load_model(config: Any, model_path: Path | None) -> tuple[Any, Any, str]:
+    from rlvr import lora
     from rlvr.modeling import load_policy, resolve_device_dtype
 
     device, dtype = resolve_device_dtype(config.model.dtype)
     cfg = config.model
+    if model_path is not None and lora.is_adapter_checkpoint(model_path):
+        model, tokenizer = load_policy(cfg, device=device, dtype=dtype)
+        model = lora.merged(lora.load_adapters(model, model_path, trainable=False))
+        model.eval()
+        base = cfg.name_or_path + (f" ({cfg.gguf_file})" if cfg.gguf_file else "")
+        return model, tokenizer, f"{model_path} (LoRA adapter on {base})"
     if model_path is not None:
         cfg = cfg.model_copy(
             update={"name_or_path": str(model_path), "gguf_file": None, "revision": None}

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlvr import checkpoint as ckpt
-from rlvr import distributed
+from rlvr import distributed, lora
 from rlvr.config import RunConfig, dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.errors import TrainingError
@@ -197,13 +197,19 @@ class Trainer:
         record = self.host.algorithms[self.algorithm_cfg.name]
         self.algo = build_algorithm(record, self.algorithm_cfg.params, run, self.req)
 
+        lora_cfg = self.model_cfg.lora
         model_cfg = self.model_cfg
-        if resume_from is not None:
+        if resume_from is not None and lora_cfg is None:
             model_cfg = self.model_cfg.model_copy(
                 update={"name_or_path": str(resume_from), "gguf_file": None, "revision": None}
             )
         self.policy, self.tokenizer = load_policy(model_cfg, device=device, dtype=dtype)
         disable_dropout(self.policy)
+        if lora_cfg is not None:  # after disable_dropout: the adapters keep lora.dropout
+            if resume_from is None:
+                self.policy = lora.add_adapters(self.policy, lora_cfg)
+            else:
+                self.policy = lora.load_adapters(self.policy, resume_from, trainable=True)
         self.pad_id = self._pad_id()
         prompts = PromptSet(rows, self.data_cfg, self.tokenizer, t.max_prompt_length)
         self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=self.data_cfg.shuffle)
@@ -216,8 +222,9 @@ class Trainer:
                 greedy=t.eval_sampling == "greedy",
             )
 
+        # With LoRA the reference is the policy with its adapters off (no second copy).
         reference = None
-        if self.req.reference_model:
+        if self.req.reference_model and lora_cfg is None:
             if resume_from is None:
                 reference = copy.deepcopy(self.policy)
             else:
@@ -227,7 +234,9 @@ class Trainer:
 
         value_model = None
         if self.req.value_model:
-            value_model = self.algo.build_value_model(self.policy).to(device)
+            # LoRA: from the transformers model inside peft, so the value model's copy of the
+            # backbone is frozen too and trains its own adapters (and its head).
+            value_model = self.algo.build_value_model(lora.forward_model(self.policy)).to(device)
             disable_dropout(value_model)
 
         if t.gradient_checkpointing:
@@ -244,6 +253,7 @@ class Trainer:
         self.update = PolicyUpdate(
             policy=self.policy,
             reference=reference,
+            reference_is_base=self.req.reference_model and lora_cfg is not None,
             value_model=value_model,
             algorithm=self.algo,
             old_logprobs=self.req.old_logprobs,

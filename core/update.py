@@ -30,6 +30,7 @@ import torch
 from rlvr.config import TrainingConfig
 from rlvr.distributed import Dist, fsdp_modules
 from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
+from rlvr.lora import adapters_off, forward_model
 from rlvr.protocols import AlgorithmImpl, RolloutBatch
 
 
@@ -110,6 +111,7 @@ class PolicyUpdate:
         *,
         policy: torch.nn.Module,
         reference: torch.nn.Module | None,
+        reference_is_base: bool = False,
         value_model: torch.nn.Module | None,
         algorithm: AlgorithmImpl,
         old_logprobs: bool,
@@ -124,6 +126,10 @@ class PolicyUpdate:
         self._completion_logprobs = completion_logprobs
         self.policy = policy
         self.reference = reference
+        #: LoRA: the reference is the policy with its adapters off (:func:`rlvr.lora.adapters_off`).
+        self.reference_is_base = reference_is_base
+        #: what the passes call: a peft policy's base model, which carries the adapters.
+        self._forward = forward_model(policy)
         self.value_model = value_model
         self.algorithm = algorithm
         self.old_logprobs = old_logprobs
@@ -219,6 +225,12 @@ class PolicyUpdate:
                 with_entropy=with_entropy,
             )
 
+    def _reference_logprobs(self, mb: RolloutBatch) -> torch.Tensor:
+        if self.reference is not None:
+            return self._logprobs(self.reference, mb)[0]
+        with adapters_off(self.policy):
+            return self._logprobs(self._forward, mb)[0]
+
     def _values(self, value_model: torch.nn.Module, mb: RolloutBatch) -> torch.Tensor:
         """The value model's values of the states before each completion token ``[n, T]``."""
         ids = torch.cat([mb.prompt_ids, mb.completion_ids], dim=1)
@@ -231,8 +243,9 @@ class PolicyUpdate:
     @torch.no_grad()
     def fill_no_grad(self, batch: RolloutBatch) -> RolloutBatch:
         """Old log-probs, reference log-probs and old values, as the algorithm requires."""
-        reference, value_model = self.reference, self.value_model
-        if not (self.old_logprobs or reference is not None or value_model is not None):
+        value_model = self.value_model
+        reference = self.reference is not None or self.reference_is_base
+        if not (self.old_logprobs or reference or value_model is not None):
             return batch
         width = batch.completion_ids.shape[1]
         old, ref, vals = [], [], []
@@ -245,9 +258,9 @@ class PolicyUpdate:
             mb = trim(batch.index(idx))
             passes += 1
             if self.old_logprobs:
-                old.append(_widen(self._logprobs(self.policy, mb)[0].float(), width))
-            if reference is not None:
-                ref.append(_widen(self._logprobs(reference, mb)[0].float(), width))
+                old.append(_widen(self._logprobs(self._forward, mb)[0].float(), width))
+            if reference:
+                ref.append(_widen(self._reference_logprobs(mb).float(), width))
             if value_model is not None:
                 vals.append(_widen(self._values(value_model, mb), width))
         for _ in range(target - passes):
@@ -285,7 +298,7 @@ class PolicyUpdate:
             passes += 1
             mb_mask = mb.loss_mask if mb.loss_mask is not None else mb.completion_mask
             weight = float(mb_mask.sum().item())
-            logp, ent = self._logprobs(self.policy, mb, with_entropy=first)
+            logp, ent = self._logprobs(self._forward, mb, with_entropy=first)
             values = self._values(value_model, mb) if value_model is not None else None
             with self._autocast():
                 out = self.algorithm.loss(

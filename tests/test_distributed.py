@@ -114,15 +114,15 @@ def make_config(tiny_model, dataset, out: Path, algorithm: str, batch: int, **ov
     }
 
 
-def weights(out: Path) -> dict[str, torch.Tensor]:
+def weights(out: Path, file: str = "model.safetensors") -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     final = latest_checkpoint(out)
     assert final is not None
-    return load_file(str(final / "model.safetensors"))
+    return load_file(str(final / file))
 
 
-def assert_same_training(one: Path, two: Path) -> None:
+def assert_same_metrics(one: Path, two: Path) -> None:
     m1, m2 = read_metrics(one), read_metrics(two)
     assert [m["step"] for m in m1] == [m["step"] for m in m2] == [1, 2, 3]
     for a, b in zip(m1, m2, strict=True):
@@ -130,6 +130,10 @@ def assert_same_training(one: Path, two: Path) -> None:
             # a loss of zero-mean advantages is rounding noise around 0 (~1e-8): absolute 1e-6
             tol = 1e-6 if key == "loss" else 1e-7
             assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=tol), (key, a, b)
+
+
+def assert_same_training(one: Path, two: Path) -> None:
+    assert_same_metrics(one, two)
     w1, w2 = weights(one), weights(two)
     assert w1.keys() == w2.keys()
     moved = 0.0
@@ -186,6 +190,27 @@ def test_two_ranks_equal_one_process_with_the_whole_batch(
     if algorithm == "dapo":  # dynamic sampling really dropped groups and ran more rounds
         assert any(m["groups_filtered"] > 0 for m in read_metrics(two))
         assert any(m["generation_rounds"] > 1 for m in read_metrics(two))
+
+
+@pytest.mark.slow
+def test_lora_on_two_ranks_equals_one_process(tiny_model, dataset, tmp_path):
+    """LoRA under DDP: only the adapters' gradients are all-reduced; the reference (the base,
+    adapters off) is the same on every rank."""
+    pytest.importorskip("peft")
+
+    def config(name: str, batch: int) -> dict:
+        raw = make_config(tiny_model, dataset, tmp_path / name, "grpo", batch, **CASES["grpo"])
+        raw["model"]["lora"] = {"r": 4}
+        return raw
+
+    one = run_ok(config("one", 4), tmp_path, "one", 1)
+    two = run_ok(config("two", 2), tmp_path, "two", 2)
+    assert_same_metrics(one, two)
+    a1, a2 = weights(one, "adapter_model.safetensors"), weights(two, "adapter_model.safetensors")
+    assert a1.keys() == a2.keys()
+    for name in a1:
+        torch.testing.assert_close(a2[name], a1[name], rtol=1e-4, atol=1e-6, msg=name)
+    assert max(float(a1[k].abs().max()) for k in a1 if "lora_B" in k) > 1e-4  # B starts at 0
 
 
 def test_reduce_metrics_pools_ranks_like_one_batch():

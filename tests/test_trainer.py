@@ -110,6 +110,7 @@ def make_config(tiny_model, dataset, host, tmp_path):
         data: dict | None = None,
         output: str = "run",
         using=None,
+        model: dict | None = None,
         **training,
     ):
         t = {
@@ -127,7 +128,7 @@ def make_config(tiny_model, dataset, host, tmp_path):
         }
         t.update(training)
         raw = {
-            "model": {"name_or_path": str(tiny_model)},
+            "model": {"name_or_path": str(tiny_model), **(model or {})},
             "data": {"path": str(dataset), **(data or {})},
             "rewards": rewards
             if rewards is not None
