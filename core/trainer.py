@@ -354,7 +354,9 @@ class Trainer:
         start = time.perf_counter()
         _seed_everything(step_seed(self.t.seed, self.step, 1_000_000))
         self.policy.eval()
-        with distributed.gathered(self.policy):  # FSDP: whole weights while generating
+        # FSDP: whole weights while generating, unless the backend has its own copy.
+        gather = self.host.backends[self.backend_cfg.name].capabilities.samples_from_policy
+        with distributed.gathered(self.policy) if gather else contextlib.nullcontext():
             ro = self.rollouts.run(self.step, self.prompts_per_step)
 
         t0 = time.perf_counter()

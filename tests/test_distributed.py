@@ -188,6 +188,46 @@ def test_two_ranks_equal_one_process_with_the_whole_batch(
         assert any(m["generation_rounds"] > 1 for m in read_metrics(two))
 
 
+def test_adamw_leaves_parameters_no_rank_has_a_gradient_for(tiny_model, dataset, tmp_path):
+    """VAPO's value-only warm-up under AdamW: no rank has a policy gradient in step 1, so the
+    all-reduce keeps the policy's gradients None and AdamW neither steps nor decays it (a
+    zero gradient would apply weight decay and Adam's zero-gradient step): the policy after
+    step 1 is the initial one, exactly, on 2 ranks as in one process, and the value model
+    trained alike."""
+
+    def config(name: str, batch: int) -> dict:
+        training = {"optim": "adamw_torch", "learning_rate": 1e-3, "weight_decay": 0.1}
+        training |= {"max_steps": 2, "save_steps": 1}  # step 2 trains the policy
+        params = {"value_warmup_steps": 1}
+        out = tmp_path / name
+        return make_config(
+            tiny_model, dataset, out, "vapo", batch, training=training, params=params
+        )
+
+    one = run_ok(config("one", 4), tmp_path, "one", 1)
+    two = run_ok(config("two", 2), tmp_path, "two", 2)
+    from safetensors.torch import load_file
+
+    start = weights_at_start(one)
+    for out in (one, two):
+        after_warmup = load_file(str(out / "checkpoint-1" / "model.safetensors"))
+        for name, tensor in after_warmup.items():
+            torch.testing.assert_close(tensor, start[name], rtol=0, atol=0, msg=name)
+        assert any(not torch.equal(t, start[k]) for k, t in weights(out).items())  # step 2
+    values = [
+        torch.load(out / "checkpoint-1" / "value_model.pt", weights_only=True) for out in (one, two)
+    ]
+    for name, tensor in values[0].items():
+        # Adam's first step is about lr * sign(grad), so this allows the rounding of the
+        # 2-rank gradient sum but not a flipped sign or a missing step (>= lr = 1e-3).
+        torch.testing.assert_close(values[1][name], tensor, rtol=0, atol=2e-4, msg=name)
+    # The value head starts at zero: it trained (lr 1e-3).
+    assert float(values[0]["head.weight"].abs().max()) > 5e-4
+    m1, m2 = read_metrics(one)[0], read_metrics(two)[0]
+    for key in ("loss", "value_grad_norm", "num_tokens"):
+        assert math.isclose(m1[key], m2[key], rel_tol=1e-4, abs_tol=1e-6), (key, m1, m2)
+
+
 def test_reduce_metrics_pools_ranks_like_one_batch():
     import numpy as np
 
@@ -406,3 +446,35 @@ def test_resume_on_another_number_of_ranks(tiny_model, dataset, tmp_path):
     refused = launch(again, tmp_path, "cut", 2, "--resume")
     assert refused.returncode != 0
     assert "holds a whole optimizer state" in refused.stderr, refused.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_vllm_engine_per_rank(tmp_path, dataset):
+    """``backend: vllm`` on 2 ranks: each rank samples from its own in-process engine
+    (tensor-parallel 1). After every update the weights are synced into each engine (under
+    FSDP gathered one tensor at a time from the shards), so the engine's log-probabilities of
+    its own samples match the trainer's at step 2 as at step 1 (observed gap ~1e-7; a missed
+    sync would leave the engine a learning-rate step behind: a gap of ~1e-2). DDP and FSDP
+    train alike."""
+    pytest.importorskip("vllm")
+    from rlvr.tiny_model import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "model", hidden_size=128, num_layers=2, head_dim=64)
+    runs = {}
+    for parallelism in ("ddp", "fsdp"):
+        config = make_config(model, dataset, tmp_path / parallelism, "grpo", 2)
+        config["backend"] = {"name": "vllm", "params": {"kv_cache_space_gb": 0.05}}
+        config["training"] |= {
+            "parallelism": parallelism,
+            "optim": "adamw_torch",
+            "learning_rate": 1e-3,
+            "max_steps": 2,
+            "num_generations": 2,
+            "max_completion_length": 8,
+        }
+        runs[parallelism] = read_metrics(run_ok(config, tmp_path, parallelism, 2))
+    for a, b in zip(runs["ddp"], runs["fsdp"], strict=True):
+        assert b["sampler/logp_gap_max"] < 1e-4, b
+        assert a["sampler/logp_gap_max"] < 1e-4, a
+        for key in ("loss", "grad_norm", "reward"):
+            assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=1e-6), (key, a, b)
