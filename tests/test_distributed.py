@@ -188,6 +188,7 @@ def test_two_ranks_equal_one_process_with_the_whole_batch(
         assert any(m["generation_rounds"] > 1 for m in read_metrics(two))
 
 
+@pytest.mark.slow
 def test_adamw_leaves_parameters_no_rank_has_a_gradient_for(tiny_model, dataset, tmp_path):
     """VAPO's value-only warm-up under AdamW: no rank has a policy gradient in step 1, so the
     all-reduce keeps the policy's gradients None and AdamW neither steps nor decays it (a
