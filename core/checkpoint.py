@@ -15,7 +15,10 @@ by the next save.
 
 With several ranks (:mod:`rlvr.distributed`) rank 0 writes the checkpoint (the replicas'
 weights and optimizer states are equal) and every other rank adds its RNG state
-(``rng_state_rank<r>.pt``) to the temporary directory before rank 0 writes the marker.
+(``rng_state_rank<r>.pt``) to the temporary directory before rank 0 writes the marker. Under
+FSDP the weights are gathered whole for ``save_pretrained``, but the optimizer state is not:
+every rank writes its shards into ``optimizer/`` (``torch.distributed.checkpoint``) in place of
+``optimizer.pt``, also before the marker.
 """
 
 from __future__ import annotations
@@ -170,7 +173,7 @@ def save_checkpoint(
     *,
     model: Any,
     tokenizer: Any,
-    optimizer: torch.optim.Optimizer,
+    optimizer: torch.optim.Optimizer | None,
     scheduler: Any,
     state: dict[str, Any],
     value_model: torch.nn.Module | None = None,
@@ -178,15 +181,15 @@ def save_checkpoint(
     extra_files: dict[str, str] | None = None,
     before_complete: Callable[[], None] | None = None,
     model_state: dict[str, Any] | None = None,
-    optimizer_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``checkpoint-<step>`` atomically and prune to ``save_total_limit``; return it.
 
     ``state`` is the trainer's JSON-able state (data position, counters, ...); ``step`` is
     added to it. ``extra_files`` maps file names to text written beside (e.g. the config).
     ``before_complete`` runs after the files are written and before the marker (other ranks
-    add theirs then). ``model_state``/``optimizer_state`` replace the model's and optimizer's
-    own state dicts (a sharded model's, gathered whole).
+    add theirs then). ``model_state`` replaces the model's own state dict (a sharded model's,
+    gathered whole); ``optimizer=None`` writes no ``optimizer.pt`` (a sharded optimizer's state
+    is written by every rank in ``before_complete``).
     """
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -201,7 +204,8 @@ def save_checkpoint(
         model.save_pretrained(tmp, state_dict=model_state)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)
-    torch.save(optimizer_state or optimizer.state_dict(), tmp / "optimizer.pt")
+    if optimizer is not None:
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     if scheduler is not None:
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(rng_state(), tmp / "rng_state.pt")
@@ -215,6 +219,7 @@ def save_checkpoint(
     _fsync_tree(tmp)
     if before_complete is not None:
         before_complete()
+        _fsync_tree(tmp)  # what the other ranks wrote
     _test_sleep(step)
     with open(tmp / COMPLETE, "w", encoding="utf-8") as f:
         f.write(f"{step}\n")
@@ -257,10 +262,6 @@ def read_state(path: str | Path) -> dict[str, Any]:
     return json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
 
 
-def read_optimizer_state(path: str | Path) -> dict[str, Any]:
-    return torch.load(Path(path) / "optimizer.pt", weights_only=True, map_location="cpu")
-
-
 def load_checkpoint(
     path: str | Path,
     *,
@@ -297,7 +298,6 @@ __all__ = [
     "load_checkpoint",
     "prune",
     "rank_rng_file",
-    "read_optimizer_state",
     "read_state",
     "rng_state",
     "save_checkpoint",

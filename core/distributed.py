@@ -290,61 +290,73 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, Any]:
     return state
 
 
-def full_optimizer_state(model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
-    """The optimizer state of a sharded model, whole, on rank 0; every rank must call."""
+#: The sharded optimizer state's directory inside a checkpoint (torch.distributed.checkpoint).
+OPTIMIZER_DIR = "optimizer"
+
+
+def save_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Path) -> None:
+    """Every rank writes its own shard of the optimizer state, nothing is gathered (a
+    collective: every rank must call)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    dcp.save({"optimizer": get_optimizer_state_dict(model, optimizer)}, checkpoint_id=directory)
+
+
+def load_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Path) -> None:
+    """Read :func:`save_sharded_optimizer`'s state into ``optimizer``, resharded to this run's
+    ranks (any number, one process included)."""
+    import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
         get_optimizer_state_dict,
-    )
-
-    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    return get_optimizer_state_dict(model, optimizer, options=options)
-
-
-def load_full_optimizer_state(model: torch.nn.Module, optimizer: Any, state: dict) -> None:
-    """Shard a whole optimizer state (read by every rank) back into ``optimizer``."""
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
         set_optimizer_state_dict,
     )
 
-    options = StateDictOptions(full_state_dict=True)
-    set_optimizer_state_dict(model, optimizer, state, options=options)
+    # The layout to fill: this rank's shards (an empty optimizer is initialised first).
+    state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
+    dcp.load(state, checkpoint_id=directory)
+    set_optimizer_state_dict(model, optimizer, state["optimizer"])
 
 
 # --------------------------------------------------------------------------- checkpoints
 
 
-def save_rank_state(output_dir: str | Path, step: int, dist: Dist) -> None:
-    """A rank other than 0: add this rank's RNG state to the checkpoint rank 0 is writing."""
+def add_rank_files(
+    directory: Path,
+    dist: Dist,
+    sharded: tuple[torch.nn.Module, Any] | None = None,
+) -> None:
+    """Every rank, while rank 0's checkpoint sits in its temporary ``directory`` (rank 0 from
+    ``save_checkpoint``'s ``before_complete``): the optimizer shards of a sharded
+    ``(model, optimizer)``, and each other rank's RNG state. Rank 0 writes the COMPLETE marker
+    only after the second barrier, so a kill here leaves no complete checkpoint."""
     from rlvr import checkpoint as ckpt
 
-    dist.barrier()  # rank 0 created the temporary directory
-    file = ckpt.tmp_dir(output_dir, step) / ckpt.rank_rng_file(dist.rank)
-    with open(file, "wb") as f:
-        torch.save(ckpt.rng_state(), f)
-        f.flush()
-        os.fsync(f.fileno())
-    dist.barrier()  # rank 0 may write the COMPLETE marker
-
-
-def wait_rank_states(dist: Dist) -> None:
-    """Rank 0, inside its checkpoint write: let the other ranks add their files."""
-    dist.barrier()
+    dist.barrier()  # rank 0 created the directory and wrote its files
+    if sharded is not None:
+        save_sharded_optimizer(*sharded, directory / OPTIMIZER_DIR)
+    if not dist.is_main:
+        with open(directory / ckpt.rank_rng_file(dist.rank), "wb") as f:
+            torch.save(ckpt.rng_state(), f)
+            f.flush()
+            os.fsync(f.fileno())
     dist.barrier()
 
 
-def check_resume(path: str | Path, dist: Dist) -> None:
-    """Refuse a checkpoint written by another number of ranks (the global batch, the data
-    position and the per-rank states all depend on it)."""
+def check_resume(path: str | Path, dist: Dist, *, sharded: bool) -> None:
+    """Refuse what cannot be resumed here: a whole optimizer state (ddp, one process) into a
+    sharded run. Another number of ranks is fine (the data position is global, the sampling
+    seeds are drawn per step and rank, the sharded optimizer state is resharded); the
+    caller warns when the global batch changes with it."""
     from rlvr import checkpoint as ckpt
 
-    saved = int(ckpt.read_state(path).get("world_size", 1))
-    if saved != dist.world_size:
+    if sharded and not (Path(path) / OPTIMIZER_DIR).is_dir():
+        saved = int(ckpt.read_state(path).get("world_size", 1))
         raise ckpt.CheckpointError(
-            f"{path} was written by {saved} rank(s), this run has {dist.world_size}: resume "
-            f"with the same number of processes (e.g. torchrun --nproc-per-node {saved}), or "
-            "start a new run from its weights (model.name_or_path: the checkpoint directory)"
+            f"{path} holds a whole optimizer state (written by {saved} rank(s) without fsdp); "
+            "this run shards it (training.parallelism: fsdp on several ranks): resume with "
+            "training.parallelism: ddp, or start a new run from its weights "
+            "(model.name_or_path: the checkpoint directory)"
         )
 
 
@@ -418,13 +430,15 @@ def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float])
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "TIMEOUT_ENV",
+    "OPTIMIZER_DIR",
     "Dist",
+    "add_rank_files",
     "check_resume",
     "current",
     "data_parallel",
     "launched",
+    "load_sharded_optimizer",
     "reduce_metrics",
-    "save_rank_state",
+    "save_sharded_optimizer",
     "timeout_s",
-    "wait_rank_states",
 ]

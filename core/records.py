@@ -124,6 +124,9 @@ class Capabilities:
 
     sampler_logprobs: bool = False
     reference_logprobs: bool = True
+    #: False for a backend that samples from its own copy of the weights (vLLM, synced after
+    #: each update): under FSDP the trainer then leaves the policy sharded while generating.
+    samples_from_policy: bool = True
 
 
 class BackendFactory(Protocol):

@@ -265,17 +265,21 @@ class Trainer:
         )
 
         if resume_from is not None:
-            distributed.check_resume(resume_from, self.dist)
+            distributed.check_resume(resume_from, self.dist, sharded=self.update.sharded)
+            shards = resume_from / distributed.OPTIMIZER_DIR
+            rng_file = resume_from / ckpt.rank_rng_file(self.dist.rank)
             state = ckpt.load_checkpoint(
                 resume_from,
-                optimizer=None if self.update.sharded else self.update.optimizer,
+                optimizer=None if shards.is_dir() else self.update.optimizer,
                 scheduler=self.update.scheduler,
                 value_model=value_model,
+                # A rank the saving run did not have: every step reseeds from (seed, step, rank).
+                restore_rng=rng_file.is_file(),
                 rank=self.dist.rank,
             )
-            if self.update.sharded:
-                whole = ckpt.read_optimizer_state(resume_from)
-                distributed.load_full_optimizer_state(self.policy, self.update.optimizer, whole)
+            if shards.is_dir():  # resharded to this run's ranks
+                distributed.load_sharded_optimizer(self.policy, self.update.optimizer, shards)
+            self._warn_world_size_change(state)
             self.step = int(state["step"])
             self.bad_steps = int(state.get("bad_steps", 0))
             self.sampler.load_state_dict(state["data"])
@@ -341,6 +345,27 @@ class Trainer:
             )
         return None
 
+    def _warn_world_size_change(self, state: dict[str, Any]) -> None:
+        saved = int(state.get("world_size", 1))
+        if saved == self.dist.world_size:
+            return
+        logger.warning(
+            "resuming a %d-rank checkpoint on %d rank(s): the data continues where it stopped, "
+            "but each rank's slice of a step, and so its sampling seeds, differ from the "
+            "original run",
+            saved,
+            self.dist.world_size,
+        )
+        before = state.get("prompts_per_step")
+        if before is not None and int(before) != self.prompts_per_step:
+            logger.warning(
+                "the global batch changes from %s to %d prompts per step (per_device_train_"
+                "batch_size x gradient_accumulation_steps x ranks); scale "
+                "per_device_train_batch_size to keep it",
+                before,
+                self.prompts_per_step,
+            )
+
     def _pad_id(self) -> int:
         tok = self.tokenizer
         for value in (getattr(tok, "pad_token_id", None), getattr(tok, "eos_token_id", None)):
@@ -356,7 +381,9 @@ class Trainer:
         start = time.perf_counter()
         _seed_everything(step_seed(self.t.seed, self.step, 1_000_000))
         self.policy.eval()
-        with distributed.gathered(self.policy):  # FSDP: whole weights while generating
+        # FSDP: whole weights while generating, unless the backend has its own copy.
+        gather = self.host.backends[self.backend_cfg.name].capabilities.samples_from_policy
+        with distributed.gathered(self.policy) if gather else contextlib.nullcontext():
             ro = self.rollouts.run(self.step, self.prompts_per_step)
 
         t0 = time.perf_counter()
@@ -458,12 +485,17 @@ class Trainer:
             return self._save()
 
     def _save(self) -> Path:
-        weights = optimizer_state = None
-        if self.update.sharded:  # collectives: every rank gathers, rank 0 keeps the result
+        weights = None
+        sharded = (self.policy, self.update.optimizer) if self.update.sharded else None
+        if sharded:  # a collective: every rank gathers the weights, rank 0 keeps them
             weights = distributed.full_state_dict(self.policy)
-            optimizer_state = distributed.full_optimizer_state(self.policy, self.update.optimizer)
+        tmp = ckpt.tmp_dir(self.output_dir, self.step)
+
+        def rank_files() -> None:
+            distributed.add_rank_files(tmp, self.dist, sharded)
+
         if not self.dist.is_main:
-            distributed.save_rank_state(self.output_dir, self.step, self.dist)
+            rank_files()
             self._last_saved = self.step
             return self.output_dir / f"checkpoint-{self.step}"
         path = ckpt.save_checkpoint(
@@ -471,11 +503,10 @@ class Trainer:
             self.step,
             model=self.policy,
             tokenizer=self.tokenizer,
-            optimizer=self.update.optimizer,
+            optimizer=None if sharded else self.update.optimizer,
             scheduler=self.update.scheduler,
             value_model=self.update.value_model,
             model_state=weights,
-            optimizer_state=optimizer_state,
             save_total_limit=self.t.save_total_limit,
             state={
                 "data": self.sampler.state_dict(),
@@ -484,9 +515,10 @@ class Trainer:
                 "seed": self.t.seed,
                 "metrics": self.last_metrics,
                 "world_size": self.dist.world_size,
+                "prompts_per_step": self.prompts_per_step,
             },
             extra_files={"rlvr_config.yaml": self.config_text},
-            before_complete=lambda: distributed.wait_rank_states(self.dist),
+            before_complete=rank_files,
         )
         self._last_saved = self.step
         return path

@@ -1,7 +1,8 @@
 """Export a training model's weights for an inference engine, LoRA adapters merged in.
 
 Generic over engines: a backend that keeps its own copy of the policy (vLLM, or a third-party
-one) pushes :func:`hf_weights` into it after each update. The model may be wrapped (DDP,
+one) pushes :func:`hf_weights` into it after each update. FSDP2-sharded parameters are
+gathered one tensor at a time as the engine consumes them. The model may be wrapped (DDP,
 accelerate, ``torch.compile``) or a peft LoRA model; the engine always gets plain Hugging Face
 names and merged weights, never adapter tensors.
 """
@@ -57,12 +58,20 @@ def hf_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
         names.add(name)
         yield name, tensor
     if tied_embeddings(base) and "lm_head.weight" not in names and embedding is not None:
-        yield "lm_head.weight", embedding.weight.detach()
+        yield "lm_head.weight", _whole(embedding.weight.detach())
 
 
 def _plain_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     for name, tensor in model.state_dict().items():
-        yield name.replace("._orig_mod.", "."), tensor.detach()
+        yield name.replace("._orig_mod.", "."), _whole(tensor.detach())
+
+
+def _whole(tensor: torch.Tensor) -> torch.Tensor:
+    """A sharded (FSDP2 ``DTensor``) parameter gathered whole, one at a time, so a rank never
+    holds more than one whole tensor beside its shards (an all-gather: every rank must
+    consume the weights, in the same order)."""
+    full_tensor = getattr(tensor, "full_tensor", None)
+    return full_tensor() if callable(full_tensor) else tensor
 
 
 def _merged_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:

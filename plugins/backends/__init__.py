@@ -50,7 +50,9 @@ def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
             params=VLLMParams,
             factory=vllm_generator,
             description="colocated in-process vLLM engine, weights synced in place each step",
-            capabilities=Capabilities(sampler_logprobs=True, reference_logprobs=True),
+            capabilities=Capabilities(
+                sampler_logprobs=True, reference_logprobs=True, samples_from_policy=False
+            ),
             available=vllm_available,
         )
     )

