@@ -74,6 +74,11 @@ class LoraConfig(Section):
         None, description="modules trained in full beside the adapters (e.g. [lm_head])"
     )
     use_rslora: bool = Field(False, description="scale by alpha / sqrt(r) instead of alpha / r")
+    layers_to_transform: list[int] | None = Field(
+        None,
+        description="adapt only these decoder layers (0-based; null: all). Adapting only the "
+        "top layers also spares the backward pass through the layers below (faster on CPU)",
+    )
 
     @field_validator("target_modules")
     @classmethod
@@ -81,6 +86,19 @@ class LoraConfig(Section):
         if not value:
             raise ValueError("no modules named; use 'all-linear' or name some (e.g. [q_proj])")
         return value
+
+    @model_validator(mode="after")
+    def _layers_need_names(self) -> LoraConfig:
+        if self.layers_to_transform is not None:
+            if isinstance(self.target_modules, str):
+                raise ValueError(
+                    "layers_to_transform needs target_modules as a list of module names "
+                    "(e.g. [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]), "
+                    "not 'all-linear'"
+                )
+            if not self.layers_to_transform or min(self.layers_to_transform) < 0:
+                raise ValueError("layers_to_transform: a non-empty list of layer indices >= 0")
+        return self
 
 
 class ModelConfig(Section):

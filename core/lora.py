@@ -54,6 +54,7 @@ def add_adapters(model: Any, cfg: LoraConfig) -> Any:
         target_modules=cfg.target_modules,
         modules_to_save=cfg.modules_to_save,
         use_rslora=cfg.use_rslora,
+        layers_to_transform=cfg.layers_to_transform,
         task_type="CAUSAL_LM",
     )
     try:

@@ -80,6 +80,29 @@ def test_lora_config_defaults_and_problems(make_config, monkeypatch):
     assert err.value.problems == [("model.lora", "LoRA needs peft: pip install 'rlvr[lora]'")]
 
 
+def test_layers_to_transform_adapts_only_those_layers(make_config, host):
+    """``layers_to_transform`` puts adapters on the named decoder layers only (the layers
+    below then need no backward pass); it needs target_modules as names."""
+    from rlvr.trainer import Trainer
+
+    with pytest.raises(ConfigError) as err:
+        make_config(model={"lora": {"layers_to_transform": [1]}})
+    assert [p for p, _ in err.value.problems] == ["model.lora"]
+    assert "needs target_modules as a list" in err.value.problems[0][1]
+
+    top = {"lora": {"r": 4, "target_modules": ["q_proj", "v_proj"], "layers_to_transform": [1]}}
+    trainer = Trainer(make_config(model=top, max_steps=1), host, progress=False)
+    try:
+        trainer.setup()
+        adapted = {n for n, p in trainer.policy.named_parameters() if p.requires_grad}
+        metrics = trainer.train_step()
+    finally:
+        trainer.close()
+    assert adapted and all(".layers.1." in n and ".lora_" in n for n in adapted), adapted
+    assert {n.split(".lora_")[0].rsplit(".", 1)[1] for n in adapted} == {"q_proj", "v_proj"}
+    assert metrics["grad_norm"] > 0
+
+
 # --------------------------------------------------------------------------- training
 
 
