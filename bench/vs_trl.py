@@ -1,0 +1,509 @@
+"""rlvr against TRL's ``GRPOTrainer`` on identical work: seconds per step, peak memory, ratio.
+
+    python bench/vs_trl.py --threads 1                            # tiny, vocab150k, smollm2
+    python bench/vs_trl.py --models tiny --steps 3 --warmup 1 --json out.json
+
+TRL is never a dependency of rlvr: the first run creates ``bench/.venv-trl`` (gitignored) with
+``trl==1.16.0`` (the newest release; it needs ``transformers>=4.56.2``) and *our* versions of
+torch, transformers, accelerate and datasets, all from the package index, and reuses it after
+that (delete it to rebuild). Each framework trains in its own fresh process (TRL's in that venv),
+so each peak RSS (``ru_maxrss``, model loading included) is its own.
+
+Models (written once to a temp dir; both frameworks load the same directory):
+
+- ``tiny``: :func:`rlvr.tiny_model.build_tiny_model`, hidden 256, 4 layers, vocab 512;
+- ``vocab150k``: the same layers with a 151,936-token vocabulary (Qwen's size), so memory goes
+  to the logits; the tokenizer stays the tiny one (ids it does not know decode to nothing, the
+  same in both frameworks, so most completions decode to short strings);
+- ``smollm2``: SmolLM2-135M-Instruct, dequantized by rlvr from
+  ``examples/models/SmolLM2-135M-Instruct.Q4_1.gguf`` (``bash examples/fetch_smollm2.sh``)
+  and saved as a plain float32 HF directory that both load.
+
+Identical work, setting by setting (rlvr config key <-> ``GRPOConfig`` field):
+
+- prompts: the first ``--prompts`` GSM8K questions of ``examples/data/gsm8k/train.jsonl`` with a
+  system prompt, as a ``prompt`` column of chat messages; both render them with the tokenizer's
+  chat template (generation prompt added) and every step uses the same prompts (the dataset is
+  exactly one step's prompts), so both sample from the same inputs; TRL 1.16 has no
+  ``max_prompt_length``, rlvr's is set high enough that nothing is truncated;
+- completions per step: rlvr ``per_device_train_batch_size`` (prompts) x ``num_generations``
+  = TRL ``per_device_train_batch_size`` (completions), ``num_generations`` the same,
+  ``gradient_accumulation_steps: 1``, ``steps_per_generation: 1``, one process;
+- ``max_completion_length``, ``temperature: 1``, ``top_p: 1``, no top-k, sampling with hf
+  ``generate`` on both (rlvr ``backend: hf``; TRL ``use_vllm: False``, no continuous batching);
+  both stop a completion at the tokenizer's and the model's end-of-sequence ids;
+- algorithm: rlvr ``grpo`` with ``loss_type: grpo`` (seq-mean-token-mean), ``epsilon: 0.2``,
+  ``scale_rewards: group``, ``num_iterations: 1``, ``beta`` = ``--beta`` (0: no reference
+  model); TRL ``loss_type="grpo"``, the same ``epsilon``, ``scale_rewards``, ``num_iterations``,
+  ``beta``, ``mask_truncated_completions: False``, ``top_entropy_quantile: 1``;
+- optimizer: AdamW (``adamw_torch``), the same learning rate, constant schedule, no warmup,
+  ``max_grad_norm: 1``, weight decay 0; float32 everywhere (TRL ``bf16: False``), no gradient
+  checkpointing (TRL's default is on), ``use_cpu: True``;
+- reward: :func:`format_reward`, a plain TRL-style function; rlvr calls it through the
+  ``callable`` reward, in-process (``reward_workers: 0``), TRL calls it directly;
+- threads: ``torch.set_num_threads(--threads)`` in both workers; same seed.
+
+Timing: steps after the first ``--warmup`` are averaged. rlvr: its own ``step_time``,
+``generation_time`` (the backend's ``generate``) and ``scoring_time`` from ``metrics.jsonl``.
+TRL: a ``TrainerCallback`` takes the wall time from ``on_step_begin`` to ``on_step_end`` (its
+generation happens inside the step, in ``_prepare_inputs``); its ``_generate_single_turn``
+(``model.generate`` with TRL's padding and EOS masking) and ``_calculate_rewards`` are wrapped
+with timers. For both, "training" is step - generation - scoring (log-probabilities, loss,
+backward, optimizer step, bookkeeping). The table also prints completions, prompt tokens and
+completion tokens per step, counted inside each framework, so a mismatch in the work shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+THIS = Path(__file__).resolve()
+HERE = THIS.parent
+REPO = HERE.parent
+TRL_VENV = HERE / ".venv-trl"
+TRL_VERSION = "1.16.0"
+MODELS = ("tiny", "vocab150k", "smollm2")
+QWEN_VOCAB = 151_936
+GGUF = REPO / "examples" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+GSM8K = REPO / "examples" / "data" / "gsm8k" / "train.jsonl"
+SYSTEM_PROMPT = (
+    "Think step by step inside <think> </think> tags, then give only the final number "
+    "inside <answer> </answer> tags."
+)
+TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+
+
+def format_reward(completions: list[Any], **kwargs: Any) -> list[float]:
+    """TRL-style reward: 0.25 per format tag present, plus a character hash below 0.01 so that
+    a random model's completions still differ within a group."""
+    out = []
+    for c in completions:
+        text = c if isinstance(c, str) else c[-1]["content"]
+        tags = sum(tag in text for tag in TAGS) / len(TAGS)
+        out.append(tags + (sum(map(ord, text)) % 997) / 99_700)
+    return out
+
+
+# --------------------------------------------------------------------------- the shared work
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    parser.add_argument("--steps", type=int, default=4, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps before them")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads in both workers")
+    parser.add_argument("--prompts", type=int, default=4, help="prompts per step")
+    parser.add_argument("--generations", type=int, default=8, help="completions per prompt")
+    parser.add_argument("--max-completion-length", type=int, default=64)
+    parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient (both)")
+    parser.add_argument("--learning-rate", type=float, default=1e-6)
+    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--child", nargs=2, metavar=("FRAMEWORK", "SPEC"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    models = args.models.split(",")
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
+    args.models = models
+    for name in ("steps", "threads", "prompts", "max_completion_length"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.warmup < 0:
+        parser.error("--warmup must be 0 or more")
+    if args.generations < 2:
+        parser.error("--generations must be at least 2 (GRPO compares completions of a prompt)")
+    return args
+
+
+def work_spec(args: argparse.Namespace, model_dir: Path, data: Path, out: Path) -> dict[str, Any]:
+    """Everything both workers need, in one JSON-able dict (the single source of the settings)."""
+    return {
+        "model": str(model_dir),
+        "data": str(data),
+        "output_dir": str(out),
+        "steps": args.warmup + args.steps,
+        "warmup": args.warmup,
+        "threads": args.threads,
+        "prompts": args.prompts,
+        "generations": args.generations,
+        "max_completion_length": args.max_completion_length,
+        "beta": args.beta,
+        "learning_rate": args.learning_rate,
+        "seed": 0,
+    }
+
+
+def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
+    """The rlvr config of ``spec``: ``per_device_train_batch_size`` counts prompts."""
+    return {
+        "model": {"name_or_path": spec["model"], "dtype": "float32"},
+        "data": {"path": spec["data"], "prompt_field": "prompt"},
+        "rewards": [{"name": "callable", "params": {"function": f"{THIS}:format_reward"}}],
+        "algorithm": {
+            "name": "grpo",
+            "params": {
+                "beta": spec["beta"],
+                "epsilon": 0.2,
+                "loss_type": "grpo",
+                "scale_rewards": "group",
+                "num_iterations": 1,
+            },
+        },
+        "backend": {"name": "hf"},
+        "training": {
+            "output_dir": spec["output_dir"],
+            "max_steps": spec["steps"],
+            "per_device_train_batch_size": spec["prompts"],
+            "num_generations": spec["generations"],
+            "gradient_accumulation_steps": 1,
+            "max_prompt_length": 4096,
+            "max_completion_length": spec["max_completion_length"],
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "learning_rate": spec["learning_rate"],
+            "lr_scheduler_type": "constant",
+            "max_grad_norm": 1.0,
+            "weight_decay": 0.0,
+            "optim": "adamw_torch",
+            "reward_workers": 0,
+            "save_steps": 1_000_000,
+            "log_samples_steps": 1_000_000,
+            "seed": spec["seed"],
+        },
+    }
+
+
+def trl_config(spec: dict[str, Any]) -> dict[str, Any]:
+    """``GRPOConfig`` keyword arguments for ``spec``: ``per_device_train_batch_size`` counts
+    completions."""
+    return {
+        "output_dir": spec["output_dir"],
+        "max_steps": spec["steps"],
+        "per_device_train_batch_size": spec["prompts"] * spec["generations"],
+        "num_generations": spec["generations"],
+        "gradient_accumulation_steps": 1,
+        "steps_per_generation": 1,
+        "num_iterations": 1,
+        "max_completion_length": spec["max_completion_length"],
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "use_vllm": False,
+        "loss_type": "grpo",
+        "beta": spec["beta"],
+        "epsilon": 0.2,
+        "scale_rewards": "group",
+        "mask_truncated_completions": False,
+        "top_entropy_quantile": 1.0,
+        "learning_rate": spec["learning_rate"],
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "max_grad_norm": 1.0,
+        "weight_decay": 0.0,
+        "optim": "adamw_torch",
+        "bf16": False,
+        "fp16": False,
+        "gradient_checkpointing": False,
+        "use_cpu": True,
+        "model_init_kwargs": {"dtype": "float32"},
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "log_completions": False,
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+        "seed": spec["seed"],
+    }
+
+
+def summarize(steps: list[dict[str, float]], warmup: int) -> dict[str, float]:
+    """Means over the steps after ``warmup``; training = step - generation - scoring."""
+    timed = steps[warmup:] or steps
+    n = len(timed)
+
+    def mean(key: str) -> float:
+        return sum(s[key] for s in timed) / n
+
+    out = {k: mean(k) for k in ("step", "generation", "scoring", "completions")}
+    out |= {k: mean(k) for k in ("prompt_tokens", "completion_tokens")}
+    out["training"] = out["step"] - out["generation"] - out["scoring"]
+    out["mean_length"] = out["completion_tokens"] / max(out["completions"], 1)
+    return out
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# --------------------------------------------------------------------------- workers
+
+
+def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
+    from rlvr.config import load_config
+    from rlvr.host import create_host
+    from rlvr.metrics import read_metrics
+    from rlvr.trainer import Trainer
+
+    counts: list[dict[str, float]] = []
+
+    class CountingTrainer(Trainer):
+        """Counts each step's completions and tokens as rlvr's rollout returns them."""
+
+        def setup(self) -> None:
+            super().setup()
+            run = self.rollouts.run
+
+            def counted_run(*a: Any, **kw: Any) -> Any:
+                ro = run(*a, **kw)
+                counts.append(
+                    {
+                        "completions": len(ro.kept),
+                        "prompt_tokens": sum(len(c.prompt_ids) for c in ro.kept),
+                        "completion_tokens": sum(len(c.token_ids) for c in ro.kept),
+                    }
+                )
+                return ro
+
+            self.rollouts.run = counted_run  # type: ignore[method-assign]
+
+    host = create_host()
+    trainer = CountingTrainer(load_config(rlvr_config(spec), host), host, progress=False)
+    trainer.run()
+    steps = [
+        {
+            "step": m["step_time"],
+            "generation": m["generation_time"],
+            "scoring": m["scoring_time"],
+            **c,
+        }
+        for m, c in zip(read_metrics(spec["output_dir"]), counts, strict=True)
+    ]
+    return {"steps": steps, "peak_rss_mb": _peak_rss_mb()}
+
+
+def child_trl(spec: dict[str, Any]) -> dict[str, Any]:
+    from datasets import load_dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    dataset = load_dataset("json", data_files=spec["data"], split="train")
+    trainer = GRPOTrainer(
+        model=spec["model"],
+        reward_funcs=format_reward,
+        args=GRPOConfig(**trl_config(spec)),
+        train_dataset=dataset,
+    )
+    steps: list[dict[str, float]] = []
+    current: dict[str, float] = {}
+
+    def timed(method: str, key: str, count: bool = False) -> None:
+        inner = getattr(trainer, method)
+
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            out = inner(*a, **kw)
+            current[key] = current.get(key, 0.0) + time.perf_counter() - t0
+            if count:  # _generate_single_turn(prompt_ids, ...) -> (completion_ids, logprobs)
+                current["completions"] = current.get("completions", 0) + len(out[0])
+                current["prompt_tokens"] = current.get("prompt_tokens", 0) + sum(map(len, a[0]))
+                tokens = sum(map(len, out[0]))
+                current["completion_tokens"] = current.get("completion_tokens", 0) + tokens
+            return out
+
+        setattr(trainer, method, wrapper)
+
+    timed("_generate_single_turn", "generation", count=True)
+    timed("_calculate_rewards", "scoring")
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            current.clear()
+            current["start"] = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            record = {"step": time.perf_counter() - current.pop("start"), **current}
+            steps.append({"generation": 0.0, "scoring": 0.0, **record})
+
+    trainer.add_callback(StepTimer())
+    trainer.train()
+    return {"steps": steps, "peak_rss_mb": _peak_rss_mb()}
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def ensure_trl_venv() -> Path:
+    """The scratch venv's python, created on first use with our torch/transformers versions."""
+    python = TRL_VENV / "bin" / "python"
+    marker = TRL_VENV / f"trl-{TRL_VERSION}.ok"
+    if marker.is_file():
+        return python
+    import accelerate
+    import datasets
+    import torch
+    import transformers
+
+    torch_version = torch.__version__.split("+")[0]
+    pins = [
+        f"torch=={torch_version}",
+        f"transformers=={transformers.__version__}",
+        f"accelerate=={accelerate.__version__}",
+        f"datasets=={datasets.__version__}",
+        f"trl=={TRL_VERSION}",
+    ]
+    print(f"creating {TRL_VENV} with {' '.join(pins)} (once; a few minutes)", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(TRL_VENV)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *pins], check=True)
+    marker.write_text(" ".join(pins) + "\n")
+    return python
+
+
+def build_model(name: str, out: Path) -> Path:
+    """Write model ``name`` as a plain float32 HF directory (weights + tokenizer) at ``out``."""
+    from rlvr.tiny_model import build_tiny_model
+
+    if name == "tiny":
+        return build_tiny_model(out, hidden_size=256, num_layers=4)
+    if name == "vocab150k":
+        import torch
+        from transformers import AutoConfig, AutoTokenizer, Qwen2ForCausalLM
+
+        build_tiny_model(out, hidden_size=256, num_layers=4)
+        config = AutoConfig.from_pretrained(out)
+        config.vocab_size = QWEN_VOCAB
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = Qwen2ForCausalLM(config).float()
+        model.generation_config.eos_token_id = config.eos_token_id
+        model.generation_config.pad_token_id = config.pad_token_id
+        model.save_pretrained(out)
+        AutoTokenizer.from_pretrained(out).save_pretrained(out)
+        return out
+    if not GGUF.is_file():
+        raise SystemExit(f"{GGUF} is missing; fetch it first: bash examples/fetch_smollm2.sh")
+    from rlvr.config import ModelConfig
+    from rlvr.modeling import load_policy
+
+    model, tokenizer = load_policy(ModelConfig(name_or_path=str(GGUF)), dtype=None)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def write_prompts(path: Path, count: int) -> Path:
+    """The first ``count`` GSM8K questions as chat-message prompts (plus their answers)."""
+    rows = []
+    with GSM8K.open() as f:
+        for line in f:
+            row = json.loads(line)
+            messages = [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": row["question"]},
+            ]
+            rows.append({"prompt": messages, "answer": row["answer"]})
+            if len(rows) == count:
+                break
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def run_child(python: Path | str, framework: str, spec: dict[str, Any]) -> dict[str, Any]:
+    env = {**os.environ, "OMP_NUM_THREADS": str(spec["threads"])}
+    env["PYTHONPATH"] = ""  # the TRL venv must not see rlvr's packages
+    proc = subprocess.run(
+        [str(python), __file__, "--child", framework, json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-6000:])
+        raise SystemExit(f"the {framework} worker failed ({proc.returncode})")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _row(name: str, r: dict[str, float], peak: float) -> str:
+    return (
+        f"| {name} | {r['step']:.2f} | {r['generation']:.2f} | {r['training']:.2f} | "
+        f"{r['scoring']:.3f} | {peak:.0f} | {r['completions']:.0f} | {r['prompt_tokens']:.0f} | "
+        f"{r['completion_tokens']:.0f} | {r['mean_length']:.1f} |"
+    )
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    trl_python = ensure_trl_venv()
+    results: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "child"}}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        data = write_prompts(root / "prompts.jsonl", args.prompts)
+        for name in args.models:
+            model_dir = build_model(name, root / name)
+            print(
+                f"\n## {name}: {args.prompts} prompts x {args.generations} completions, up to "
+                f"{args.max_completion_length} tokens, beta {args.beta}, {args.threads} thread(s);"
+                f" mean of steps {args.warmup + 1}..{args.warmup + args.steps}\n"
+            )
+            print(
+                "| framework | s/step | generation s | training s | scoring s | peak RSS MiB "
+                "| completions | prompt tokens | completion tokens | mean length |"
+            )
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            out: dict[str, Any] = {}
+            for framework, python in (("rlvr", sys.executable), ("trl", trl_python)):
+                spec = work_spec(args, model_dir, data, root / f"{name}-{framework}")
+                raw = run_child(python, framework, spec)
+                out[framework] = {
+                    **summarize(raw["steps"], args.warmup),
+                    "peak_rss_mb": raw["peak_rss_mb"],
+                }
+                print(_row(framework, out[framework], raw["peak_rss_mb"]), flush=True)
+            a, b = out["rlvr"], out["trl"]
+            ratio = {
+                k: a[k] / b[k] if b[k] else float("nan")
+                for k in ("step", "generation", "training", "peak_rss_mb", "mean_length")
+            }
+            out["ratio"] = ratio
+            print(
+                f"| rlvr/TRL | {ratio['step']:.2f}x | {ratio['generation']:.2f}x | "
+                f"{ratio['training']:.2f}x | | {ratio['peak_rss_mb']:.2f}x | | | | "
+                f"{ratio['mean_length']:.2f}x |"
+            )
+            for key in ("completions", "prompt_tokens"):
+                if a[key] != b[key]:
+                    print(f"WARNING: {key} per step differ (rlvr {a[key]}, TRL {b[key]})")
+            results[name] = out
+    return results
+
+
+def main() -> None:
+    args = parse_args()
+    if args.child:
+        framework, spec_json = args.child
+        spec = json.loads(spec_json)
+        import torch
+
+        torch.set_num_threads(spec["threads"])
+        worker = child_rlvr if framework == "rlvr" else child_trl
+        print(json.dumps(worker(spec)))
+        return
+    results = compare(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""bench/vs_trl.py without TRL: argument checks, the work-matching settings, the reward, the
+summary. (Running TRL itself needs its scratch venv; the bench does that, never CI.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlvr.config import load_config
+from rlvr.host import create_host
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "vs_trl.py"
+
+
+@pytest.fixture(scope="module")
+def vs_trl():
+    spec = importlib.util.spec_from_file_location("bench_vs_trl", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def test_parse_args_rejects_bad_input(vs_trl, capsys):
+    args = vs_trl.parse_args(["--models", "tiny,smollm2", "--steps", "3", "--warmup", "0"])
+    assert args.models == ["tiny", "smollm2"]
+    assert (args.steps, args.warmup) == (3, 0)
+    with pytest.raises(SystemExit):
+        vs_trl.parse_args(["--models", "tiny,qwen"])
+    assert "unknown model(s) ['qwen']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        vs_trl.parse_args(["--generations", "1"])
+    assert "--generations must be at least 2" in capsys.readouterr().err
+
+
+def test_both_frameworks_get_the_same_work(vs_trl, tmp_path):
+    """TRL counts completions per device batch, rlvr counts prompts: the same completions per
+    step, and every shared setting equal; rlvr's config passes its real validation."""
+    args = vs_trl.parse_args(["--prompts", "3", "--generations", "4", "--beta", "0.04"])
+    data = vs_trl.write_prompts(tmp_path / "prompts.jsonl", args.prompts)
+    spec = vs_trl.work_spec(args, tmp_path / "model", data, tmp_path / "out")
+    rlvr_raw, trl = vs_trl.rlvr_config(spec), vs_trl.trl_config(spec)
+
+    config = load_config(rlvr_raw, create_host())
+    t, params = config.training, config.algorithm.params
+    assert t.per_device_train_batch_size * t.num_generations == trl["per_device_train_batch_size"]
+    assert trl["per_device_train_batch_size"] == 12
+    assert t.num_generations == trl["num_generations"]
+    assert t.max_completion_length == trl["max_completion_length"]
+    assert t.max_steps == trl["max_steps"] == args.warmup + args.steps
+    assert (t.temperature, t.top_p, t.learning_rate, t.max_grad_norm) == (
+        trl["temperature"],
+        trl["top_p"],
+        trl["learning_rate"],
+        trl["max_grad_norm"],
+    )
+    assert (params.beta, params.epsilon, params.loss_type, params.num_iterations) == (
+        trl["beta"],
+        trl["epsilon"],
+        trl["loss_type"],
+        trl["num_iterations"],
+    )
+    assert params.scale_rewards == trl["scale_rewards"]
+    assert config.backend.name == "hf" and trl["use_vllm"] is False
+    assert trl["bf16"] is False and trl["gradient_checkpointing"] is False
+
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    assert len(rows) == args.prompts  # one step's prompts: every step sees the same ones
+    assert [m["role"] for m in rows[0]["prompt"]] == ["system", "user"]
+
+
+def test_format_reward_takes_text_and_messages(vs_trl):
+    full = "<think>2 + 3</think> <answer>5</answer>"
+    text_scores = vs_trl.format_reward([full, "5", ""])
+    chat_scores = vs_trl.format_reward([[{"role": "assistant", "content": full}]])
+    assert 1.0 <= text_scores[0] < 1.01 and chat_scores == text_scores[:1]
+    assert 0.0 <= text_scores[1] < 0.01 and text_scores[2] == 0.0
+    assert text_scores[1] != text_scores[2]  # the hash separates format-less completions
+
+
+def test_summarize_drops_warmup_and_splits_the_step(vs_trl):
+    def step(s: float, g: float, sc: float, tokens: int) -> dict[str, float]:
+        return {
+            "step": s,
+            "generation": g,
+            "scoring": sc,
+            "completions": 4,
+            "prompt_tokens": 40,
+            "completion_tokens": tokens,
+        }
+
+    out = vs_trl.summarize([step(100, 90, 1, 8), step(4, 1, 1, 16), step(6, 3, 1, 32)], warmup=1)
+    assert out["step"] == 5 and out["generation"] == 2 and out["scoring"] == 1
+    assert out["training"] == 2
+    assert out["mean_length"] == 6  # 24 tokens / 4 completions
