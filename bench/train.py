@@ -25,8 +25,12 @@ completions of T tokens after P prompt tokens, on a model with a realistic vocab
   ``log_softmax(-1).gather(...)`` (what a straightforward implementation does);
 - ``naive+keep``: the same, but only the last ``T + 1`` positions' logits
   (``logits_to_keep``), which isolates the effect of the chunked normalisation;
-- ``rlvr``: :func:`rlvr.modeling.completion_logprobs` (``logits_to_keep`` plus a chunked
-  custom autograd function that never materialises a float32 ``[N, T, V]`` tensor).
+- ``rlvr unfused``: :func:`rlvr.modeling.completion_logprobs` with ``fuse_head=False``
+  (``logits_to_keep`` plus a chunked custom autograd function that never materialises a
+  float32 ``[N, T, V]`` tensor; the model's own ``[N, T + 1, V]`` logits and their gradient
+  still exist);
+- ``rlvr``: :func:`rlvr.modeling.completion_logprobs` as trained (the head fused into the
+  chunked function: no logits tensor of the batch at all).
 
 Peak memory is the process's peak RSS above its RSS just before the pass (the model and
 inputs already built). The printed max |difference| checks that the three agree.
@@ -255,9 +259,14 @@ def child_logprobs(spec: dict) -> dict:
 
     def once() -> torch.Tensor:
         model.zero_grad(set_to_none=True)
-        if variant == "rlvr":
+        if variant.startswith("rlvr"):
             logp, _ = completion_logprobs(
-                model, prompt_ids, prompt_mask, completion_ids, completion_mask
+                model,
+                prompt_ids,
+                prompt_mask,
+                completion_ids,
+                completion_mask,
+                fuse_head=variant == "rlvr",
             )
         else:
             ids = torch.cat([prompt_ids, completion_ids], 1)
@@ -297,7 +306,7 @@ def part_logprobs(args: argparse.Namespace) -> None:
     print("|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         results = {}
-        for variant in ("naive", "naive+keep", "rlvr"):
+        for variant in ("naive", "naive+keep", "rlvr unfused", "rlvr"):
             spec = {
                 "variant": variant,
                 "n": n,
@@ -307,7 +316,7 @@ def part_logprobs(args: argparse.Namespace) -> None:
                 "hidden": args.hidden,
                 "layers": args.layers,
                 "repeats": args.repeats,
-                "out": str(Path(tmp) / f"{variant}.pt"),
+                "out": str(Path(tmp) / f"{variant.replace(' ', '_')}.pt"),
             }
             results[variant] = r = _run_child(["--child-logprobs", json.dumps(spec)], args.threads)
             ref = torch.load(str(Path(tmp) / "naive.pt"))
