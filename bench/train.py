@@ -25,8 +25,12 @@ completions of T tokens after P prompt tokens, on a model with a realistic vocab
   ``log_softmax(-1).gather(...)`` (what a straightforward implementation does);
 - ``naive+keep``: the same, but only the last ``T + 1`` positions' logits
   (``logits_to_keep``), which isolates the effect of the chunked normalisation;
-- ``rlvr``: :func:`rlvr.modeling.completion_logprobs` (``logits_to_keep`` plus a chunked
-  custom autograd function that never materialises a float32 ``[N, T, V]`` tensor).
+- ``rlvr unfused``: :func:`rlvr.modeling.completion_logprobs` with ``fuse_head=False``
+  (``logits_to_keep`` plus a chunked custom autograd function that never materialises a
+  float32 ``[N, T, V]`` tensor; the model's own ``[N, T + 1, V]`` logits and their gradient
+  still exist);
+- ``rlvr``: :func:`rlvr.modeling.completion_logprobs` as trained (the head fused into the
+  chunked function: no logits tensor of the batch at all).
 
 Peak memory is the process's peak RSS above its RSS just before the pass (the model and
 inputs already built). The printed max |difference| checks that the three agree.
@@ -220,7 +224,7 @@ def _count_params(model_dir: Path) -> int:
 # --------------------------------------------------------------------------- part 2: logprobs
 
 
-def _logprob_model(vocab: int, hidden: int, layers: int):
+def _logprob_model(vocab: int, hidden: int, layers: int, dtype: str = "float32"):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -236,7 +240,7 @@ def _logprob_model(vocab: int, hidden: int, layers: int):
         use_sliding_window=False,
     )
     torch.manual_seed(0)
-    return Qwen2ForCausalLM(config).float().train()
+    return Qwen2ForCausalLM(config).to(getattr(torch, dtype)).train()
 
 
 def child_logprobs(spec: dict) -> dict:
@@ -245,7 +249,7 @@ def child_logprobs(spec: dict) -> dict:
     from rlvr.modeling import completion_logprobs
 
     n, p, t, vocab = spec["n"], spec["prompt"], spec["tokens"], spec["vocab"]
-    model = _logprob_model(vocab, spec["hidden"], spec["layers"])
+    model = _logprob_model(vocab, spec["hidden"], spec["layers"], spec["dtype"])
     g = torch.Generator().manual_seed(1)
     prompt_ids = torch.randint(0, vocab, (n, p), generator=g)
     completion_ids = torch.randint(0, vocab, (n, t), generator=g)
@@ -255,9 +259,14 @@ def child_logprobs(spec: dict) -> dict:
 
     def once() -> torch.Tensor:
         model.zero_grad(set_to_none=True)
-        if variant == "rlvr":
+        if variant.startswith("rlvr"):
             logp, _ = completion_logprobs(
-                model, prompt_ids, prompt_mask, completion_ids, completion_mask
+                model,
+                prompt_ids,
+                prompt_mask,
+                completion_ids,
+                completion_mask,
+                fuse_head=variant == "rlvr",
             )
         else:
             ids = torch.cat([prompt_ids, completion_ids], 1)
@@ -272,9 +281,9 @@ def child_logprobs(spec: dict) -> dict:
     base = rss_mb()
     times = []
     for _ in range(spec["repeats"]):
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # CPU seconds: less disturbed by other jobs than wall time
         logp = once()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     torch.save(logp, spec["out"])
     return {"time": statistics.median(times), "peak_mb": peak_rss_mb() - base}
 
@@ -286,18 +295,18 @@ def part_logprobs(args: argparse.Namespace) -> None:
     print(
         f"\n## Log-probabilities, forward + backward: N={n} completions x T={args.tokens} tokens "
         f"after P={args.prompt_tokens} prompt tokens, vocab {args.vocab}, hidden {args.hidden}, "
-        f"{args.layers} layers, float32, {_threads()} threads; median of {args.repeats}\n"
+        f"{args.layers} layers, {args.dtype}, {_threads()} threads; median of {args.repeats}\n"
     )
     full = n * (args.prompt_tokens + args.tokens) * args.vocab * 4 / 2**20
     print(
         f"(one float32 [N, P+T, V] tensor is {full:.0f} MiB; [N, T+1, V] is "
         f"{n * (args.tokens + 1) * args.vocab * 4 / 2**20:.0f} MiB)\n"
     )
-    print("| method | seconds | peak memory above baseline, MiB | max abs diff vs naive |")
+    print("| method | CPU seconds | peak memory above baseline, MiB | max abs diff vs the first |")
     print("|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         results = {}
-        for variant in ("naive", "naive+keep", "rlvr"):
+        for variant in args.variants.split(","):
             spec = {
                 "variant": variant,
                 "n": n,
@@ -307,15 +316,16 @@ def part_logprobs(args: argparse.Namespace) -> None:
                 "hidden": args.hidden,
                 "layers": args.layers,
                 "repeats": args.repeats,
-                "out": str(Path(tmp) / f"{variant}.pt"),
+                "dtype": args.dtype,
+                "out": str(Path(tmp) / f"{variant.replace(' ', '_')}.pt"),
             }
             results[variant] = r = _run_child(["--child-logprobs", json.dumps(spec)], args.threads)
-            ref = torch.load(str(Path(tmp) / "naive.pt"))
-            mine = torch.load(spec["out"])
-            diff = float((ref - mine).abs().max())
+            first = Path(tmp) / f"{next(iter(results)).replace(' ', '_')}.pt"
+            diff = float((torch.load(str(first)) - torch.load(spec["out"])).abs().max())
             print(f"| {variant} | {r['time']:.2f} | {r['peak_mb']:.0f} | {diff:.1e} |", flush=True)
-        ratio = results["naive"]["peak_mb"] / max(results["rlvr"]["peak_mb"], 1e-9)
-        print(f"\nrlvr uses {ratio:.1f}x less extra memory than the naive path.")
+        if "naive" in results and "rlvr" in results:
+            ratio = results["naive"]["peak_mb"] / max(results["rlvr"]["peak_mb"], 1e-9)
+            print(f"\nrlvr uses {ratio:.1f}x less extra memory than the naive path.")
 
 
 # --------------------------------------------------------------------------- plumbing
@@ -350,6 +360,14 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=49152, help="logprobs part: vocab size")
     parser.add_argument("--prompt-tokens", type=int, default=64, help="logprobs part")
     parser.add_argument("--repeats", type=int, default=3, help="logprobs part")
+    parser.add_argument(
+        "--dtype", choices=["float32", "bfloat16"], default="float32", help="logprobs part"
+    )
+    parser.add_argument(
+        "--variants",
+        default="naive,naive+keep,rlvr unfused,rlvr",
+        help="logprobs part: comma-separated subset of the methods (naive is the reference)",
+    )
     parser.add_argument(
         "--threads",
         type=int,

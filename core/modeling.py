@@ -457,6 +457,157 @@ class _ChunkedLogProbs(torch.autograd.Function):
         return grad, None, None, None, None
 
 
+#: Model types whose causal-LM head is exactly ``logits = lm_head(decoder(...).last_hidden_state)``
+#: (no logit soft-capping or scaling), so the head can be fused into the log-probabilities.
+_FUSABLE_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3"})
+
+#: Logit elements per chunk of the fused head (128 MiB of float32): 682 tokens at SmolLM2's
+#: 49k vocabulary, 221 at a 151k one.
+_CHUNK_ELEMENTS = 2**25
+
+
+def _fusable_head(model: Any) -> tuple[Any, torch.nn.Linear] | None:
+    """``(decoder body, lm_head)`` when the head can be applied outside the model's forward.
+
+    None (use the model's own forward) for: wrappers whose forward must run (DDP; FSDP2, whose
+    root forward gathers the embedding and head), a LoRA-adapted or otherwise non-Linear head,
+    and model types not known to compute plain ``lm_head(hidden)`` logits.
+    """
+    from rlvr.distributed import fsdp_modules
+
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel) or fsdp_modules(model):
+        return None
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+    config = getattr(base, "config", None)
+    if getattr(config, "model_type", None) not in _FUSABLE_MODEL_TYPES:
+        return None
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    body = base.get_decoder() if hasattr(base, "get_decoder") else None
+    if type(head) is not torch.nn.Linear or body is None:
+        return None
+    return body, head
+
+
+class _FusedHeadLogProbs(torch.autograd.Function):
+    """Log-probabilities and entropies of ``ids`` ``[M]`` from hidden states ``[M, H]`` and the
+    head's ``weight`` ``[V, H]`` (and ``bias``), ``chunk`` tokens at a time.
+
+    The logits exist only one chunk at a time, in the forward and again (recomputed) in the
+    backward, which returns the gradients of the hidden states and of the head's weight (a tied
+    embedding's gradient then accumulates through autograd as usual). Memory: one chunk's
+    ``[chunk, V]`` float32 temporaries instead of ``[N, T, V]`` logits and their gradient.
+    The matmuls run in ``compute_dtype`` (autocast's dtype, else the weight's); the softmax
+    statistics in float32 (float64 stays float64).
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, ids, temperature, chunk, with_entropy, compute_dtype):
+        stat_dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
+        m = hidden.shape[0]
+        logp = torch.empty(m, dtype=stat_dtype, device=hidden.device)
+        lse = torch.empty_like(logp)
+        entropy = torch.zeros_like(logp)
+        w = weight.to(compute_dtype)
+        b = None if bias is None else bias.to(compute_dtype)
+        for start in range(0, m, chunk):
+            rows = slice(start, start + chunk)
+            h = hidden[rows].to(compute_dtype)
+            x = _scaled(torch.nn.functional.linear(h, w, b), temperature)
+            lse_c = torch.logsumexp(x, dim=-1)
+            lse[rows] = lse_c
+            logp[rows] = x.gather(-1, ids[rows].unsqueeze(-1)).squeeze(-1) - lse_c
+            if with_entropy:
+                p = (x - lse_c.unsqueeze(-1)).exp_()
+                entropy[rows] = lse_c - (p * x).sum(-1)
+        ctx.save_for_backward(hidden, weight, bias, ids, lse, entropy)
+        ctx.args = (temperature, chunk, with_entropy, compute_dtype)
+        if not with_entropy:
+            ctx.mark_non_differentiable(entropy)
+        return logp, entropy
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_logp, grad_entropy):
+        hidden, weight, bias, ids, lse, entropy = ctx.saved_tensors
+        temperature, chunk, with_entropy, compute_dtype = ctx.args
+        use_entropy = with_entropy and grad_entropy is not None
+        if grad_logp is None:
+            grad_logp = torch.zeros_like(lse)
+        w = weight.to(compute_dtype)
+        b = None if bias is None else bias.to(compute_dtype)
+        acc = torch.float64 if weight.dtype == torch.float64 else torch.float32
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
+        grad_bias = None if bias is None else torch.zeros(bias.shape, dtype=acc, device=bias.device)
+        for start in range(0, hidden.shape[0], chunk):
+            rows = slice(start, start + chunk)
+            h = hidden[rows].to(compute_dtype)
+            x = _scaled(torch.nn.functional.linear(h, w, b), temperature)
+            lse_c = lse[rows].unsqueeze(-1)
+            g = grad_logp[rows].unsqueeze(-1).to(x.dtype)
+            if use_entropy:  # dH/dx_j = -p_j (x_j - lse + H)
+                p = (x - lse_c).exp_()
+                ge = grad_entropy[rows].unsqueeze(-1).to(x.dtype)
+                gx = p * ((x - lse_c + entropy[rows].unsqueeze(-1)) * -ge - g)
+            else:
+                gx = x.sub_(lse_c).exp_().mul_(-g)  # x is a temporary: reuse its memory
+            gx.scatter_add_(-1, ids[rows].unsqueeze(-1), g)  # d logp / dx_j = [j == id] - p_j
+            if temperature != 1.0:
+                gx.div_(temperature)
+            gx = gx.to(compute_dtype)
+            grad_hidden[rows] = (gx @ w).to(hidden.dtype)
+            if compute_dtype == acc:
+                grad_weight.addmm_(gx.t(), h)
+            else:
+                grad_weight += (gx.t() @ h).to(acc)
+            if grad_bias is not None:
+                grad_bias += gx.sum(0).to(acc)
+        grad_weight = grad_weight.to(weight.dtype)
+        grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
+        return grad_hidden, grad_weight, grad_bias, None, None, None, None, None
+
+
+def _fused_logprobs(
+    fused: tuple[Any, torch.nn.Linear],
+    kwargs: dict[str, Any],
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    temperature: float,
+    chunk_tokens: int | None,
+    with_entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`completion_logprobs` through the decoder body and :class:`_FusedHeadLogProbs`."""
+    body, head = fused
+    n, t = completion_ids.shape
+    hidden = body(**kwargs).last_hidden_state[:, -t - 1 : -1]  # position j scores token j + 1
+    valid = completion_mask.bool()
+    device_type = hidden.device.type
+    compute_dtype = (
+        torch.get_autocast_dtype(device_type)
+        if torch.is_autocast_enabled(device_type)
+        else head.weight.dtype
+    )
+    vocab = head.weight.shape[0]
+    chunk = chunk_tokens if chunk_tokens is not None else max(1, _CHUNK_ELEMENTS // vocab)
+    if chunk < 1:
+        raise ValueError("chunk_tokens must be >= 1")
+    with torch.autocast(device_type, enabled=False):
+        logp_v, entropy_v = _FusedHeadLogProbs.apply(
+            hidden[valid],
+            head.weight,
+            head.bias,
+            completion_ids[valid],
+            float(temperature),
+            int(chunk),
+            bool(with_entropy),
+            compute_dtype,
+        )
+    logp = logp_v.new_zeros(n, t).float().masked_scatter(valid, logp_v.float())
+    if not with_entropy:
+        return logp, None
+    return logp, entropy_v.new_zeros(n, t).float().masked_scatter(valid, entropy_v.float())
+
+
 def completion_logprobs(
     model: Any,
     prompt_ids: torch.Tensor,
@@ -467,6 +618,8 @@ def completion_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 8,
     with_entropy: bool = False,
+    fuse_head: bool = True,
+    chunk_tokens: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probabilities ``[N, T]`` (float32) of ``completion_ids`` under ``model``.
 
@@ -481,6 +634,13 @@ def completion_logprobs(
     ``completion_mask`` is 0 are 0. Returns ``(logp, entropy)``; ``entropy`` (of the
     temperature-scaled distribution) is None unless ``with_entropy``. Differentiable when
     called with gradients enabled.
+
+    With ``fuse_head`` (default) and a model whose head allows it (see :func:`_fusable_head`:
+    plain ``nn.Linear`` head, known model type, no DDP/FSDP wrapper), the model's decoder body
+    runs alone and the head is applied inside the chunked function to the scored tokens only
+    (``chunk_tokens`` at a time; default: 128 MiB of float32 logits), so no logits tensor of
+    the batch exists at all and padding tokens cost no head matmul. Otherwise the model's own
+    forward gives the last ``T + 1`` positions' logits, normalised ``chunk_size`` rows at a time.
     """
     if temperature <= 0:
         raise ValueError("temperature must be > 0 (use 1.0 for greedy-sampled completions)")
@@ -499,6 +659,11 @@ def completion_logprobs(
         "position_ids": position_ids,
         "use_cache": False,
     }
+    fused = _fusable_head(model) if fuse_head else None
+    if fused is not None:
+        return _fused_logprobs(
+            fused, kwargs, completion_ids, completion_mask, temperature, chunk_tokens, with_entropy
+        )
     params = _forward_params(model)
     if "logits_to_keep" in params:
         kwargs["logits_to_keep"] = t + 1

@@ -85,6 +85,14 @@ def _widen(x: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat([x, pad], dim=1)
 
 
+def _in_order(parts: list[torch.Tensor], order: torch.Tensor) -> torch.Tensor:
+    """The rows of ``parts`` (computed for rows ``order`` of a batch) in the batch's order."""
+    values = torch.cat(parts)
+    out = torch.empty_like(values)
+    out[order.to(values.device)] = values
+    return out
+
+
 @dataclass
 class UpdateResult:
     """What one optimizer update measured (see :func:`rlvr.metrics.step_metrics`)."""
@@ -206,10 +214,20 @@ class PolicyUpdate:
             return torch.autocast("cuda", dtype=dtype)
         return contextlib.nullcontext()
 
-    def _micro_batches(self, n: int) -> Iterator[torch.Tensor]:
+    def _micro_batches(self, batch: RolloutBatch) -> Iterator[torch.Tensor]:
+        """Row indices of each micro-batch. With several micro-batches the rows go longest
+        first (prompt + completion tokens), so rows of similar length share a micro-batch and
+        :func:`trim` cuts most of their padding. The order changes no result: every loss is a
+        sum over rows normalised by the whole step's counts (docs/algorithms.md)."""
+        n = len(batch)
         size = self.t.per_device_train_batch_size * self.t.num_generations
+        if n <= size:
+            yield torch.arange(n, device=self.device)
+            return
+        lengths = batch.prompt_mask.sum(1) + batch.completion_mask.sum(1)
+        order = torch.argsort(lengths, descending=True, stable=True).to(self.device)
         for start in range(0, n, size):
-            yield torch.arange(start, min(start + size, n), device=self.device)
+            yield order[start : start + size]
 
     def _logprobs(
         self, model: torch.nn.Module, mb: RolloutBatch, *, with_entropy: bool = False
@@ -254,7 +272,9 @@ class PolicyUpdate:
             value_model.eval()
         passes = 0
         target = self._collective_passes(len(batch)) if self.old_logprobs else 0
-        for idx in self._micro_batches(len(batch)):
+        rows = []
+        for idx in self._micro_batches(batch):
+            rows.append(idx)
             mb = trim(batch.index(idx))
             passes += 1
             if self.old_logprobs:
@@ -265,11 +285,12 @@ class PolicyUpdate:
                 vals.append(_widen(self._values(value_model, mb), width))
         for _ in range(target - passes):
             self._dummy_pass(backward=False)
+        order = torch.cat(rows)
         return replace(
             batch,
-            old_logp=torch.cat(old) if old else batch.old_logp,
-            ref_logp=torch.cat(ref) if ref else batch.ref_logp,
-            old_values=torch.cat(vals) if vals else batch.old_values,
+            old_logp=_in_order(old, order) if old else batch.old_logp,
+            ref_logp=_in_order(ref, order) if ref else batch.ref_logp,
+            old_values=_in_order(vals, order) if vals else batch.old_values,
         )
 
     # ------------------------------------------------------------------ the update
@@ -293,7 +314,7 @@ class PolicyUpdate:
         gap_max = 0.0
         passes = 0
         target = self._collective_passes(len(batch))
-        for idx in self._micro_batches(len(batch)):
+        for idx in self._micro_batches(batch):
             mb = trim(batch.index(idx))
             passes += 1
             mb_mask = mb.loss_mask if mb.loss_mask is not None else mb.completion_mask

@@ -283,10 +283,16 @@ def test_completion_logprobs_chunking_is_exact(policy):
     model, _ = policy
     batch = _padded_batch(model.config.vocab_size, seed=1)
     with torch.no_grad():
-        whole, ent_whole = completion_logprobs(model, *batch, chunk_size=1000, with_entropy=True)
+        whole, ent_whole = completion_logprobs(
+            model, *batch, chunk_size=1000, with_entropy=True, fuse_head=False
+        )
         for chunk in (1, 2, 5):
-            logp, ent = completion_logprobs(model, *batch, chunk_size=chunk, with_entropy=True)
+            logp, ent = completion_logprobs(
+                model, *batch, chunk_size=chunk, with_entropy=True, fuse_head=False
+            )
             assert torch.equal(logp, whole) and torch.equal(ent, ent_whole), chunk
+        fused, ent_fused = completion_logprobs(model, *batch, chunk_tokens=2, with_entropy=True)
+        assert torch.allclose(fused, whole, atol=1e-6) and torch.allclose(ent_fused, ent_whole)
     with_grad, none = completion_logprobs(model, *batch, chunk_size=3)  # checkpointed chunks
     assert none is None and with_grad.requires_grad
     assert torch.equal(with_grad.detach(), whole)
@@ -350,6 +356,140 @@ def test_chunked_logprobs_gradcheck():
     for temperature, chunk, entropy in [(1.0, 1, False), (0.7, 2, True), (1.3, 8, True)]:
         fn = lambda x, t=temperature, c=chunk, e=entropy: _ChunkedLogProbs.apply(x, ids, t, c, e)  # noqa: E731
         assert torch.autograd.gradcheck(fn, (logits,))
+
+
+# --------------------------------------------------------------------------- fused head
+
+
+def _llama(tie: bool):
+    """A tiny Llama (SmolLM2's architecture) with a tied or separate head."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=tie,
+    )
+    return LlamaForCausalLM(config).float()
+
+
+def _logprob_grads(model, batch, fuse, *, temperature, with_entropy, w_logp, w_ent):
+    model.zero_grad(set_to_none=True)
+    logp, entropy = completion_logprobs(
+        model,
+        *batch,
+        temperature=temperature,
+        with_entropy=with_entropy,
+        fuse_head=fuse,
+        chunk_tokens=5,  # several chunks, the last one partial
+    )
+    loss = (logp * w_logp).sum()
+    if with_entropy:
+        loss = loss + (entropy * w_ent).sum()
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return logp.detach(), None if entropy is None else entropy.detach(), grads
+
+
+@pytest.mark.parametrize(
+    ("arch", "temperature", "with_entropy"),
+    [("qwen2-tied", 0.7, True), ("qwen2-untied", 1.0, False), ("llama-tied", 1.0, True)],
+)
+def test_fused_head_equals_model_forward(policy, tmp_path, arch, temperature, with_entropy):
+    """The fused head (decoder body + chunked head inside the autograd function) gives the
+    log-probs, entropies and every parameter's gradient of the model's own forward."""
+    from rlvr.modeling import _fusable_head
+
+    if arch == "qwen2-tied":
+        model = policy[0]
+    elif arch == "qwen2-untied":
+        d = build_tiny_model(tmp_path / "untied", tie_word_embeddings=False)
+        model = load_policy(ModelConfig(name_or_path=str(d)), device=CPU, dtype=torch.float32)[0]
+    else:
+        model = _llama(tie=True)
+    assert _fusable_head(model) is not None
+    tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    assert tied == arch.endswith("-tied")
+    batch = _padded_batch(model.config.vocab_size, seed=3)
+    g = torch.Generator().manual_seed(0)
+    w_logp = torch.randn(batch[2].shape, generator=g)
+    w_ent = torch.randn(batch[2].shape, generator=g)
+    kw = {"temperature": temperature, "with_entropy": with_entropy, "w_logp": w_logp}
+    model.train()
+    try:
+        logp, ent, grads = _logprob_grads(model, batch, True, w_ent=w_ent, **kw)
+        ref_logp, ref_ent, ref_grads = _logprob_grads(model, batch, False, w_ent=w_ent, **kw)
+    finally:
+        model.eval()
+        model.zero_grad(set_to_none=True)
+    assert torch.allclose(logp, ref_logp, atol=1e-5)
+    assert (logp[batch[3] == 0] == 0).all()
+    if with_entropy:
+        assert torch.allclose(ent, ref_ent, atol=1e-5)
+    assert grads.keys() == ref_grads.keys() and len(grads) == len(list(model.parameters()))
+    for name, grad in grads.items():
+        assert torch.allclose(grad, ref_grads[name], atol=1e-6, rtol=1e-4), name
+
+
+def test_fused_head_gradcheck():
+    """The fused head's hand-written backward (hidden, weight, bias) passes gradcheck."""
+    from rlvr.modeling import _FusedHeadLogProbs
+
+    g = torch.Generator().manual_seed(0)
+    f64 = torch.float64
+    hidden = torch.randn(7, 4, dtype=f64, generator=g, requires_grad=True)
+    weight = torch.randn(9, 4, dtype=f64, generator=g, requires_grad=True)
+    bias = torch.randn(9, dtype=f64, generator=g, requires_grad=True)
+    ids = torch.randint(0, 9, (7,), generator=g)
+    for temperature, chunk, entropy in [(1.0, 1, False), (0.7, 3, True), (1.3, 100, True)]:
+
+        def fn(h, w, b, t=temperature, c=chunk, e=entropy):
+            return _FusedHeadLogProbs.apply(h, w, b, ids, t, c, e, f64)
+
+        assert torch.autograd.gradcheck(fn, (hidden, weight, bias))
+
+
+def test_fused_head_falls_back_to_the_model_forward(policy):
+    """Heads the fused path cannot reproduce use the model's forward (same results)."""
+    from rlvr.modeling import _fusable_head
+
+    model = _llama(tie=False)
+    assert _fusable_head(model) is not None
+    batch = _padded_batch(model.config.vocab_size, seed=4)
+    with torch.no_grad():
+        expected, _ = completion_logprobs(model, *batch, fuse_head=False)
+        model.config.model_type = "gemma2"  # logit soft-capping: not plain lm_head(hidden)
+        assert _fusable_head(model) is None
+        model.config.model_type = "llama"
+        model.lm_head = torch.nn.Sequential(model.lm_head)  # not a plain Linear
+        assert _fusable_head(model) is None
+        got, _ = completion_logprobs(model, *batch)
+    assert torch.equal(got, expected)
+
+
+def test_fused_head_through_peft_lora(policy):
+    """A peft LoRA model fuses its (not adapted) head; an adapted head falls back. Both equal
+    the model's own forward."""
+    peft = pytest.importorskip("peft")
+    from rlvr.modeling import _fusable_head
+
+    batch = _padded_batch(300, seed=5)
+    for targets, fusable in ((["q_proj", "v_proj"], True), (["q_proj", "lm_head"], False)):
+        lora = peft.LoraConfig(r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False)
+        model = peft.get_peft_model(_llama(tie=False), lora)
+        assert (_fusable_head(model) is not None) == fusable
+        with torch.no_grad():
+            got, _ = completion_logprobs(model, *batch)
+            expected, _ = completion_logprobs(model, *batch, fuse_head=False)
+            with model.disable_adapter():  # the reference model of a LoRA run
+                base, _ = completion_logprobs(model, *batch)
+        assert torch.allclose(got, expected, atol=1e-5)
+        assert not torch.allclose(got, base, atol=1e-3)
 
 
 @pytest.mark.slow

@@ -1,0 +1,108 @@
+"""rlvr.update: micro-batches sorted by length change no result."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pytest
+import torch
+
+from rlvr.config import TrainingConfig
+from rlvr.modeling import completion_logprobs, load_policy
+from rlvr.protocols import RolloutBatch
+from rlvr.update import PolicyUpdate
+
+
+class _Algorithm:
+    """Token-mean policy gradient ``-sum(A * logp) / num_tokens``: a sum over rows."""
+
+    value_learning_rate = None
+
+    def loss(self, batch, logp, *, values, num_tokens, num_seqs):
+        from types import SimpleNamespace
+
+        mask = batch.completion_mask
+        loss = -(batch.advantages[:, None] * logp * mask).sum() / num_tokens
+        return SimpleNamespace(loss=loss, metrics={})
+
+
+def _batch(vocab: int) -> RolloutBatch:
+    """Six completions of very different lengths (and prompts of different lengths)."""
+    g = torch.Generator().manual_seed(0)
+    prompt_lens, completion_lens = [3, 9, 2, 7, 5, 4], [2, 11, 4, 1, 9, 6]
+    n, p, t = 6, max(prompt_lens), max(completion_lens)
+    prompt_mask = torch.zeros(n, p, dtype=torch.long)
+    completion_mask = torch.zeros(n, t, dtype=torch.long)
+    for i, (lp, lc) in enumerate(zip(prompt_lens, completion_lens, strict=True)):
+        prompt_mask[i, p - lp :] = 1
+        completion_mask[i, :lc] = 1
+    return RolloutBatch(
+        prompt_ids=torch.randint(3, vocab, (n, p), generator=g) * prompt_mask,
+        prompt_mask=prompt_mask,
+        completion_ids=torch.randint(3, vocab, (n, t), generator=g) * completion_mask,
+        completion_mask=completion_mask,
+        group_ids=torch.arange(n) // 2,
+        scores=torch.zeros(n),
+        lengths=completion_mask.sum(1),
+        truncated=torch.zeros(n, dtype=torch.bool),
+        advantages=torch.randn(n, generator=g),
+    )
+
+
+def _update(model, prompts: int) -> PolicyUpdate:
+    training = TrainingConfig(
+        per_device_train_batch_size=prompts,
+        num_generations=2,
+        optim="sgd",
+        learning_rate=0.1,
+        max_grad_norm=1e9,
+    )
+    return PolicyUpdate(
+        policy=model,
+        reference=None,
+        value_model=None,
+        algorithm=_Algorithm(),
+        old_logprobs=True,
+        training=training,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        total_updates=1,
+    )
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    from rlvr.config import ModelConfig
+    from rlvr.tiny_model import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "model")
+    return lambda: load_policy(ModelConfig(name_or_path=str(path)), device="cpu")[0]
+
+
+def test_sorted_micro_batches_change_nothing(tiny):
+    """Micro-batches of 2 rows go longest first; the old log-probs come back in the batch's
+    row order and the update equals one pass over the whole batch."""
+    batch = _batch(512)
+    split, whole = _update(tiny(), prompts=1), _update(tiny(), prompts=3)
+    order = torch.cat(list(split._micro_batches(batch)))
+    length = batch.prompt_mask.sum(1) + batch.completion_mask.sum(1)
+    assert order.tolist() != list(range(6)) and (length[order].diff() <= 0).all()
+
+    filled = split.fill_no_grad(batch)
+    with torch.no_grad():
+        expected, _ = completion_logprobs(
+            split.policy,
+            batch.prompt_ids,
+            batch.prompt_mask,
+            batch.completion_ids,
+            batch.completion_mask,
+        )
+    torch.testing.assert_close(filled.old_logp, expected, rtol=1e-5, atol=1e-5)
+
+    r_split, r_whole = split.update(filled, first=True), whole.update(filled, first=True)
+    assert r_split.loss == pytest.approx(r_whole.loss, rel=1e-5)
+    assert r_split.grad_norm == pytest.approx(r_whole.grad_norm, rel=1e-4) and r_whole.grad_norm > 0
+    for a, b in zip(split.policy.parameters(), whole.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
