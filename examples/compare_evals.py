@@ -1,0 +1,67 @@
+"""Compare two ``rlvr eval`` runs on the same prompts: accuracy and format compliance before and
+after, with the paired difference and its 95% confidence interval.
+
+    python examples/compare_evals.py outputs/eval_before outputs/eval_after
+
+Each argument is an eval output directory (or its ``samples.jsonl``). Completions are matched by
+prompt index and sample number, so both runs must have used the same ``--limit`` and ``-k``.
+The interval is the normal approximation for a paired difference of means,
+``mean(d) +- 1.96 * sd(d) / sqrt(n)`` with ``d = after - before`` per completion.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+
+def load(path: str) -> dict[tuple[int, int], dict]:
+    file = Path(path)
+    file = file / "samples.jsonl" if file.is_dir() else file
+    rows = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+    return {(r["index"], r["sample"]): r for r in rows}
+
+
+def paired(before: list[float], after: list[float]) -> tuple[float, float, float]:
+    """Mean of the differences and its 95% interval (normal approximation)."""
+    d = [a - b for a, b in zip(after, before, strict=True)]
+    n = len(d)
+    mean = sum(d) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1)) if n > 1 else 0.0
+    half = 1.96 * sd / math.sqrt(n)
+    return mean, mean - half, mean + half
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    before, after = load(argv[0]), load(argv[1])
+    if before.keys() != after.keys():
+        print("the two evals are not on the same prompts and samples", file=sys.stderr)
+        return 2
+    keys = sorted(before)
+    print(f"{len(keys)} completions\n")
+    print("| metric | before | after | difference (95% CI) |")
+    print("|---|---:|---:|---:|")
+    for name, field in (("accuracy (pass@1)", "correct"), ("format compliance", "format_ok")):
+        if field not in before[keys[0]]:
+            continue
+        b = [float(before[k][field]) for k in keys]
+        a = [float(after[k][field]) for k in keys]
+        mean, low, high = paired(b, a)
+        print(
+            f"| {name} | {100 * sum(b) / len(b):.1f}% | {100 * sum(a) / len(a):.1f}% "
+            f"| {100 * mean:+.1f} pts ({100 * low:+.1f} to {100 * high:+.1f}) |"
+        )
+    for name in ("completion_length", "truncated"):
+        b = [float(before[k]["num_tokens" if name == "completion_length" else name]) for k in keys]
+        a = [float(after[k]["num_tokens" if name == "completion_length" else name]) for k in keys]
+        print(f"| {name.replace('_', ' ')} | {sum(b) / len(b):.2f} | {sum(a) / len(a):.2f} | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,45 @@
+"""examples/compare_evals.py: the before/after table of two `rlvr eval` runs."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "compare_evals.py"
+
+
+def write(path: Path, correct: list[int], fmt: list[int]) -> Path:
+    path.mkdir()
+    rows = [
+        {"index": i, "sample": 0, "correct": c, "format_ok": f, "num_tokens": 10, "truncated": 0}
+        for i, (c, f) in enumerate(zip(correct, fmt, strict=True))
+    ]
+    (path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_paired_difference_and_interval(tmp_path, capsys):
+    tool = runpy.run_path(str(SCRIPT))
+    # 4 of 8 improve, none gets worse: d = [1,1,1,1,0,0,0,0], mean 0.5, sd 0.5345
+    mean, low, high = tool["paired"]([0.0] * 8, [1.0] * 4 + [0.0] * 4)
+    assert mean == 0.5
+    assert high - mean == pytest.approx(1.96 * 0.534522 / 8**0.5, rel=1e-5)
+    assert low == pytest.approx(2 * mean - high)
+
+    before = write(tmp_path / "before", [0, 0, 1, 0], [0, 1, 0, 0])
+    after = write(tmp_path / "after", [1, 0, 1, 0], [1, 1, 1, 1])
+    assert tool["main"]([str(before), str(after / "samples.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "| accuracy (pass@1) | 25.0% | 50.0% | +25.0 pts" in out
+    assert "| format compliance | 25.0% | 100.0% | +75.0 pts" in out
+
+
+def test_different_prompts_are_refused(tmp_path, capsys):
+    tool = runpy.run_path(str(SCRIPT))
+    before = write(tmp_path / "before", [0, 1], [0, 1])
+    after = write(tmp_path / "after", [0, 1, 1], [0, 1, 1])
+    assert tool["main"]([str(before), str(after)]) == 2
+    assert "not on the same prompts" in capsys.readouterr().err
