@@ -461,10 +461,10 @@ def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
     if m.get("skipped"):
         parts.append("SKIPPED (non-finite)")
     if (p1 := num("eval/pass@1", ".3f")) is not None:
-        fmt = num("eval/format_ok", ".3f")
+        format_ok = num("eval/format_ok", ".3f")
         parts.append(
             f"eval pass@1 {p1}"
-            + (f" format_ok {fmt}" if fmt is not None else "")
+            + (f" format_ok {format_ok}" if format_ok is not None else "")
             + f" reward {num('eval/reward_mean', '.3f')}"
         )
     return " | ".join(parts)

@@ -56,7 +56,7 @@ def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -
             first, last = window_means([r.get(key, math.nan) for r in rows])
             lines.append(f"    {label:<{width}}  {first:.3f} -> {last:.3f}")
     if evals:
-        first, last = evals[0], evals[-1]
+        first_eval, last_eval = evals[0], evals[-1]
 
         def figures(r: dict) -> str:
             fmt = r.get("eval/format_ok")
@@ -65,8 +65,8 @@ def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -
             )
 
         lines.append(
-            f"  eval:        step {first['step']}: {figures(first)} -> "
-            f"step {last['step']}: {figures(last)}"
+            f"  eval:        step {first_eval['step']}: {figures(first_eval)} -> "
+            f"step {last_eval['step']}: {figures(last_eval)}"
         )
     else:
         lines.append(
