@@ -379,6 +379,18 @@ def _compute_dtype(logits: torch.Tensor) -> torch.dtype:
     return torch.float64 if logits.dtype == torch.float64 else torch.float32
 
 
+def _token_stats(
+    x: torch.Tensor, ids: torch.Tensor, with_entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``(logsumexp, log-prob of ids, entropy or None)`` over the last dim of scaled logits."""
+    lse = torch.logsumexp(x, dim=-1)
+    logp = x.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - lse
+    if not with_entropy:  # H = lse - sum_j p_j x_j
+        return lse, logp, None
+    p = (x - lse.unsqueeze(-1)).exp_()
+    return lse, logp, lse - (p * x).sum(-1)
+
+
 def _scaled(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """``logits / temperature`` in float32 (float64 stays float64); may be a view of
     ``logits``, so never write into it."""
@@ -407,12 +419,9 @@ class _ChunkedLogProbs(torch.autograd.Function):
         for start in range(0, n, chunk_size):
             rows = slice(start, start + chunk_size)
             x = _scaled(logits[rows, first : first + t], temperature)
-            lse_c = torch.logsumexp(x, dim=-1)
-            lse[rows] = lse_c
-            logp[rows] = x.gather(-1, ids[rows].unsqueeze(-1)).squeeze(-1) - lse_c
-            if with_entropy:  # H = lse - sum_j p_j x_j
-                p = (x - lse_c.unsqueeze(-1)).exp_()
-                entropy[rows] = lse_c - (p * x).sum(-1)
+            lse[rows], logp[rows], ent = _token_stats(x, ids[rows], with_entropy)
+            if ent is not None:
+                entropy[rows] = ent
         ctx.save_for_backward(logits, ids, lse, entropy)
         ctx.temperature, ctx.chunk_size, ctx.with_entropy = temperature, chunk_size, with_entropy
         if not with_entropy:
@@ -513,12 +522,9 @@ class _FusedHeadLogProbs(torch.autograd.Function):
             rows = slice(start, start + chunk)
             h = hidden[rows].to(compute_dtype)
             x = _scaled(torch.nn.functional.linear(h, w, b), temperature)
-            lse_c = torch.logsumexp(x, dim=-1)
-            lse[rows] = lse_c
-            logp[rows] = x.gather(-1, ids[rows].unsqueeze(-1)).squeeze(-1) - lse_c
-            if with_entropy:
-                p = (x - lse_c.unsqueeze(-1)).exp_()
-                entropy[rows] = lse_c - (p * x).sum(-1)
+            lse[rows], logp[rows], ent = _token_stats(x, ids[rows], with_entropy)
+            if ent is not None:
+                entropy[rows] = ent
         ctx.save_for_backward(hidden, weight, bias, ids, lse, entropy)
         ctx.args = (temperature, chunk, with_entropy, compute_dtype)
         if not with_entropy:
