@@ -160,6 +160,13 @@ class TrainingConfig(Section):
     max_prompt_length: int | None = Field(512, ge=1)
     max_completion_length: int = Field(256, ge=1)
     max_steps: int = Field(-1, description="optimizer steps; -1 = num_train_epochs")
+    max_minutes: float | None = Field(
+        None,
+        gt=0,
+        description="wall-time budget of this process (model loading included): no step starts "
+        "that would end past it, judged by the longest step so far; the run saves and stops "
+        "(--resume continues it). null: no limit",
+    )
     num_train_epochs: float = Field(1.0, gt=0)
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)

@@ -21,7 +21,8 @@ on what ran before it; the data order is a seeded permutation per epoch whose po
 checkpointed. A run interrupted and resumed therefore logs the same metrics as an
 uninterrupted one (on CPU, up to timing fields).
 
-Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns. A step that
+Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns; so does
+``max_minutes``, before a step that would end past the budget. A step that
 raises (a second Ctrl-C, an error) before its first optimizer update is forgotten and the run
 saved at the step before it; a non-finite loss or gradient norm skips the update, and
 ``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`.
@@ -66,6 +67,9 @@ from rlvr.update import PolicyUpdate, disable_dropout
 logger = logging.getLogger("rlvr.trainer")
 
 _T = TypeVar("_T")
+
+#: The wall clock ``max_minutes`` reads (a module attribute, so a test can make steps "long").
+_clock = time.monotonic
 
 
 def _seed_everything(seed: int) -> None:
@@ -142,6 +146,8 @@ class Trainer:
         self.dist = distributed.current()
         self.log: MetricsLogger | None = None
         self.evaluation: Evaluation | None = None
+        self._started = _clock()  # max_minutes counts from here (model loading included)
+        self._longest_step = 0.0
 
     # ------------------------------------------------------------------ setup
 
@@ -536,6 +542,7 @@ class Trainer:
                 while self.step < self.max_steps:
                     self._step_start = (self.step, self.sampler.position)
                     self.update.stepped = False
+                    step_began = _clock()
                     try:
                         self.train_step()
                     except BaseException:  # Ctrl-C, nothing to train on, out of memory...
@@ -552,12 +559,22 @@ class Trainer:
                         )
                     if self.step % self.t.save_steps == 0:
                         self.save()
-                    if self.dist.any(stop.requested):  # every rank stops at the same step
+                    self._longest_step = max(self._longest_step, _clock() - step_began)
+                    out_of_time = self.step < self.max_steps and self._out_of_time()
+                    # every rank stops at the same step
+                    if self.dist.any(stop.requested or out_of_time):
                         if self._last_saved != self.step:
                             self.save()
                         if self.log is not None:
+                            why = (
+                                f" (training.max_minutes={self.t.max_minutes:g}: "
+                                f"{self._minutes():.1f} min used, a step takes up to "
+                                f"{self._longest_step / 60:.1f} min)"
+                                if out_of_time and not stop.requested
+                                else ""
+                            )
                             self.log.write(
-                                f"stopped at step {self.step}; continue with --resume "
+                                f"stopped at step {self.step}{why}; continue with --resume "
                                 f"(checkpoint in {self.output_dir})"
                             )
                         return self.last_metrics
@@ -566,6 +583,14 @@ class Trainer:
             return self.last_metrics
         finally:
             self.close()
+
+    def _minutes(self) -> float:
+        return (_clock() - self._started) / 60
+
+    def _out_of_time(self) -> bool:
+        """Would one more step (as long as the longest so far) end past ``max_minutes``?"""
+        budget = self.t.max_minutes
+        return budget is not None and self._minutes() + self._longest_step / 60 > budget
 
     def _save_after_interrupt(self) -> None:
         """A step that did not finish (Ctrl-C, an error): before any weight changed, forget

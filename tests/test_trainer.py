@@ -650,3 +650,36 @@ def test_check_fields_lists_every_problem(host):
         "field 'answer' needed by reward 'toy' (rewards[0]) is missing in 1 of 3 rows",
         "field 'answer' needed by reward 'num' (rewards[1]) is missing in 1 of 3 rows",
     ]
+
+
+def test_max_minutes_saves_and_stops_before_a_step_that_would_not_fit(
+    make_config, host, monkeypatch, capsys
+):
+    """Each step "takes" 10 minutes (a fake clock): with a 25-minute budget, step 2 ends at
+    20 minutes and a third would end at 30, so the run saves checkpoint-2 and stops; --resume
+    (a new process, a new budget) goes on to max_steps."""
+    import rlvr.trainer as trainer_module
+    from rlvr.metrics import MetricsLogger
+
+    now = {"t": 0.0}
+    monkeypatch.setattr(trainer_module, "_clock", lambda: now["t"])
+    original = MetricsLogger.log
+
+    def log(self, metrics):  # called once per step, inside the step
+        now["t"] += 600.0
+        original(self, metrics)
+
+    monkeypatch.setattr(MetricsLogger, "log", log)
+    config = make_config(output="timed", max_steps=4, max_minutes=25)
+    run(config, host)
+    out = Path(config.training.output_dir)
+    assert [x["step"] for x in read_metrics(out)] == [1, 2]
+    assert latest_checkpoint(out).name == "checkpoint-2"
+    err = capsys.readouterr()
+    why = "(training.max_minutes=25: 20.0 min used, a step takes up to 10.0 min)"
+    assert f"stopped at step 2 {why}" in err.out + err.err
+
+    now["t"] = 0.0
+    run(config, host, resume=True)
+    assert [x["step"] for x in read_metrics(out)] == [1, 2, 3, 4]
+    assert latest_checkpoint(out).name == "checkpoint-4"

@@ -186,6 +186,7 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
     "reward_workers": ({}, {"reward_workers": 1}, built(lambda t: len(t.scorer.pool._workers))),
     "max_bad_steps": ({"max_bad_steps": 1}, {"max_bad_steps": 2}, ran(checkpoints)),
     "max_reward_error_frac": ({}, {"max_reward_error_frac": 0.25}, ran(checkpoints)),
+    "max_minutes": ({}, {"max_minutes": 1e-9}, ran(checkpoints)),  # stops after step 1
     "eval_steps": ({}, {"eval_steps": 2}, ran(eval_steps)),
     "eval_on_start": (
         {"eval_steps": 2},
