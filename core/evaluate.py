@@ -41,6 +41,11 @@ generator, and :class:`rlvr.scoring.Scorer` for the rewards. Decisions, all expl
   written beside it as ``<stem>.summary.json``. When ``output`` is a directory (or has no
   suffix) the files are ``samples.jsonl`` and ``summary.json`` inside it. Default:
   ``training.output_dir/eval/`` (existing files there are replaced).
+- **Reward failures** are reported as in training (:mod:`rlvr.reward_errors`): each distinct
+  error printed once with its traceback and recorded, with its prompt, completion and row, in
+  ``reward_errors.jsonl`` beside the samples (``<stem>.reward_errors.jsonl`` for a file
+  ``output``); the failed calls get their fallback and the eval goes on. In training the
+  run's own log (and its ``max_reward_error_frac``) is used.
 """
 
 from __future__ import annotations
@@ -48,12 +53,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlvr.errors import RlvrError
+from rlvr.reward_errors import ERRORS_FILE, RewardErrorLog
 
 if TYPE_CHECKING:
     from rlvr import distributed
@@ -267,12 +274,15 @@ class Evaluation:
         backend: str,
         dist: distributed.Dist,
         progress: bool = False,
+        reward_errors: RewardErrorLog | None = None,
+        step: int | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Generate and score every prompt; return the sample records (every rank gets all of
-        them, in prompt order) and the summary of :meth:`summarize`."""
+        them, in prompt order) and the summary of :meth:`summarize`. ``reward_errors`` reports
+        the rewards' failures (``step``: the training step, for its records)."""
         start = time.perf_counter()
         records, summaries, gen_time, score_time = _sample_and_score(
-            self, generator, scorer, progress, backend, dist
+            self, generator, scorer, progress, backend, dist, reward_errors, step
         )
         summary = self.summarize(records, summaries)
         summary["generation_time"] = gen_time
@@ -371,13 +381,23 @@ def evaluate(
     model_path = resolve_checkpoint(checkpoint) if checkpoint is not None else None
     rows, data_cfg, split_name, data_desc = eval_prompt_rows(config, host, split, limit)
     samples_path, summary_path = output_paths(config, output)
+    errors_path = _errors_path(samples_path, summary_path)
     if t.temperature == 0 and k > 1:
         logger.warning("training.temperature is 0 (greedy): all %d samples per prompt match", k)
 
     start = time.perf_counter()
     # Under torchrun each rank samples its share of every call's prompts (rlvr.distributed).
     with distributed.data_parallel() as dist:
-        scorer = Scorer(score_entries(config, host), workers=t.reward_workers)  # start now
+        entries = score_entries(config, host)
+        scorer = Scorer(entries, workers=t.reward_workers)  # start now
+        if dist.is_main:  # replaced, like the samples
+            errors_path.unlink(missing_ok=True)
+        reward_errors = RewardErrorLog(
+            entries,
+            errors_path.parent if dist.is_main else None,
+            file_name=errors_path.name,
+            echo=lambda message: print(message, file=sys.stderr, flush=True),
+        )
         generator = None
         try:
             model, tokenizer, model_desc = _load_model(config, model_path)
@@ -387,7 +407,12 @@ def evaluate(
             generator = build_generator(backend, backend_params, run, model, tokenizer)
             set_seed(t.seed)
             records, summary = evaluation.run(
-                generator, scorer, backend=backend_name, dist=dist, progress=progress
+                generator,
+                scorer,
+                backend=backend_name,
+                dist=dist,
+                progress=progress,
+                reward_errors=reward_errors,
             )
         finally:
             if generator is not None:
@@ -413,6 +438,7 @@ def evaluate(
             "total_time": time.perf_counter() - start,
             "samples": str(samples_path),
             "summary": str(summary_path),
+            "reward_errors": str(errors_path) if errors_path.is_file() else None,
         }
     )
     summary = {key: _clean(v) for key, v in summary.items()}
@@ -425,6 +451,13 @@ def evaluate(
             f.write(json.dumps(r, default=str, ensure_ascii=False) + "\n")
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def _errors_path(samples: Path, summary: Path) -> Path:
+    """Where the rewards' failures go: beside the samples, named like the summary."""
+    if summary.name == SUMMARY_NAME:
+        return samples.parent / ERRORS_FILE
+    return samples.with_name(samples.stem + "." + ERRORS_FILE)
 
 
 def headline(summary: Mapping[str, Any]) -> str:
@@ -494,6 +527,8 @@ def _sample_and_score(
     progress: bool,
     backend_name: str,
     dist: distributed.Dist,
+    reward_errors: RewardErrorLog | None,
+    step: int | None,
 ) -> tuple[list[dict[str, Any]], list[Any], float, float]:
     """Generate and score in calls of about as many sequences as a training step samples
     (with several ranks: each its slice of every call; the results gathered in order)."""
@@ -523,7 +558,9 @@ def _sample_and_score(
             t0 = time.perf_counter()
             items = generate(generator, prompts, indices, k, sampling, backend=backend_name)
             t1 = time.perf_counter()
-            scores = score(scorer, prompts, items, evaluation.labels)
+            scores = score(
+                scorer, prompts, items, evaluation.labels, reward_errors=reward_errors, step=step
+            )
             score_time += time.perf_counter() - t1
             gen_time += t1 - t0
             summaries.append(scores.summary())

@@ -40,9 +40,10 @@ class RewardErrorLog:
         *,
         max_error_frac: float = 1.0,
         echo: Callable[[str], None] = print,
+        file_name: str = ERRORS_FILE,
     ) -> None:
         self.entries = list(entries)
-        self.path = Path(output_dir) / ERRORS_FILE if output_dir is not None else None
+        self.path = Path(output_dir) / file_name if output_dir is not None else None
         self.max_error_frac = max_error_frac
         self.echo = echo
         self._seen: set[tuple[str, str]] = set()

@@ -453,7 +453,12 @@ class Trainer:
         self.policy.eval()
         with distributed.gathered(self.policy):  # FSDP: whole weights while generating
             _, summary = self.evaluation.run(
-                self.generator, self.scorer, backend=self.backend_cfg.name, dist=self.dist
+                self.generator,
+                self.scorer,
+                backend=self.backend_cfg.name,
+                dist=self.dist,
+                reward_errors=self.reward_errors,
+                step=self.step,
             )
         return eval_metrics(summary)
 

@@ -317,6 +317,37 @@ def test_cli_eval(tiny_model, eval_dir, tmp_path, capsys):
     assert "single file" in capsys.readouterr().err
 
 
+def test_eval_reports_reward_failures_and_goes_on(tiny_model, eval_dir, tmp_path, capsys):
+    """A reward that raises on one row: the eval finishes, those samples get the fallback, the
+    error is printed once with its traceback and recorded beside the samples with its row."""
+    boom = f"{Path(__file__).parent / 'trl_rewards.py'}:boom_on_four"  # raises when answer is 4
+    rewards = [{"name": "callable", "label": "four", "params": {"function": boom}}]
+    host = create_host()
+    config = load_config(
+        _raw(tiny_model, eval_dir, tmp_path, rewards=rewards), host, require=("model", "data")
+    )
+    stale = tmp_path / "run" / "eval" / "reward_errors.jsonl"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"from": "an earlier eval"}\n')
+    summary = evaluate(
+        config, host, split=str(eval_dir / "train.jsonl"), k=2, progress=False
+    )  # answers 0..4
+    assert summary["num_samples"] == 10 and summary["rewards/four/errors"] == 2
+    assert summary["reward_errors"] == str(stale)
+    (record,) = [json.loads(line) for line in stale.read_text().splitlines()]  # stale one gone
+    assert record["reward"] == "four" and record["row"]["answer"] == "4"
+    assert "cannot score" in record["error"] and "boom_on_four" in record["traceback"]
+    samples = [json.loads(x) for x in Path(summary["samples"]).read_text().splitlines()]
+    assert [r["rewards"]["four"] for r in samples if r["row"]["answer"] == "4"] == [0.0, 0.0]
+    err = capsys.readouterr().err
+    assert err.count("reward 'four' failed: ValueError: cannot score") == 1
+    assert "reward 'four': 2 errors and 0 timeouts" in err and str(stale) in err
+
+    # an eval whose rewards all succeed has no errors file
+    summary = evaluate(config, host, k=1, limit=2, progress=False)
+    assert summary["reward_errors"] is None and not stale.exists()
+
+
 # --------------------------------------------------------------------------- plots
 
 
