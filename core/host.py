@@ -206,7 +206,8 @@ def algorithm_problems(impl: Any, requirements: Any) -> list[str]:
     only when ``requirements.value_model``)."""
     from rlvr.protocols import AlgorithmImpl, missing_members
 
-    skip = () if requirements.value_model else ("build_value_model",)
+    # ``inert`` is optional: without it the update skips no rows.
+    skip = ("inert",) if requirements.value_model else ("inert", "build_value_model")
     problems = missing_members(impl, AlgorithmImpl, skip=skip)
     for name in ("num_iterations", "max_generation_rounds"):
         value = getattr(impl, name, 1)

@@ -14,9 +14,11 @@ three parts and no exceptions:
    - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``;
    - ``loss``, ``entropy``, ``kl`` (k3 estimate of the KL to the reference model, only when
      there is one), ``grad_norm`` (before clipping; ``value_grad_norm`` with a value model),
-     ``learning_rate``, ``skipped`` (1 when a non-finite loss or gradient skipped the update;
-     ``loss`` is then null), ``sampler/logp_gap_{mean,max}`` (backends that return sampler
-     log-probs);
+     ``learning_rate``, ``inert_frac`` (the share of rows the update skipped because their
+     loss has no gradient, e.g. GRPO groups of equal scores; ``entropy`` is measured on the
+     rest, null when none is left), ``skipped`` (1 when a non-finite loss or gradient skipped
+     the update; ``loss`` is then null), ``sampler/logp_gap_{mean,max}`` (backends that
+     return sampler log-probs);
    - timing fields (:data:`TIMING_KEYS`): ``step_time``, ``generation_time``,
      ``scoring_time``, ``training_time``, ``tokens_per_second`` (completion tokens generated
      per second of the step), ``peak_memory_mb``;
@@ -89,6 +91,7 @@ CORE_KEYS = (
     "entropy",
     "grad_norm",
     "learning_rate",
+    "inert_frac",
     "skipped",
     "step_time",
     "tokens_per_second",
@@ -222,8 +225,8 @@ def step_metrics(
     m["grad_norm"] = _mean([u.grad_norm for u in updates])
     if first.value_grad_norm is not None:
         m["value_grad_norm"] = _mean([u.value_grad_norm or 0.0 for u in updates])
-    if first.entropy is not None:
-        m["entropy"] = first.entropy
+    # None (null) when the update skipped every row (all inert): nothing was measured.
+    m["entropy"] = first.entropy
     if first.sampler_gap_mean is not None:
         m["sampler/logp_gap_mean"] = first.sampler_gap_mean
         m["sampler/logp_gap_max"] = first.sampler_gap_max
@@ -231,6 +234,7 @@ def step_metrics(
     if kls:
         m["kl"] = _mean(kls)
     m["learning_rate"] = learning_rate
+    m["inert_frac"] = first.inert_frac
     m["skipped"] = 0 if all(u.finite for u in updates) else 1
     m["num_tokens"] = num_tokens
     prefix = f"algo/{algorithm}/"

@@ -176,6 +176,13 @@ class AlgorithmImpl(Protocol):
         """Boolean ``[N]`` of samples to keep (dynamic sampling), or None to keep all."""
         ...
 
+    def inert(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """Boolean ``[N]``: rows of a prepared batch whose loss has no gradient (a GRPO group
+        whose completions all scored the same, with no KL or value term), so the update may
+        skip their forward and backward passes; the step's ``num_tokens``/``num_seqs`` still
+        count them. None: skip nothing (what an algorithm without this method gets)."""
+        ...
+
     def prepare(self, batch: RolloutBatch) -> tuple[RolloutBatch, dict[str, float]]:
         """Shape rewards, set ``advantages``/``loss_mask`` (and ``returns``); pure, no grad.
 

@@ -599,6 +599,7 @@ def _check_algorithm_step(
     padding = ~batch.completion_mask.bool()
     if grad is not None and grad[padding].abs().max() > 0:
         raise _fail(label, "padding positions (completion_mask == 0) get a gradient")
+    _check_inert(label, impl, prepared, needs, [grad, None if values is None else values.grad])
 
     with torch.no_grad():
         half = n // 2
@@ -613,6 +614,33 @@ def _check_algorithm_step(
             "whole optimizer step's counts), not by the micro-batch's own",
         )
     return metrics, trains_policy
+
+
+def _check_inert(label: str, impl: Any, prepared: Any, needs: str, grads: list[Any]) -> None:
+    """The optional ``inert(batch)``: None or a bool ``[N]`` mask, and the rows it names have
+    no gradient (the update skips their passes, so a wrong mask would change training)."""
+    import torch
+
+    inert = getattr(impl, "inert", None)
+    if inert is None:
+        return
+    n = len(prepared)
+    skip = _call(label, f"inert(batch) ({needs})", inert, prepared)
+    if skip is None:
+        return
+    if not (isinstance(skip, torch.Tensor) and skip.dtype == torch.bool and skip.shape == (n,)):
+        raise _fail(
+            label, f"inert() must return None or a bool tensor of shape [{n}], got {skip!r}"
+        )
+    for name, grad in zip(("logp", "the values"), grads, strict=True):
+        if grad is not None and bool(skip.any()) and grad[skip].abs().max() > 0:
+            rows = torch.nonzero(skip).squeeze(1).tolist()
+            raise _fail(
+                label,
+                f"inert() names rows {rows}, but the loss has a gradient w.r.t. {name} there; "
+                "the update skips inert rows, so return False (or None) for any row whose "
+                "loss has a term besides a zero advantage",
+            )
 
 
 # --------------------------------------------------------------------------- backends

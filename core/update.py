@@ -109,6 +109,9 @@ class UpdateResult:
     sampler_gap_max: float | None = None
     #: k3 KL to the reference model, when there is one.
     kl: float | None = None
+    #: the share of rows whose passes were skipped: their loss has no gradient
+    #: (:meth:`rlvr.protocols.AlgorithmImpl.inert`, e.g. GRPO groups of equal scores).
+    inert_frac: float = 0.0
 
 
 class PolicyUpdate:
@@ -221,6 +224,8 @@ class PolicyUpdate:
         sum over rows normalised by the whole step's counts (docs/algorithms.md)."""
         n = len(batch)
         size = self.t.per_device_train_batch_size * self.t.num_generations
+        if n == 0:  # every row inert
+            return
         if n <= size:
             yield torch.arange(n, device=self.device)
             return
@@ -295,11 +300,24 @@ class PolicyUpdate:
 
     # ------------------------------------------------------------------ the update
 
+    def _active(self, batch: RolloutBatch) -> RolloutBatch:
+        """The rows of ``batch`` whose loss has a gradient (all, unless the algorithm's
+        optional ``inert`` says some have none)."""
+        inert = getattr(self.algorithm, "inert", None)
+        skip = inert(batch) if inert is not None else None
+        if skip is None or not bool(skip.any()):
+            return batch
+        return batch.index(torch.nonzero(~skip.to(self.device)).squeeze(1))
+
     def update(self, batch: RolloutBatch, first: bool) -> UpdateResult:
-        """One optimizer update over all micro-batches of ``batch`` (after ``prepare``)."""
+        """One optimizer update over all micro-batches of ``batch`` (after ``prepare``).
+
+        The loss is normalised by the counts of the whole batch, but rows the algorithm calls
+        inert (no gradient) get no pass: skipping them changes no weight."""
         mask = batch.loss_mask if batch.loss_mask is not None else batch.completion_mask
         counts = [float(mask.sum().item()), float((mask.sum(dim=1) > 0).sum().item())]
         num_tokens, num_seqs = (int(c) for c in self.dist.sum_numbers(counts))
+        active = self._active(batch)
         value_model = self.value_model
         self.policy.train()
         if value_model is not None:
@@ -313,9 +331,9 @@ class PolicyUpdate:
         gap_mean: list[tuple[float, float]] = []
         gap_max = 0.0
         passes = 0
-        target = self._collective_passes(len(batch))
-        for idx in self._micro_batches(batch):
-            mb = trim(batch.index(idx))
+        target = self._collective_passes(len(active))
+        for idx in self._micro_batches(active):
+            mb = trim(active.index(idx))
             passes += 1
             mb_mask = mb.loss_mask if mb.loss_mask is not None else mb.completion_mask
             weight = float(mb_mask.sum().item())
@@ -351,6 +369,12 @@ class PolicyUpdate:
 
         for _ in range(target - passes):
             self._dummy_pass(backward=True)
+        if passes == 0 and len(batch) and not self.sharded:
+            # Every row was inert: their backward would have left zero gradients, which AdamW
+            # still steps on (moments decay, the step count grows), so the same happens here.
+            for p in self._trained_parameters():
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
         grad_norm = value_grad_norm = math.nan
         if self.dist.enabled:  # every rank reaches this, whatever its micro-batch count
             bad, loss_total = self.dist.sum_numbers([0.0 if finite else 1.0, loss_total])
@@ -378,6 +402,7 @@ class PolicyUpdate:
             sampler_gap_mean=weighted_mean(gap_mean) if gap_mean else None,
             sampler_gap_max=gap_max if gap_mean else None,
             kl=weighted_mean(kl) if kl else None,
+            inert_frac=1.0 - len(active) / len(batch) if len(batch) else 0.0,
         )
 
     def _collective_passes(self, n: int) -> int:

@@ -631,3 +631,44 @@ def test_importance_weights_scale_the_policy_loss():
     assert loss_plain.loss.item() == pytest.approx((-a + a) / 2)
     assert loss_tis.loss.item() == pytest.approx((-a * 1 + a * 2) / 2)
     assert loss_tis.metrics["importance_weight/mean"] == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "skips"),
+    [
+        ("grpo", {"beta": 0.0}, True),
+        ("dapo", {"overlong_penalty": {"enabled": False}}, True),  # else lengths shape rewards
+        ("dr_grpo", {}, True),
+        ("rloo", {}, True),
+        ("cispo", {}, True),
+        ("gspo", {}, True),
+        ("grpo", {"beta": 0.04}, False),  # the KL term pulls on every row
+        ("ppo", {"beta": 0.0}, False),  # the value loss trains on every row
+        ("vapo", {}, False),
+    ],
+)
+def test_inert_rows_are_the_groups_of_equal_scores(name, params, skips, host):
+    """The update skips rows ``inert`` names; for the group-relative algorithms (no KL term)
+    those are exactly the groups whose completions all scored the same (zero advantages)."""
+    from rlvr.protocols import RunInfo
+    from rlvr.testing import synthetic_batch
+
+    record = host.algorithms[name]
+    p = record.params.model_validate(params)
+    req = record.requirements(p)
+    impl = record.factory(p, RunInfo(max_completion_length=8, num_generations=4, max_steps=10))
+    batch = synthetic_batch(req, group_size=4, max_completion_length=8)
+    batch.step = 10
+    prepared, _ = impl.prepare(batch)
+    inert = impl.inert(prepared)
+    if not skips:
+        assert inert is None
+        return
+    equal = torch.tensor(
+        [
+            bool((batch.scores[batch.group_ids == g] == s).all())
+            for g, s in zip(batch.group_ids.tolist(), batch.scores.tolist(), strict=True)
+        ]
+    )
+    assert equal.any() and not equal.all()  # the synthetic batch has one such group
+    assert torch.equal(inert, equal)

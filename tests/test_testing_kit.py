@@ -229,6 +229,13 @@ class FlawedAlgorithm(GroupRelative):
             return dataclasses.replace(batch, advantages=batch.scores[:2]), {}
         return super().prepare(batch)
 
+    def inert(self, batch):
+        if self.params.flaw == "inert_all":  # rows with nonzero advantages have a gradient
+            return torch.ones(len(batch), dtype=torch.bool)
+        if self.params.flaw == "inert_not_a_mask":
+            return [True] * len(batch)
+        return super().inert(batch)
+
     def loss(self, batch, logp, *, values=None, num_tokens, num_seqs):
         flaw = self.params.flaw
         mask = batch.loss_mask.bool()
@@ -276,6 +283,8 @@ def test_sound_algorithm_passes():
         ("local_norm", "micro-batch losses do not add up"),
         ("bad_metrics", "metric 'kl' = inf is not a finite number"),
         ("not_a_loss", "must return a LossOutput with a scalar loss"),
+        ("inert_all", r"inert\(\) names rows \[0, 1, .*but the loss has a gradient w.r.t. logp"),
+        ("inert_not_a_mask", r"inert\(\) must return None or a bool tensor of shape \[12\]"),
     ],
 )
 def test_broken_algorithms_fail_clearly(flaw, message):

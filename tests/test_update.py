@@ -106,3 +106,64 @@ def test_sorted_micro_batches_change_nothing(tiny):
     assert r_split.grad_norm == pytest.approx(r_whole.grad_norm, rel=1e-4) and r_whole.grad_norm > 0
     for a, b in zip(split.policy.parameters(), whole.policy.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+class _InertAlgorithm(_Algorithm):
+    """The same loss; rows whose advantage is 0 are declared inert (their gradient is 0)."""
+
+    def __init__(self, declare: bool):
+        self.declare = declare
+
+    def inert(self, batch):
+        return batch.advantages == 0 if self.declare else None
+
+
+def _adamw_update(model, declare: bool) -> PolicyUpdate:
+    training = TrainingConfig(
+        per_device_train_batch_size=1, num_generations=2, learning_rate=0.01, weight_decay=0.1
+    )
+    return PolicyUpdate(
+        policy=model,
+        reference=None,
+        value_model=None,
+        algorithm=_InertAlgorithm(declare),
+        old_logprobs=False,
+        training=training,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        total_updates=3,
+    )
+
+
+def test_inert_rows_are_skipped_and_change_nothing(tiny):
+    """Rows the algorithm declares inert get no pass, and the weights after three AdamW updates
+    (some rows inert, then every row inert: AdamW still steps on its moments) equal those of an
+    update that runs every row."""
+    batch = _batch(512)
+    some = batch.advantages.clone()
+    some[[1, 4]] = 0.0
+    batches = [
+        RolloutBatch(**{**batch.__dict__, "advantages": some}),
+        RolloutBatch(**{**batch.__dict__, "advantages": torch.zeros(6)}),
+        RolloutBatch(**{**batch.__dict__, "advantages": some}),
+    ]
+    skipping, running = _adamw_update(tiny(), True), _adamw_update(tiny(), False)
+    calls = []
+    original = skipping._logprobs
+    skipping._logprobs = lambda model, mb, **kw: (calls.append(len(mb)), original(model, mb, **kw))[
+        1
+    ]
+    results = [(skipping.update(b, first=True), running.update(b, first=True)) for b in batches]
+
+    assert [r.inert_frac for r, _ in results] == [pytest.approx(2 / 6), 1.0, pytest.approx(2 / 6)]
+    assert [r.inert_frac for _, r in results] == [0.0, 0.0, 0.0]
+    # The 4 active rows in micro-batches of 2, twice; the all-inert update runs no pass.
+    assert calls == [2, 2, 2, 2]
+    for skip, run in results:
+        assert skip.loss == pytest.approx(run.loss, abs=1e-7)
+        assert skip.grad_norm == pytest.approx(run.grad_norm, rel=1e-5, abs=1e-9)
+    assert results[1][0].grad_norm == 0.0 and results[1][0].entropy is None
+    for a, b in zip(skipping.policy.parameters(), running.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # The all-inert update still moved the weights (AdamW's moments), as the full update did.
+    assert skipping.optimizer.state[next(iter(skipping.optimizer.state))]["step"] == 3

@@ -134,6 +134,21 @@ class PolicyGradient:
             out.returns = returns
         return out, metrics
 
+    def inert(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """Rows whose advantages are all zero: the clipped surrogate (any level, CISPO's too,
+        with or without importance weights) is ``advantage x something`` per token, so their
+        loss and its gradient are exactly zero, and the update skips their passes. Not with a
+        KL term in the loss (``beta > 0``), nor when a subclass changes ``loss`` or
+        ``extra_loss`` (PPO's value loss, VAPO's NLL term): those may pull on every row, so a
+        subclass that adds a term skips nothing unless it overrides this method too."""
+        if batch.advantages is None or (self.kl_in_loss and self.params.beta > 0):
+            return None
+        cls = type(self)
+        if cls.loss is not PolicyGradient.loss or cls.extra_loss is not PolicyGradient.extra_loss:
+            return None
+        zero = batch.advantages == 0
+        return zero.all(dim=1) if zero.dim() == 2 else zero
+
     # ------------------------------------------------------------------ training side
 
     def extra_loss(
