@@ -3,6 +3,7 @@
     python bench/step_profile.py --model DIR_OR_GGUF --steps 3 --threads 1
     python bench/step_profile.py --model DIR --set algorithm.params.dynamic_sampling=false
     python bench/step_profile.py --model DIR --unfused   # the log-probs path before fusing
+    python bench/step_profile.py --model DIR --no-skip   # passes for inert rows too (before)
 
 Runs ``rlvr``'s trainer for ``--steps`` steps of ``--config`` (``--set key=value`` overrides
 as on the command line) and splits each step's wall time into: generation (the rollout,
@@ -64,6 +65,12 @@ def main() -> None:
         help="log-probabilities through the model's own forward and full logits (the path "
         "before the fused head; for a before/after comparison)",
     )
+    parser.add_argument(
+        "--no-skip",
+        action="store_true",
+        help="run the passes of rows whose loss has no gradient too (zero-advantage GRPO "
+        "groups; the update before it skipped them, for a before/after comparison)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -80,6 +87,8 @@ def main() -> None:
         import rlvr.modeling
 
         rlvr.modeling._fusable_head = lambda model: None
+    if args.no_skip:
+        PolicyUpdate._active = lambda self, batch: batch  # type: ignore[method-assign]
     totals: dict[str, float] = defaultdict(float)
     _timed(PolicyUpdate, "fill_no_grad", "no_grad passes", totals)
     _timed(PolicyUpdate, "_logprobs", "forward", totals, only_grad=True)
@@ -114,6 +123,8 @@ def main() -> None:
             row["total"] = cpu
             row["wall"] = time.perf_counter() - t0
             row["tokens"] = m["num_tokens"]
+            row["inert"] = m["inert_frac"]
+            row["equal"] = m["zero_std_frac"]
             rows.append(row)
         trainer.close()
     later = rows[1:] or rows
@@ -131,6 +142,9 @@ def main() -> None:
     wall = statistics.median(r["wall"] for r in later)
     tokens = statistics.median(r["tokens"] for r in later)
     print(f"\nwall {wall:.1f} s/step (loaded machine: see CPU seconds); {tokens:.0f} tokens/step")
+    equal = ", ".join(f"{r['equal']:.2f}" for r in rows)
+    inert = ", ".join(f"{r['inert']:.2f}" for r in rows)
+    print(f"groups of equal scores per step: {equal}; rows skipped (inert_frac): {inert}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS {peak:.0f} MiB; above the loaded model: {peak - base_rss:.0f} MiB")
     print("CPU s per step: " + ", ".join(f"{r['total']:.1f}" for r in rows))
