@@ -369,9 +369,10 @@ class PolicyUpdate:
 
         for _ in range(target - passes):
             self._dummy_pass(backward=True)
-        if passes == 0 and len(batch) and not self.sharded:
-            # Every row was inert: their backward would have left zero gradients, which AdamW
-            # still steps on (moments decay, the step count grows), so the same happens here.
+        if passes == target == 0 and len(batch):
+            # Every row was inert (on every rank, under FSDP): their backward would have left
+            # zero gradients, which AdamW still steps on (moments decay, the step count grows),
+            # so the same happens here.
             for p in self._trained_parameters():
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)

