@@ -66,10 +66,14 @@ def parse_row(line: str, lineno: int) -> tuple[Sample | None, dict[str, Any] | N
         return None, None, f"line {lineno}: needs a string `completion` field"
     prompt = row.get("prompt", "")
     num_tokens = row.get("num_tokens")
+    # The samples.jsonl of `rlvr train` and `rlvr eval` keep the dataset row under "row": its
+    # fields (e.g. GSM8K's `answer`) are what the rewards read, so rescoring such a file works.
+    nested = row.get("row")
+    fields = {**row, **nested} if isinstance(nested, dict) else row
     sample = Sample(
         completion=completion,
         prompt=prompt if isinstance(prompt, str) else json.dumps(prompt),
-        row=row,
+        row=fields,
         num_tokens=num_tokens if isinstance(num_tokens, int) else None,
     )
     return sample, row, None

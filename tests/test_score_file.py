@@ -56,3 +56,24 @@ def test_score_requires_only_rewards(tmp_path, capsys):
     code = main(["rewards", "score", "-c", str(config), "-i", str(src), "-o", str(tmp_path / "o")])
     assert code == 2
     assert "did you mean 'answer'" in capsys.readouterr().err
+
+
+def test_rescore_an_eval_samples_file(tmp_path, capsys):
+    """`rlvr eval` and `rlvr train` write the dataset row under "row": rescoring their
+    samples.jsonl with another reward config reads the row's fields (GSM8K's `answer`)."""
+    rows = [json.loads(line) for line in (GSM8K_DIR / "test.jsonl").read_text().splitlines()[:2]]
+    golds = [row["answer"].split("####")[-1].strip() for row in rows]
+    lines = [
+        {"index": 0, "sample": 0, "completion": f"So 2 + 2 = 4.\n#### {golds[0]}", "row": rows[0]},
+        {"index": 1, "sample": 0, "completion": "#### 123456", "row": rows[1]},
+    ]
+    src = tmp_path / "samples.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    config = tmp_path / "c.yaml"
+    config.write_text("rewards:\n  - {name: answer}\n")
+    out = tmp_path / "scored.jsonl"
+    assert main(["rewards", "score", "-c", str(config), "-i", str(src), "-o", str(out)]) == 0
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["rewards"]["answer"] for r in scored] == [1.0, 0.0]
+    assert all("reward_errors" not in r for r in scored)
+    assert scored[0]["row"] == rows[0]  # the line is written back as it came, plus the scores
