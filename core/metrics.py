@@ -18,7 +18,7 @@ three parts and no exceptions:
      loss has no gradient, e.g. GRPO groups of equal scores; ``entropy`` is measured on the
      rest, null when none is left), ``skipped`` (1 when a non-finite loss or gradient skipped
      the update; ``loss`` is then null), ``sampler/logp_gap_{mean,max}`` (backends that
-     return sampler log-probs);
+     return sampler log-probs; absent on a step whose rows were all inert);
    - timing fields (:data:`TIMING_KEYS`): ``step_time``, ``generation_time``,
      ``scoring_time``, ``training_time``, ``tokens_per_second`` (completion tokens generated
      per second of the step), ``peak_memory_mb``;

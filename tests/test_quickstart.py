@@ -153,5 +153,7 @@ def test_quickstart_learns_with_vllm(tmp_path):
     _make(model_dir, data_dir)
     metrics = _train_and_check(model_dir, data_dir, tmp_path / "run", "backend.name=vllm")
     # The engine generated with exactly the trainer's weights after every sync (float32, CPU).
-    gaps = [m["sampler/logp_gap_max"] for m in metrics]
-    assert len(gaps) == 200 and max(gaps) < 1e-3, max(gaps)
+    # (Measured on the rows the update runs: a step whose rows were all inert has no gap.)
+    gaps = [m["sampler/logp_gap_max"] for m in metrics if "sampler/logp_gap_max" in m]
+    assert all(m["inert_frac"] == 1.0 for m in metrics if "sampler/logp_gap_max" not in m)
+    assert len(gaps) >= 100 and max(gaps) < 1e-3, (len(gaps), max(gaps))
