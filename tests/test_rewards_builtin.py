@@ -1,10 +1,11 @@
-"""The built-in rewards (format, answer, numbers, length_penalty) on real GSM8K rows."""
+"""The built-in rewards (format, answer, numbers, arithmetic, length_penalty) on real GSM8K rows."""
 
 from __future__ import annotations
 
 import json
 import math
 import pickle
+import re
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from rlvr.plugins import rewards as builtin
 from rlvr.plugins.rewards.answer import AnswerParams, AnswerReward
+from rlvr.plugins.rewards.arithmetic import ArithmeticParams, ArithmeticReward, calculations
 from rlvr.plugins.rewards.format import FormatParams, FormatReward
 from rlvr.plugins.rewards.length_penalty import LengthPenaltyParams, LengthPenaltyReward
 from rlvr.plugins.rewards.numbers import NumbersParams, NumbersReward
@@ -69,7 +71,14 @@ def registered() -> dict[str, Reward]:
 
 def test_hook_registers_the_builtin_rewards_with_fields() -> None:
     records = registered()
-    assert sorted(records) == ["answer", "callable", "format", "length_penalty", "numbers"]
+    assert sorted(records) == [
+        "answer",
+        "arithmetic",
+        "callable",
+        "format",
+        "length_penalty",
+        "numbers",
+    ]
     needed = {
         "length_penalty": {"max_length": 100, "buffer": 10},
         "callable": {"function": "json:dumps"},
@@ -434,6 +443,66 @@ def test_numbers_on_many_real_rows(test_rows: list[dict[str, str]]) -> None:
         value = int(gold.replace(",", ""))
         assert reward(sample(f"<answer>The total is ${value:,}.</answer>", row)) == 1.0
         assert reward(sample(f"<answer>{-value if value else 1}</answer>", row)) == 0.0
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+
+@pytest.mark.parametrize(
+    ("completion", "score"),
+    [
+        ("She sells 16 - 3 - 4 = 9 eggs for 9 * $2 = $18.\n#### 18", 1.0),
+        ("16 * $5 = $72", 0.0),  # the base SmolLM2's own arithmetic
+        ("2 * 2 = 4 and 4 * 2 = 9", 0.0),  # one wrong calculation is enough
+        ("2 * (3 + 4) = 2 * 7 = 14", 1.0),  # a chain, link by link
+        ("16 * 3 = 48 - 4 = 44", 0.0),  # running totals: 48 is not 44
+        ("Total: $1,200 + $800 = $2,000", 1.0),  # thousands commas and dollars
+        ("3 x 4 = 12, and 12 × 2 = 24, 24 ÷ 6 = 4", 1.0),
+        ("20% * 50 = 10", 1.0),
+        ("10 / 3 = 3.33", 1.0),  # rounded to the decimals written
+        ("10 / 3 = 3.4", 0.0),
+        ("7 / 2 = 3", 0.0),  # no rounding to an integer
+        ("5 / 0 = 0", 0.0),
+        ("-3 + 5 = 2", 1.0),  # a leading minus is a sign
+        ("<<48/2=24>>24 clips", 1.0),  # GSM8K's calculator annotations
+        ("3 eggs * 2 = 6", -1.0),  # text between numbers: nothing checkable
+        ("x = 5, so the answer is 5", -1.0),  # no operator: not a calculation
+        ("The answer is 18.", -1.0),
+    ],
+)
+def test_arithmetic(completion: str, score: float, rows: dict[str, dict[str, str]]) -> None:
+    reward = ArithmeticReward(ArithmeticParams(no_calculation=-1.0))
+    assert reward(sample(completion, rows["18"])) == score
+
+
+def test_arithmetic_reads_chains_as_written() -> None:
+    text = "Step 1. 5 + 3 = 8 apples; 2x3=6; it is 12:30 = lunch; 2 * (3 + 4 = 14"
+    assert calculations(text) == [["5 + 3", "8"], ["2 * 3", "6"], ["2 * (3 + 4", "14"]]
+    # an expression that does not parse (unbalanced) is skipped, not scored wrong
+    reward = ArithmeticReward(ArithmeticParams(no_calculation=-1.0))
+    assert reward(sample("2 * (3 + 4 = 14", {})) == -1.0
+    assert reward(sample("2 * (3 + 4 = 14 and 2 + 2 = 5", {})) == 0.0
+
+
+def test_arithmetic_passes_gsm8k_solutions_and_fails_them_corrupted(
+    test_rows: list[dict[str, str]],
+) -> None:
+    """Every GSM8K test solution writes its calculations out; they hold, and changing one
+    result by 1 makes the reward fail."""
+    reward = ArithmeticReward(ArithmeticParams(no_calculation=-1.0))
+    scores = [reward(sample(row["answer"], row)) for row in test_rows]
+    checked = [s for s in scores if s != -1.0]
+    assert len(checked) >= 0.95 * len(test_rows)
+    assert sum(checked) >= 0.99 * len(checked)  # a few mixed numbers ("3 1/2") and slips
+    corrupted = 0
+    for row, score in zip(test_rows, scores, strict=True):
+        m = re.search(r"<<[^=<>]*\d\s*[-+*/][^=<>]*=(\d+)>>", row["answer"])
+        if score == 1.0 and m:
+            text = row["answer"]
+            wrong = text[: m.start(1)] + str(int(m.group(1)) + 1) + text[m.end(1) :]
+            assert reward(sample(wrong, row)) == 0.0, row["answer"]
+            corrupted += 1
+    assert corrupted >= 0.9 * len(test_rows)
 
 
 # --------------------------------------------------------------------------- length_penalty

@@ -1,4 +1,5 @@
-"""rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``length_penalty``, ``callable``.
+"""rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``arithmetic``, ``length_penalty``,
+``callable``.
 
 Registered through the ``rlvr`` entry-point group like any third-party plugin. Importing this
 package is cheap: math-verify and sympy load only when an ``answer`` reward needs them.
@@ -12,6 +13,7 @@ from rlvr import hookimpl
 from rlvr.records import Reward
 
 from .answer import AnswerParams, AnswerReward
+from .arithmetic import ArithmeticParams, ArithmeticReward
 from .callable import CallableParams, CallableReward, validate_callable_config
 from .format import FormatParams, FormatReward
 from .length_penalty import LengthPenaltyParams, LengthPenaltyReward
@@ -52,6 +54,15 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
     )
     register(
         Reward(
+            name="arithmetic",
+            params=ArithmeticParams,
+            factory=ArithmeticReward,
+            description="Every calculation written out (16 * 5 = 80) is right: a dense signal "
+            "for math word problems.",
+        )
+    )
+    register(
+        Reward(
             name="length_penalty",
             params=LengthPenaltyParams,
             factory=LengthPenaltyReward,
@@ -72,6 +83,8 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
 __all__ = [
     "AnswerParams",
     "AnswerReward",
+    "ArithmeticParams",
+    "ArithmeticReward",
     "CallableParams",
     "CallableReward",
     "FormatParams",
