@@ -6,8 +6,10 @@ after, with the paired difference and its 95% confidence interval.
 Each argument is an eval output directory (or its ``samples.jsonl``). Completions are matched by
 prompt index and sample number, so both runs must have used the same ``--limit`` and ``-k``.
 The interval is the normal approximation for a paired difference of means,
-``mean(d) +- 1.96 * sd(d) / sqrt(n)`` with ``d = after - before`` per completion. The last row
-is the most frequent last line of the completions and its share, to catch a policy that
+``mean(d) +- 1.96 * sd(d) / sqrt(n)`` with ``d = after - before`` per completion. Each reward's
+mean follows (its raw score, unweighted, over the completions where neither run has None: a
+0/1 reward's mean is its pass rate, e.g. one ``format`` check of several). The last row is
+the most frequent last line of the completions and its share, to catch a policy that
 collapsed onto one answer that pays the format reward.
 """
 
@@ -59,6 +61,20 @@ def main(argv: list[str]) -> int:
             f"| {name} | {100 * sum(b) / len(b):.1f}% | {100 * sum(a) / len(a):.1f}% "
             f"| {100 * mean:+.1f} pts ({100 * low:+.1f} to {100 * high:+.1f}) |"
         )
+    for label in before[keys[0]].get("rewards", {}):
+        pairs = [
+            (b, a)
+            for k in keys
+            if (b := before[k].get("rewards", {}).get(label)) is not None
+            and (a := after[k].get("rewards", {}).get(label)) is not None
+        ]
+        if pairs:
+            mean, low, high = paired([b for b, _ in pairs], [a for _, a in pairs])
+            print(
+                f"| reward `{label}` (mean) | {sum(b for b, _ in pairs) / len(pairs):.3f} "
+                f"| {sum(a for _, a in pairs) / len(pairs):.3f} "
+                f"| {mean:+.3f} ({low:+.3f} to {high:+.3f}) |"
+            )
     for name in ("completion_length", "truncated"):
         b = [float(before[k]["num_tokens" if name == "completion_length" else name]) for k in keys]
         a = [float(after[k]["num_tokens" if name == "completion_length" else name]) for k in keys]

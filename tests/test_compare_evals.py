@@ -16,7 +16,7 @@ def write(path: Path, correct: list[int], fmt: list[int], texts: list[str] | Non
     texts = texts or [f"working\n#### {i}" for i in range(len(correct))]
     rows = [
         {"index": i, "sample": 0, "correct": c, "format_ok": f, "num_tokens": 10, "truncated": 0}
-        | {"completion": text}
+        | {"completion": text, "rewards": {"answer": float(c), "format": float(f), "x": None}}
         for i, (c, f, text) in enumerate(zip(correct, fmt, texts, strict=True))
     ]
     (path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -38,6 +38,9 @@ def test_paired_difference_and_interval(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| accuracy (pass@1) | 25.0% | 50.0% | +25.0 pts" in out
     assert "| format compliance | 25.0% | 100.0% | +75.0 pts" in out
+    assert "| reward `answer` (mean) | 0.250 | 0.500 | +0.250 (" in out
+    assert "| reward `format` (mean) | 0.250 | 1.000 | +0.750 (" in out
+    assert "reward `x`" not in out  # None in every row: no mean
     assert "| commonest last line (collapse check) | `#### 0` 25.0% | `#### 10` 75.0% | |" in out
 
 
