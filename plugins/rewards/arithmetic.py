@@ -19,6 +19,11 @@ decimals (``10 / 3 = 3.33``); ``%`` may also be a mere label (``18 / 450 * 100 =
 Scores: ``correct`` when at least one calculation is found and all hold, ``wrong`` when any
 fails, ``no_calculation`` when there is none. All-or-nothing on purpose: a fraction of right
 links would pay for padding a wrong solution with trivial right ones.
+
+It checks arithmetic, not reasoning, and a policy can satisfy it without reasoning: in an hour
+of GRPO on SmolLM2-135M (weight 0.5 beside format rewards and ``answer`` at 2.0) the model
+learnt to write ``3 * 3 = 9`` under every question. Use it to measure, or to train only where
+something else pays for using the problem's numbers.
 """
 
 from __future__ import annotations
