@@ -57,8 +57,8 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
             name="arithmetic",
             params=ArithmeticParams,
             factory=ArithmeticReward,
-            description="Every calculation written out (16 * 5 = 80) is right: a dense signal "
-            "for math word problems.",
+            description="Every calculation written out (16 * 5 = 80) is right; arithmetic "
+            "only, not reasoning (see the README before training on it).",
         )
     )
     register(
