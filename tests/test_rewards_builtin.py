@@ -484,6 +484,19 @@ def test_arithmetic_reads_chains_as_written() -> None:
     assert reward(sample("2 * (3 + 4 = 14 and 2 + 2 = 5", {})) == 0.0
 
 
+def test_arithmetic_reads_pathological_text_in_bounded_time() -> None:
+    """A long sum without "=" once backtracked exponentially (300 terms: hours); a number too
+    long for a float is skipped, not an error. In a subprocess, so a regression fails here
+    instead of hanging the run."""
+    code = (
+        "from rlvr.plugins.rewards.arithmetic import calculations, evaluate\n"
+        "assert calculations('1' + ' +   1' * 300) == []\n"
+        "assert calculations('1' + ' + 1' * 300 + ' = 301') == [['1' + ' + 1' * 300, '301']]\n"
+        "assert evaluate('9' * 400 + ' * 2') is None\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
 def test_arithmetic_passes_gsm8k_solutions_and_fails_them_corrupted(
     test_rows: list[dict[str, str]],
 ) -> None:

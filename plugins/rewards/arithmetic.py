@@ -38,7 +38,10 @@ from pydantic import Field
 from rlvr.records import Params, Sample
 
 _NUM = r"(?:\d+(?:\.\d+)?|\.\d+)%?"
-_TERM = rf"\(*\s*-?\s*{_NUM}\s*\)*"
+# Spaces belong to exactly one place (around an operator or a parenthesis, after a sign): with
+# two adjacent optional runs of spaces, a long "1 + 1 + ..." without "=" backtracks
+# exponentially.
+_TERM = rf"(?:\(\s*)*(?:-\s*)?{_NUM}(?:\s*\))*"
 _EXPR = rf"{_TERM}(?:\s*[-+*/]\s*{_TERM})*"
 _CHAIN = re.compile(rf"(?<![\w.]){_EXPR}(?:\s*=\s*{_EXPR})+")
 _TIMES = re.compile(r"(?<=\d)\s*[x×X]\s*(?=\(?\d)")
@@ -46,7 +49,12 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _OPERATOR = re.compile(r"\d%?\s*[-+*/]\s*\(*\s*-?\s*\.?\d")
 _CUT = re.compile(r"(?:[-+*/(×]|(?<![A-Za-z])[xX])\s*$")
 _ANNOTATION = re.compile(r"<<([^<>]*)>>")
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
 
 
 class ArithmeticParams(Params):
@@ -81,10 +89,9 @@ def evaluate(expression: str) -> float | None:
     evaluated (an ``ast`` walk, never ``eval``), all in floats.
     """
     try:
-        tree = ast.parse(expression.replace("%", "*0.01"), mode="eval")
-    except SyntaxError:
+        return _value(ast.parse(expression.replace("%", "*0.01"), mode="eval").body)
+    except (SyntaxError, ValueError, OverflowError):  # unbalanced; too many digits for a float
         return None
-    return _value(tree.body)
 
 
 def _value(node: ast.AST) -> float | None:
@@ -93,14 +100,9 @@ def _value(node: ast.AST) -> float | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
         v = _value(node.operand)
         return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
-    if isinstance(node, ast.BinOp):
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _value(node.left), _value(node.right)
-        if left is None or right is None:
-            return None
-        if isinstance(node.op, ast.Div):
-            return left / right
-        fn = _BINARY.get(type(node.op))
-        return None if fn is None else fn(left, right)
+        return None if left is None or right is None else _BINARY[type(node.op)](left, right)
     return None
 
 
