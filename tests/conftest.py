@@ -14,7 +14,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-GSM8K_DIR = ROOT.parent / "shared" / "data" / "gsm8k"
+GSM8K_DIR = ROOT / "examples" / "data" / "gsm8k"  # shipped with the repository
 SMOLLM2_GGUF = ROOT / "examples" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
