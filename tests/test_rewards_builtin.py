@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import pickle
@@ -16,12 +17,14 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from rlvr.calculations import calculations, results
 from rlvr.plugins import rewards as builtin
 from rlvr.plugins.rewards.answer import AnswerParams, AnswerReward
-from rlvr.plugins.rewards.arithmetic import ArithmeticParams, ArithmeticReward, calculations
+from rlvr.plugins.rewards.arithmetic import ArithmeticParams, ArithmeticReward
 from rlvr.plugins.rewards.format import FormatParams, FormatReward
 from rlvr.plugins.rewards.length_penalty import LengthPenaltyParams, LengthPenaltyReward
 from rlvr.plugins.rewards.numbers import NumbersParams, NumbersReward
+from rlvr.plugins.rewards.steps import StepsParams, StepsReward
 from rlvr.records import Reward, Sample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,6 +81,7 @@ def test_hook_registers_the_builtin_rewards_with_fields() -> None:
         "format",
         "length_penalty",
         "numbers",
+        "steps",
     ]
     needed = {
         "length_penalty": {"max_length": 100, "buffer": 10},
@@ -90,6 +94,7 @@ def test_hook_registers_the_builtin_rewards_with_fields() -> None:
     assert records["format"].fields(FormatParams()) == ()
     assert records["answer"].fields(AnswerParams()) == ("answer",)
     assert records["numbers"].fields(NumbersParams(gold_field="target")) == ("target",)
+    assert records["steps"].fields(StepsParams(gold_field="solution")) == ("solution",)
     assert records["length_penalty"].fields(LengthPenaltyParams(max_length=9, buffer=1)) == ()
 
 
@@ -489,7 +494,7 @@ def test_arithmetic_reads_pathological_text_in_bounded_time() -> None:
     long for a float is skipped, not an error. In a subprocess, so a regression fails here
     instead of hanging the run."""
     code = (
-        "from rlvr.plugins.rewards.arithmetic import calculations, evaluate\n"
+        "from rlvr.calculations import calculations, evaluate\n"
         "assert calculations('1' + ' +   1' * 300) == []\n"
         "assert calculations('1' + ' + 1' * 300 + ' = 301') == [['1' + ' + 1' * 300, '301']]\n"
         "assert evaluate('9' * 400 + ' * 2') is None\n"
@@ -516,6 +521,53 @@ def test_arithmetic_passes_gsm8k_solutions_and_fails_them_corrupted(
             assert reward(sample(wrong, row)) == 0.0, row["answer"]
             corrupted += 1
     assert corrupted >= 0.9 * len(test_rows)
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def test_results_are_the_values_reached_by_right_links() -> None:
+    assert results("16 - 3 - 4 = 9 eggs, 9 * 2 = $18") == {9.0, 18.0}
+    assert results("16 * 3 = 48 - 4 = 44") == {44.0}  # only the second link holds
+    assert results("16 - 4 = 9") == set()  # wrong: reaches nothing
+    assert results("40 * .01 = 0.4 and 1 / 2 = 50% and 1 / 2 = .50") == {0.4, 0.5}
+    assert results("no calculation, 18") == set()
+
+
+@pytest.mark.parametrize(
+    ("completion", "score"),
+    [
+        # Janet's ducks: the reference reaches {9, 18}
+        ("She sells 16 - 3 - 4 = 9 eggs.\nShe makes 9 * 2 = 18 dollars.\n#### 18", 1.0),
+        ("She sells 16 - 3 - 4 = 9 eggs.\n#### 9", 0.5),  # one of two steps
+        ("16 - 7 = 9 and 9 * 2 = 18", 1.0),  # another right way to the same values
+        ("She makes 16 * 2 = 32 dollars.\n#### 32", 0.0),  # right arithmetic, not the steps
+        ("16 - 4 = 9, 9 * 2 = 18", 0.5),  # a wrong calculation reaches nothing
+        ("The answer is 18.\n#### 18", 0.0),  # no calculation
+        # padding: 4 own results, 2 of them the reference's: 2 / max(2, 4)
+        ("1 + 1 = 2, 2 + 1 = 3, 16 - 3 - 4 = 9, 9 * 2 = 18", 0.5),
+    ],
+)
+def test_steps(completion: str, score: float, rows: dict[str, dict[str, str]]) -> None:
+    assert StepsReward(StepsParams())(sample(completion, rows["18"])) == score
+
+
+def test_steps_on_gsm8k_solutions(test_rows: list[dict[str, str]]) -> None:
+    """Each GSM8K solution scores 1.0 against itself; against another question's solution,
+    almost never; a row whose solution writes no calculation is not applicable (None)."""
+    reward = StepsReward(StepsParams())
+    scores = [reward(sample(row["answer"], row)) for row in test_rows]
+    applicable = [s for s in scores if s is not None]
+    assert len(applicable) >= 0.95 * len(test_rows)
+    assert all(s == 1.0 for s in applicable)
+    shifted = [reward(sample(a["answer"], b)) for a, b in itertools.pairwise(test_rows)]
+    shifted = [s for s in shifted if s is not None]
+    assert sum(shifted) / len(shifted) < 0.05
+
+
+def test_steps_names_the_missing_field() -> None:
+    with pytest.raises(KeyError, match="no field 'solution'.*it has: question"):
+        StepsReward(StepsParams(gold_field="solution"))(sample("1 + 1 = 2", {"question": "?"}))
 
 
 # --------------------------------------------------------------------------- length_penalty

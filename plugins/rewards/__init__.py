@@ -1,5 +1,5 @@
-"""rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``arithmetic``, ``length_penalty``,
-``callable``.
+"""rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``arithmetic``, ``steps``,
+``length_penalty``, ``callable``.
 
 Registered through the ``rlvr`` entry-point group like any third-party plugin. Importing this
 package is cheap: math-verify and sympy load only when an ``answer`` reward needs them.
@@ -18,9 +18,10 @@ from .callable import CallableParams, CallableReward, validate_callable_config
 from .format import FormatParams, FormatReward
 from .length_penalty import LengthPenaltyParams, LengthPenaltyReward
 from .numbers import NumbersParams, NumbersReward
+from .steps import StepsParams, StepsReward
 
 
-def _gold_field(params: AnswerParams | NumbersParams) -> tuple[str, ...]:
+def _gold_field(params: AnswerParams | NumbersParams | StepsParams) -> tuple[str, ...]:
     return (params.gold_field,)
 
 
@@ -63,6 +64,16 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
     )
     register(
         Reward(
+            name="steps",
+            params=StepsParams,
+            factory=StepsReward,
+            description="Share of the reference solution's intermediate results (GSM8K's "
+            "worked steps) that the completion's own right calculations reach.",
+            fields=_gold_field,
+        )
+    )
+    register(
+        Reward(
             name="length_penalty",
             params=LengthPenaltyParams,
             factory=LengthPenaltyReward,
@@ -93,6 +104,8 @@ __all__ = [
     "LengthPenaltyReward",
     "NumbersParams",
     "NumbersReward",
+    "StepsParams",
+    "StepsReward",
     "rlvr_register_rewards",
     "validate_callable_config",
 ]
