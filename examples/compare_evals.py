@@ -10,7 +10,10 @@ The interval is the normal approximation for a paired difference of means,
 mean follows (its raw score, unweighted, over the completions where neither run has None: a
 0/1 reward's mean is its pass rate, e.g. one ``format`` check of several). The last row is
 the most frequent last line of the completions and its share, to catch a policy that
-collapsed onto one answer that pays the format reward.
+collapsed onto one answer that pays the format reward. Below the table, when the rows carry a
+gold ``answer``: the accuracy of answering the commonest gold every time, the score a policy
+collapsed onto one number can reach without reading a question (on GSM8K test[:500], ``6``:
+3.6%, more than SmolLM2-135M's 2.0%).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import math
 import sys
 from collections import Counter
 from pathlib import Path
+
+from rlvr.extract import gold_from_row
 
 
 def load(path: str) -> dict[tuple[int, int], dict]:
@@ -81,7 +86,19 @@ def main(argv: list[str]) -> int:
         print(f"| {name.replace('_', ' ')} | {sum(b) / len(b):.2f} | {sum(a) / len(a):.2f} | |")
     cells = [commonest_last_line([r[k]["completion"] for k in keys]) for r in (before, after)]
     print(f"| commonest last line (collapse check) | {cells[0]} | {cells[1]} | |")
+    if constant := constant_answer_baseline([before[k].get("row", {}) for k in keys]):
+        print(f"\nconstant-answer baseline: {constant}")
     return 0
+
+
+def constant_answer_baseline(rows: list[dict]) -> str | None:
+    """The commonest gold answer and the accuracy of always giving it (None without golds)."""
+    try:
+        golds = [gold_from_row(row) for row in rows]
+    except KeyError:
+        return None
+    gold, count = Counter(golds).most_common(1)[0]
+    return f"answering `{gold}` to every question scores {100 * count / len(golds):.1f}%"
 
 
 def commonest_last_line(completions: list[str]) -> str:

@@ -11,12 +11,19 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "compare_evals.py"
 
 
-def write(path: Path, correct: list[int], fmt: list[int], texts: list[str] | None = None) -> Path:
+def write(
+    path: Path,
+    correct: list[int],
+    fmt: list[int],
+    texts: list[str] | None = None,
+    golds: list[str] | None = None,
+) -> Path:
     path.mkdir()
     texts = texts or [f"working\n#### {i}" for i in range(len(correct))]
     rows = [
         {"index": i, "sample": 0, "correct": c, "format_ok": f, "num_tokens": 10, "truncated": 0}
         | {"completion": text, "rewards": {"answer": float(c), "format": float(f), "x": None}}
+        | ({"row": {"answer": f"work\n#### {golds[i]}"}} if golds else {"row": {}})
         for i, (c, f, text) in enumerate(zip(correct, fmt, texts, strict=True))
     ]
     (path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -50,3 +57,21 @@ def test_different_prompts_are_refused(tmp_path, capsys):
     after = write(tmp_path / "after", [0, 1, 1], [0, 1, 1])
     assert tool["main"]([str(before), str(after)]) == 2
     assert "not on the same prompts" in capsys.readouterr().err
+
+
+def test_constant_answer_baseline_from_the_golds(tmp_path, capsys):
+    """The commonest gold, answered every time, is the bar a collapsed policy can reach."""
+    tool = runpy.run_path(str(SCRIPT))
+    golds = ["6", "10", "6", "3", "6", "10", "1", "2"]
+    before = write(tmp_path / "before", [0] * 8, [0] * 8, golds=golds)
+    after = write(tmp_path / "after", [0] * 8, [1] * 8, golds=golds)
+    assert tool["main"]([str(before), str(after)]) == 0
+    assert "answering `6` to every question scores 37.5%" in capsys.readouterr().out
+
+
+def test_no_baseline_without_golds(tmp_path, capsys):
+    tool = runpy.run_path(str(SCRIPT))
+    before = write(tmp_path / "before", [0, 1], [0, 1])
+    after = write(tmp_path / "after", [0, 1], [1, 1])
+    assert tool["main"]([str(before), str(after)]) == 0
+    assert "constant-answer baseline" not in capsys.readouterr().out
