@@ -32,9 +32,16 @@ GGUF = ROOT / "examples" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 GSM8K = ROOT / "examples" / "data" / "gsm8k" / "train.jsonl"
 
 # The example as it is, only shorter: its first STEPS steps (2 prompts x 8 completions each),
-# with the thread settings of the README's proof run (both cores, for training and vLLM).
+# with the thread settings of the README's proof run (both cores, for training and vLLM). The
+# example's cosine schedule spans its max_steps (200): cut to 12 steps it would decay to 0
+# within the test, while over the example's first 12 steps it stays within 1% of its peak; so
+# the short run holds the peak (constant after the same warm-up).
 STEPS = 12
-SHORT = [f"training.max_steps={STEPS}", f"training.save_steps={STEPS}"]
+SHORT = [
+    f"training.max_steps={STEPS}",
+    f"training.save_steps={STEPS}",
+    "training.lr_scheduler_type=constant_with_warmup",
+]
 THREADS = ["backend.params.cpu_threads=2"]
 
 
@@ -75,8 +82,8 @@ def test_gsm8k_smollm2_lora_steps_eval_and_plot(gguf, tmp_path, monkeypatch):
         assert {"rewards/format/mean", "rewards/answer_line/mean", "rewards/answer/mean"} <= set(m)
     assert lines[-1]["learning_rate"] == 4e-4  # past the warm-up
     # The strict format reward (working, one final "#### N" line, then the end) rises: in the
-    # proof run from 0.30 over steps 1-4 to 0.66 over steps 9-12 (2 prompts a step, so each
-    # step's mean is noisy; the margin asked for here is less than half the rise seen).
+    # proof hour from 0.30 over steps 1-4 to 0.59 over steps 9-12 (2 prompts a step, so
+    # each step's mean is noisy; the margin asked for here is below the rise seen).
     strict = [m["rewards/format/mean"] for m in lines]
     first, last = sum(strict[:4]) / 4, sum(strict[-4:]) / 4
     assert last >= first + 0.15, strict
