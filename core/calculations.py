@@ -105,7 +105,7 @@ def link_holds(left: str, right: str) -> bool | None:
 def results(text: str) -> set[float]:
     """The distinct values that ``text``'s calculations reach by a link that holds.
 
-    ``16 - 3 - 4 = 9`` gives {9}; ``16 * 3 = 48 - 4 = 44`` gives {48} (the second link is wrong);
+    ``16 - 3 - 4 = 9`` gives {9}; ``16 * 3 = 48 - 4 = 44`` gives {44} (only the second link holds);
     a wrong calculation gives nothing. Values are rounded to 9 decimals so that equal numbers
     written differently (``0.5``, ``.50``, ``50%``) are one value.
     """

@@ -8,7 +8,8 @@ odd model output: a helper that finds nothing returns ``None`` (or an empty list
 - :func:`last_boxed`: the last ``\\boxed{...}`` with balanced braces.
 - :func:`extract_answer`: a prediction string by an ordered list of strategies
   (:data:`STRATEGIES`); :class:`ExtractionParams` is the matching pydantic params mixin.
-- :func:`gold_from_gsm8k`: the part of a GSM8K solution after ``####``; :func:`gold_from_row`.
+- :func:`gold_from_gsm8k`: the part of a GSM8K solution after ``####``; :func:`gold_from_row`;
+  :func:`row_field` (a row field, or an error naming the fields the row has).
 - :func:`strip_tags`: remove ``<answer>``-style tags before handing text to a math parser.
 - :func:`parse_number`: one number written in any of the usual ways (``$1,080``, ``-3``,
   ``\u22123``, ``72.``, ``18 dollars``, ``50%``, ``\\frac{1}{2}``, ``1/2``, ``1\\,080``), or
@@ -100,14 +101,19 @@ def gold_from_gsm8k(answer_field: str) -> str:
     return answer_field.rsplit("####", 1)[-1].strip()
 
 
+def row_field(row: Mapping[str, Any], field: str) -> str:
+    """``row[field]`` as a string; a ``KeyError`` naming the fields the row has when missing."""
+    if field not in row:
+        raise KeyError(f"dataset row has no field {field!r} (it has: {', '.join(map(str, row))})")
+    return str(row[field])
+
+
 def gold_from_row(row: Mapping[str, Any], field: str = "answer") -> str:
     """The gold answer of a dataset row: ``row[field]`` as a string, GSM8K's ``#### N`` detected.
 
     Raises ``KeyError`` naming the field and the fields the row has when it is missing.
     """
-    if field not in row:
-        raise KeyError(f"dataset row has no field {field!r} (it has: {', '.join(map(str, row))})")
-    return gold_from_gsm8k(str(row[field]))
+    return gold_from_gsm8k(row_field(row, field))
 
 
 _TAG = re.compile(r"</?[A-Za-z][\w\-]*>")
@@ -409,6 +415,7 @@ __all__ = [
     "first_number",
     "gold_from_gsm8k",
     "gold_from_row",
+    "row_field",
     "last_block",
     "last_boxed",
     "last_number",

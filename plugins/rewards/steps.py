@@ -18,9 +18,12 @@ writes no calculation.
 
 from __future__ import annotations
 
+import functools
+
 from pydantic import Field
 
 from rlvr.calculations import results
+from rlvr.extract import row_field
 from rlvr.records import Params, Sample
 
 
@@ -39,12 +42,14 @@ class StepsReward:
         self.params = params
 
     def __call__(self, sample: Sample) -> float | None:
-        field = self.params.gold_field
-        if field not in sample.row:
-            fields = ", ".join(map(str, sample.row))
-            raise KeyError(f"dataset row has no field {field!r} (it has: {fields})")
-        reference = results(str(sample.row[field]))
+        reference = _reference_steps(row_field(sample.row, self.params.gold_field))
         if not reference:
             return None
         own = results(sample.completion)
         return len(reference & own) / max(len(reference), len(own))
+
+
+@functools.lru_cache(maxsize=1024)
+def _reference_steps(solution: str) -> frozenset[float]:
+    """A group's completions share one reference: read it once per worker, not once each."""
+    return frozenset(results(solution))
