@@ -213,6 +213,13 @@ def data_parallel() -> Iterator[Dist]:
     try:
         with functional.batch_reducer(_current.all_sum):
             yield _current
+        # Tear down together: a rank that leaves while another still works (rank 0 closes
+        # the logs after the last checkpoint) was seen to abort in gloo's teardown ("terminate
+        # called without an active exception"), failing a finished job. Only on success: after
+        # an error the other ranks may never arrive. (A closed vLLM engine may have destroyed
+        # the group already.)
+        if tdist.is_initialized():
+            tdist.barrier()
     finally:
         _current = Dist()
         with contextlib.suppress(Exception):
