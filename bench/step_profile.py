@@ -4,6 +4,7 @@
     python bench/step_profile.py --model DIR --set algorithm.params.dynamic_sampling=false
     python bench/step_profile.py --model DIR --unfused   # the log-probs path before fusing
     python bench/step_profile.py --model DIR --no-skip   # passes for inert rows too (before)
+    python bench/step_profile.py --model DIR --no-share  # every pass runs every layer (before)
 
 Runs ``rlvr``'s trainer for ``--steps`` steps of ``--config`` (``--set key=value`` overrides
 as on the command line) and splits each step's wall time into: generation (the rollout,
@@ -71,6 +72,12 @@ def main() -> None:
         help="run the passes of rows whose loss has no gradient too (zero-advantage GRPO "
         "groups; the update before it skipped them, for a before/after comparison)",
     )
+    parser.add_argument(
+        "--no-share",
+        action="store_true",
+        help="every pass runs the layers below LoRA's too (before the no-grad pass computed "
+        "them once per step, for a before/after comparison)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -87,6 +94,10 @@ def main() -> None:
         import rlvr.modeling
 
         rlvr.modeling._fusable_head = lambda model: None
+    if args.no_share:
+        import rlvr.modeling
+
+        rlvr.modeling.shared_layers = lambda model: 0
     if args.no_skip:
         PolicyUpdate._active = lambda self, batch: batch  # type: ignore[method-assign]
     totals: dict[str, float] = defaultdict(float)

@@ -7,6 +7,8 @@
 - :func:`completion_logprobs` gives the per-token log-probabilities (and optionally entropies)
   of completions under a model, in one forward pass, without materialising a float32
   ``[N, T, V]`` tensor for the whole batch.
+- :func:`shared_layers` / :func:`prefix_hidden`: with LoRA on the top layers only, the layers
+  below run once per batch and later passes start from their output (``prefix=``).
 """
 
 from __future__ import annotations
@@ -581,11 +583,16 @@ def _fused_logprobs(
     temperature: float,
     chunk_tokens: int | None,
     with_entropy: bool,
+    prefix: tuple[int, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`completion_logprobs` through the decoder body and :class:`_FusedHeadLogProbs`."""
     body, head = fused
     n, t = completion_ids.shape
-    hidden = body(**kwargs).last_hidden_state[:, -t - 1 : -1]  # position j scores token j + 1
+    if prefix is None:
+        hidden = body(**kwargs).last_hidden_state
+    else:
+        hidden = _top_layers(body, kwargs, *prefix)
+    hidden = hidden[:, -t - 1 : -1]  # position j scores token j + 1
     valid = completion_mask.bool()
     device_type = hidden.device.type
     compute_dtype = (
@@ -614,6 +621,130 @@ def _fused_logprobs(
     return logp, entropy_v.new_zeros(n, t).float().masked_scatter(valid, entropy_v.float())
 
 
+# --------------------------------------------------------------------------- shared layers
+# With LoRA on the top layers only (``layers_to_transform``), the bottom layers compute the
+# same thing for the policy, for its base with the adapters off (the reference) and before and
+# after an update: the trainer's no-grad pass computes their output once per batch
+# (:func:`prefix_hidden`) and every later pass starts from it (``prefix=``).
+
+
+class _Stop(Exception):
+    """Ends a forward pass at the layer whose inputs were wanted."""
+
+
+def _forward_kwargs(
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+) -> dict[str, Any]:
+    """One forward pass over prompt + completion, positions counted from the mask."""
+    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
+    return {
+        "input_ids": torch.cat([prompt_ids, completion_ids], dim=1),
+        "attention_mask": attention_mask,
+        "position_ids": (attention_mask.cumsum(-1) - 1).clamp(min=0),
+        "use_cache": False,
+    }
+
+
+def _decoder_layers(body: Any) -> torch.nn.ModuleList | None:
+    layers = getattr(body, "layers", None)
+    return layers if isinstance(layers, torch.nn.ModuleList) and len(layers) else None
+
+
+def _layer_inputs(
+    body: Any, layer: torch.nn.Module, kwargs: dict[str, Any]
+) -> tuple[torch.Tensor, tuple, dict[str, Any]]:
+    """What ``body``'s forward passes to ``layer`` (hidden states, other positional and keyword
+    arguments: masks, rotary embeddings); no layer from ``layer`` on runs."""
+    seen: dict[str, Any] = {}
+
+    def hook(module: Any, args: tuple, kw: dict[str, Any]) -> None:
+        kw = dict(kw)
+        seen["call"] = (args[0], args[1:], kw) if args else (kw.pop("hidden_states"), (), kw)
+        raise _Stop
+
+    handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        body(**kwargs)
+    except _Stop:
+        pass
+    finally:
+        handle.remove()
+    return seen["call"]
+
+
+def _top_layers(body: Any, kwargs: dict[str, Any], k: int, hidden: torch.Tensor) -> torch.Tensor:
+    """The body's last hidden states (after its final norm), from ``hidden`` entering layer
+    ``k``. The masks and positions come from the body's own forward, stopped before layer 0."""
+    layers = _decoder_layers(body)
+    assert layers is not None
+    _, args, kw = _layer_inputs(body, layers[0], kwargs)
+    for layer in layers[k:]:
+        out = layer(hidden, *args, **kw)
+        hidden = out[0] if isinstance(out, tuple) else out
+    return body.norm(hidden)
+
+
+def _adapter_types() -> tuple[type, ...]:
+    try:
+        from peft.tuners.tuners_utils import BaseTunerLayer
+    except ImportError:
+        return ()
+    return (BaseTunerLayer,)
+
+
+def shared_layers(model: Any) -> int:
+    """How many bottom decoder layers have no adapter and no trainable weight (nor have the
+    embeddings): their output is the policy's, the adapters-off reference's, and the same
+    after an update. 0 where the head is not fusable (:func:`_fusable_head`), the body has no
+    ``layers``/``norm``, or its layers see different attention masks (sliding-window ones)."""
+    fused = _fusable_head(model)
+    if fused is None:
+        return 0
+    body = fused[0]
+    layers = _decoder_layers(body)
+    types = getattr(getattr(body, "config", None), "layer_types", None) or []
+    if layers is None or not hasattr(body, "norm") or len(set(types)) > 1:
+        return 0
+    adapters = _adapter_types()
+
+    def changes(module: torch.nn.Module) -> bool:
+        return any(p.requires_grad for p in module.parameters()) or any(
+            isinstance(m, adapters) for m in module.modules()
+        )
+
+    if changes(body.get_input_embeddings()):
+        return 0
+    for i, layer in enumerate(layers):
+        if changes(layer):
+            return i
+    return 0  # nothing in the body trains: nothing to share a pass with
+
+
+def prefix_hidden(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    k: int,
+) -> torch.Tensor:
+    """The hidden states entering decoder layer ``k`` (``[N, P + T, H]``; shapes as in
+    :func:`completion_logprobs`), for ``completion_logprobs(..., prefix=(k, hidden))``."""
+    fused = _fusable_head(model)
+    body = fused[0] if fused is not None else None
+    layers = _decoder_layers(body)
+    if layers is None or not 0 < k < len(layers):
+        raise ValueError(f"no decoder layer {k} to stop at (see shared_layers)")
+    device = prompt_ids.device
+    kwargs = _forward_kwargs(
+        prompt_ids, prompt_mask, completion_ids.to(device), completion_mask.to(device)
+    )
+    return _layer_inputs(body, layers[k], kwargs)[0]
+
+
 def completion_logprobs(
     model: Any,
     prompt_ids: torch.Tensor,
@@ -626,6 +757,7 @@ def completion_logprobs(
     with_entropy: bool = False,
     fuse_head: bool = True,
     chunk_tokens: int | None = None,
+    prefix: tuple[int, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probabilities ``[N, T]`` (float32) of ``completion_ids`` under ``model``.
 
@@ -647,6 +779,11 @@ def completion_logprobs(
     (``chunk_tokens`` at a time; default: 128 MiB of float32 logits), so no logits tensor of
     the batch exists at all and padding tokens cost no head matmul. Otherwise the model's own
     forward gives the last ``T + 1`` positions' logits, normalised ``chunk_size`` rows at a time.
+
+    ``prefix=(k, hidden)``: ``hidden`` (``[N, P + T, H]``, from :func:`prefix_hidden`) is what
+    enters decoder layer ``k``, so only layers ``k`` and up run. Only the caller knows the
+    bottom layers did not change since ``hidden`` was computed: ``k <= shared_layers(model)``
+    then and now.
     """
     if temperature <= 0:
         raise ValueError("temperature must be > 0 (use 1.0 for greedy-sampled completions)")
@@ -656,19 +793,20 @@ def completion_logprobs(
     device = prompt_ids.device
     completion_ids = completion_ids.to(device)
     completion_mask = completion_mask.to(device)
-    input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).long()
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    kwargs: dict[str, Any] = {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "position_ids": position_ids,
-        "use_cache": False,
-    }
-    fused = _fusable_head(model) if fuse_head else None
+    kwargs = _forward_kwargs(prompt_ids, prompt_mask, completion_ids, completion_mask)
+    fused = _fusable_head(model) if fuse_head or prefix is not None else None
+    if prefix is not None and fused is None:
+        raise ValueError("prefix needs a model whose head is fusable (see shared_layers)")
     if fused is not None:
         return _fused_logprobs(
-            fused, kwargs, completion_ids, completion_mask, temperature, chunk_tokens, with_entropy
+            fused,
+            kwargs,
+            completion_ids,
+            completion_mask,
+            temperature,
+            chunk_tokens,
+            with_entropy,
+            prefix,
         )
     params = _forward_params(model)
     if "logits_to_keep" in params:
@@ -693,5 +831,7 @@ __all__ = [
     "gguf_cache_root",
     "load_policy",
     "load_tokenizer",
+    "prefix_hidden",
     "resolve_device_dtype",
+    "shared_layers",
 ]

@@ -56,10 +56,13 @@ def weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
 def trim(batch: RolloutBatch) -> RolloutBatch:
     """Drop padding columns every row of ``batch`` has (micro-batches need not be as wide as
     the step); token-level fields keep their alignment with ``completion_ids``."""
-    width = batch.completion_ids.shape[1]
+    width, prompt_width = batch.completion_ids.shape[1], batch.prompt_ids.shape[1]
     t = max(int(batch.completion_mask.sum(1).max().item()) if len(batch) else 1, 1)
     p = max(int(batch.prompt_mask.sum(1).max().item()) if len(batch) else 1, 1)
     out = replace(batch, prompt_ids=batch.prompt_ids[:, -p:], prompt_mask=batch.prompt_mask[:, -p:])
+    if batch.frozen_hidden is not None:  # prompt + completion positions
+        end = prompt_width + min(t, width)
+        out.frozen_hidden = batch.frozen_hidden[:, prompt_width - min(p, prompt_width) : end]
     if t < width:
         for name in (
             "completion_ids",
@@ -132,15 +135,23 @@ class PolicyUpdate:
         total_updates: int,
         dist: Dist | None = None,
     ) -> None:
-        from rlvr.modeling import completion_logprobs
+        from rlvr.modeling import completion_logprobs, prefix_hidden, shared_layers
 
         self._completion_logprobs = completion_logprobs
+        self._prefix_hidden = prefix_hidden
         self.policy = policy
         self.reference = reference
         #: LoRA: the reference is the policy with its adapters off (:func:`rlvr.lora.adapters_off`).
         self.reference_is_base = reference_is_base
         #: what the passes call: a peft policy's base model, which carries the adapters.
         self._forward = forward_model(policy)
+        #: LoRA on the top layers only: the bottom ``shared`` layers run once per batch, in
+        #: the no-grad pass (when there is one), for every pass (``RolloutBatch.frozen_hidden``).
+        self.shared = (
+            shared_layers(self._forward)
+            if reference is None and (reference_is_base or old_logprobs)
+            else 0
+        )
         self.value_model = value_model
         self.algorithm = algorithm
         self.old_logprobs = old_logprobs
@@ -237,6 +248,8 @@ class PolicyUpdate:
     def _logprobs(
         self, model: torch.nn.Module, mb: RolloutBatch, *, with_entropy: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs under ``model``; from ``mb.frozen_hidden`` up when it is there."""
+        hidden = mb.frozen_hidden if model is self._forward else None
         with self._autocast():
             return self._completion_logprobs(
                 model,
@@ -246,7 +259,23 @@ class PolicyUpdate:
                 mb.completion_mask,
                 temperature=self.t.temperature if self.t.temperature > 0 else 1.0,
                 with_entropy=with_entropy,
+                prefix=(self.shared, hidden) if hidden is not None else None,
             )
+
+    def _frozen_hidden(self, mb: RolloutBatch) -> RolloutBatch:
+        """``mb`` with what enters layer ``shared`` (the layers below run here, once)."""
+        if not self.shared:
+            return mb
+        with self._autocast():
+            hidden = self._prefix_hidden(
+                self._forward,
+                mb.prompt_ids,
+                mb.prompt_mask,
+                mb.completion_ids,
+                mb.completion_mask,
+                self.shared,
+            )
+        return replace(mb, frozen_hidden=hidden)
 
     def _reference_logprobs(self, mb: RolloutBatch) -> torch.Tensor:
         if self.reference is not None:
@@ -270,8 +299,9 @@ class PolicyUpdate:
         reference = self.reference is not None or self.reference_is_base
         if not (self.old_logprobs or reference or value_model is not None):
             return batch
-        width = batch.completion_ids.shape[1]
+        width, prompt_width = batch.completion_ids.shape[1], batch.prompt_ids.shape[1]
         old, ref, vals = [], [], []
+        frozen: torch.Tensor | None = None  # [N, P + T, H], every row's shared-layer output
         self.policy.eval()
         if value_model is not None:
             value_model.eval()
@@ -280,8 +310,14 @@ class PolicyUpdate:
         rows = []
         for idx in self._micro_batches(batch):
             rows.append(idx)
-            mb = trim(batch.index(idx))
+            mb = self._frozen_hidden(trim(batch.index(idx)))
             passes += 1
+            if mb.frozen_hidden is not None:
+                h = mb.frozen_hidden
+                if frozen is None:
+                    frozen = h.new_zeros(len(batch), prompt_width + width, h.shape[-1])
+                p = mb.prompt_ids.shape[1]
+                frozen[idx.to(h.device), prompt_width - p : prompt_width + h.shape[1] - p] = h
             if self.old_logprobs:
                 old.append(_widen(self._logprobs(self._forward, mb)[0].float(), width))
             if reference:
@@ -296,6 +332,7 @@ class PolicyUpdate:
             old_logp=_in_order(old, order) if old else batch.old_logp,
             ref_logp=_in_order(ref, order) if ref else batch.ref_logp,
             old_values=_in_order(vals, order) if vals else batch.old_values,
+            frozen_hidden=frozen,
         )
 
     # ------------------------------------------------------------------ the update

@@ -103,6 +103,111 @@ def test_layers_to_transform_adapts_only_those_layers(make_config, host):
     assert metrics["grad_norm"] > 0
 
 
+def _top_layer_policy(tiny_model: Path, layers: list[int] | None = None):
+    """The tiny model with LoRA adapters (random B, so they matter) on ``layers``."""
+    from rlvr.config import LoraConfig, ModelConfig
+    from rlvr.modeling import load_policy
+
+    policy, _ = load_policy(ModelConfig(name_or_path=str(tiny_model)), device="cpu")
+    cfg = LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"])
+    if layers is not None:
+        cfg = cfg.model_copy(update={"layers_to_transform": layers})
+    policy = lora.add_adapters(policy, cfg)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    return policy
+
+
+def test_shared_bottom_layers_give_the_same_logprobs_and_gradients(tiny_model):
+    """With adapters on the top layer only, starting from ``prefix_hidden`` (the bottom layer
+    run once, without gradients) gives the full forward's log-probs, with and without the
+    adapters, and the same adapter gradients; rows of different padding included."""
+    from rlvr.modeling import prefix_hidden, shared_layers
+
+    policy = _top_layer_policy(tiny_model, [1])
+    model = lora.forward_model(policy)
+    assert shared_layers(model) == 1
+    assert shared_layers(lora.forward_model(_top_layer_policy(tiny_model))) == 0  # every layer
+
+    g = torch.Generator().manual_seed(1)
+    prompt = torch.randint(3, 200, (3, 6), generator=g)
+    prompt_mask = torch.tensor([[0, 0, 1, 1, 1, 1], [1] * 6, [0, 0, 0, 0, 1, 1]])
+    completion = torch.randint(3, 200, (3, 5), generator=g)
+    completion_mask = torch.tensor([[1, 1, 1, 0, 0], [1] * 5, [1, 1, 0, 0, 0]])
+    args = (prompt, prompt_mask, completion, completion_mask)
+    with torch.no_grad():
+        hidden = prefix_hidden(model, *args, 1)
+    assert hidden.shape == (3, 11, model.config.hidden_size)
+
+    def logp_and_grads(**kwargs):
+        policy.zero_grad(set_to_none=True)
+        logp, _ = completion_logprobs(model, *args, **kwargs)
+        (logp * completion_mask).sum().backward()
+        return logp.detach(), {
+            n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None
+        }
+
+    full, full_grads = logp_and_grads()
+    shared, shared_grads = logp_and_grads(prefix=(1, hidden))
+    torch.testing.assert_close(shared, full, rtol=0, atol=1e-5)
+    assert full_grads.keys() == shared_grads.keys() and full_grads
+    for name in full_grads:
+        torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-6)
+    with torch.no_grad(), lora.adapters_off(policy):
+        ref_full, _ = completion_logprobs(model, *args)
+        ref_shared, _ = completion_logprobs(model, *args, prefix=(1, hidden))
+    torch.testing.assert_close(ref_shared, ref_full, rtol=0, atol=1e-5)
+    assert (full - ref_full).abs().max() > 1e-3  # the adapters do change the policy
+
+
+def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, host, monkeypatch):
+    """GRPO with a KL term and LoRA on the top layer: the no-grad pass computes the bottom
+    layer once and the update starts from it; the metrics are a full forward's."""
+    from rlvr import modeling
+    from rlvr.trainer import Trainer
+
+    top = {"lora": {"r": 4, "target_modules": ["q_proj", "v_proj"], "layers_to_transform": [1]}}
+
+    def steps(output: str) -> tuple[list[dict], int]:
+        trainer = Trainer(
+            make_config(algo_params=GRPO_KL, model=top, max_steps=3, output=output),
+            host,
+            progress=False,
+        )
+        try:
+            trainer.setup()
+            shared = trainer.update.shared
+            return [trainer.train_step() for _ in range(3)], shared
+        finally:
+            trainer.close()
+
+    calls = {"top": 0, "full": 0}
+    top_layers, fused = modeling._top_layers, modeling._fused_logprobs
+
+    def count_top(*args, **kwargs):
+        calls["top"] += 1
+        return top_layers(*args, **kwargs)
+
+    def count_full(*args, **kwargs):
+        calls["full"] += args[-1] is None
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(modeling, "_top_layers", count_top)
+    monkeypatch.setattr(modeling, "_fused_logprobs", count_full)
+    with_sharing, shared = steps("shared")
+    # each step (one micro-batch): the bottom layer once, the reference and the update from it
+    assert calls == {"top": 2 * 3, "full": 0}, calls
+    monkeypatch.setattr(modeling, "shared_layers", lambda model: 0)
+    without, none = steps("full")
+    assert (shared, none) == (1, 0)
+    assert with_sharing[-1]["kl"] > 0
+    for a, b in zip(with_sharing, without, strict=True):
+        for key in ("loss", "grad_norm", "kl", "reward"):
+            assert math.isclose(a[key], b[key], rel_tol=1e-4, abs_tol=1e-7), (key, a, b)
+
+
 # --------------------------------------------------------------------------- training
 
 
