@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 import warnings
 from collections.abc import Sequence
@@ -133,6 +134,31 @@ class DataConfig(Section):
     shuffle: bool = True
 
 
+class GuidanceConfig(Section):
+    """Off-policy guidance: each group has one completion that is the row's own solution.
+
+    For a model whose samples are rarely right, so that most groups hold no correct
+    completion to prefer (see :mod:`rlvr.guidance`).
+    """
+
+    field: str = Field(description="the row field holding a worked solution, e.g. GSM8K's `answer`")
+    remove: str | None = Field(
+        None,
+        description="a regex whose matches are removed from the solution first, e.g. "
+        "'<<[^>]*>>' for GSM8K's calculator annotations",
+    )
+
+    @field_validator("remove")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+
 class TrainingConfig(Section):
     """Optimisation and sampling settings, named as in TRL's GRPOConfig.
 
@@ -213,6 +239,11 @@ class TrainingConfig(Section):
     eval_num_generations: int = Field(
         1, ge=1, description="with eval_sampling: train: completions per prompt (pass@k)"
     )
+    guidance: GuidanceConfig | None = Field(
+        None,
+        description="one completion of each group is the row's own solution, the other "
+        "num_generations - 1 are sampled (null: all sampled)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> TrainingConfig:
@@ -221,6 +252,11 @@ class TrainingConfig(Section):
                 f"eval_num_generations: {self.eval_num_generations} with eval_sampling: greedy "
                 "repeats one completion; set eval_sampling: train to sample several, or "
                 "eval_num_generations: 1"
+            )
+        if self.guidance is not None and self.num_generations < 2:
+            raise ValueError(
+                "guidance replaces one of num_generations completions per prompt by the "
+                "row's solution, so it needs num_generations >= 2 (one sampled at least)"
             )
         reports = [self.report_to] if isinstance(self.report_to, str) else self.report_to
         bad = [r for r in reports if r not in {"none", "tensorboard", "wandb", "all"}]
@@ -675,6 +711,15 @@ def _algorithm_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
         return problems
     caps = host.backends[config.backend.name].capabilities
     bname = config.backend.name
+    if req.sampler_logprobs and config.training.guidance is not None:
+        problems.append(
+            (
+                "training.guidance",
+                f"these {name} params correct for the sampler's log-probabilities "
+                "(importance_sampling_correction), and a guide completion was never sampled; "
+                "turn one of them off",
+            )
+        )
     if req.sampler_logprobs and not caps.sampler_logprobs:
         problems.append(
             (

@@ -90,9 +90,15 @@ def check_fields(
     host: Any,
     *,
     prompt_field: str | None = None,
+    guide_field: str | None = None,
 ) -> list[str]:
     """Problems with ``rows`` for the configured rewards (``entries``), one line each."""
-    return [msg for _, msg in field_problems(rows, entries, host, prompt_field=prompt_field)]
+    return [
+        msg
+        for _, msg in field_problems(
+            rows, entries, host, prompt_field=prompt_field, guide_field=guide_field
+        )
+    ]
 
 
 def field_problems(
@@ -101,11 +107,13 @@ def field_problems(
     host: Any,
     *,
     prompt_field: str | None = None,
+    guide_field: str | None = None,
 ) -> list[tuple[str, str]]:
     """``(config path, problem)`` for each field the prompt or a reward needs and ``rows`` lack.
 
     A row lacks a field when it has no such key or its value is None. Each reward's needed
-    fields come from its record's ``fields(params)``; ``prompt_field`` is checked too.
+    fields come from its record's ``fields(params)``; ``prompt_field`` and ``guide_field``
+    (``training.guidance.field``) are checked too.
     """
     problems: list[tuple[str, str]] = []
     total = len(rows)
@@ -125,6 +133,8 @@ def field_problems(
 
     if prompt_field is not None:
         report("data.prompt_field", prompt_field, "the prompt (data.prompt_field)")
+    if guide_field is not None:
+        report("training.guidance.field", guide_field, "training.guidance")
     for i, entry in enumerate(entries):
         record = host.rewards.get(entry.name)
         if record is None:
@@ -140,10 +150,11 @@ def require_fields(
     host: Any,
     *,
     prompt_field: str | None = None,
+    guide_field: str | None = None,
     source: str = "the dataset",
 ) -> None:
     """Raise :class:`DataError` listing every problem :func:`check_fields` finds."""
-    problems = check_fields(rows, entries, host, prompt_field=prompt_field)
+    problems = check_fields(rows, entries, host, prompt_field=prompt_field, guide_field=guide_field)
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
         raise DataError(

@@ -8,7 +8,8 @@ three parts and no exceptions:
 1. core metrics, measured by rlvr itself for every algorithm:
 
    - ``step``; ``reward`` / ``reward_std`` (weighted score over every completion generated in
-     the step, all generation rounds);
+     the step, all generation rounds; with ``training.guidance`` the sampled ones only, and
+     ``guide/count`` / ``guide/reward_mean`` describe the guide completions);
    - ``zero_std_frac`` (groups whose completions all scored the same), ``groups_filtered``,
      ``groups_kept``, ``generation_rounds`` (dynamic sampling);
    - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``;
@@ -220,6 +221,9 @@ def step_metrics(
     m["groups_filtered"] = rollout.groups_filtered
     m["groups_kept"] = len({c.group for c in rollout.kept})
     m["generation_rounds"] = rollout.rounds
+    if rollout.guides:  # training.guidance: how the rewards score the rows' own solutions
+        m["guide/count"] = len(rollout.guides)
+        m["guide/reward_mean"] = _mean([c.score for c in rollout.guides])
     m.update(length_metrics([len(c.token_ids) for c in gen], [c.truncated for c in gen]))
     m["loss"] = _mean([u.loss for u in updates])
     m["grad_norm"] = _mean([u.grad_norm for u in updates])

@@ -49,7 +49,14 @@ def _data(config: RunConfig, host: Host) -> list[tuple[str, str]]:
         rows = _quiet(load_rows, data)
     except RlvrError as exc:
         return [*problems, ("data.path", str(exc).removeprefix("data.path "))]
-    return problems + field_problems(rows, config.rewards, host, prompt_field=data.prompt_field)
+    guidance = config.training.guidance
+    return problems + field_problems(
+        rows,
+        config.rewards,
+        host,
+        prompt_field=data.prompt_field,
+        guide_field=guidance.field if guidance is not None else None,
+    )
 
 
 def _looks_missing(path: str) -> bool:

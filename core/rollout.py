@@ -29,6 +29,7 @@ from rlvr.config import TrainingConfig
 from rlvr.data import PromptSampler, PromptSet
 from rlvr.distributed import Dist
 from rlvr.errors import TrainingError
+from rlvr.guidance import Guides
 from rlvr.host import PluginError
 from rlvr.protocols import Generator, RolloutBatch, SamplingParams
 from rlvr.records import Sample
@@ -60,6 +61,8 @@ class Completion:
     rewards: dict[str, float | None] = field(default_factory=dict)
     sampler_logp: list[float] | None = None
     kept: bool = True
+    #: the row's own solution (``training.guidance``), not sampled from the policy.
+    guide: bool = False
 
 
 # --------------------------------------------------------------------------- shared steps
@@ -201,6 +204,7 @@ class Rollout:
     """What generation and scoring produced for one step."""
 
     kept: list[Completion]
+    #: the sampled completions (the policy's own: what reward and length metrics describe).
     generated: list[Completion]
     rounds: int
     groups_filtered: int
@@ -208,6 +212,8 @@ class Rollout:
     summary: dict[str, RewardStats]
     generation_time: float
     scoring_time: float
+    #: the guide completions of ``training.guidance`` (also in ``kept`` when kept).
+    guides: list[Completion] = field(default_factory=list)
 
 
 @dataclass
@@ -228,12 +234,53 @@ class Rollouts:
     select: Callable[[RolloutBatch], torch.Tensor | None]
     max_rounds: int
     dist: Dist = field(default_factory=Dist)
+    #: ``training.guidance``: one completion of each group is the row's own solution.
+    guides: Guides | None = None
+
+    def _guides(self, indices: Sequence[int], first_group: int) -> list[Completion]:
+        """The guide completion of each prompt whose solution fits, in its prompt's group."""
+        out = []
+        for j, i in enumerate(indices):
+            guide = self.guides.get(i) if self.guides is not None else None
+            if guide is not None:
+                prompt = self.prompts[i]
+                text, ids = guide
+                out.append(Completion(i, first_group + j, prompt.ids, ids, text, False, guide=True))
+        return out
+
+    def _sample(
+        self, indices: Sequence[int], sampling: SamplingParams, first_group: int
+    ) -> tuple[list[Completion], list[Completion]]:
+        """``(sampled, guides)``: ``num_generations`` completions of each prompt, one of them
+        the guide where the prompt has one that fits."""
+        n = self.training.num_generations
+        guides = self._guides(indices, first_group)
+        guided = {c.prompt_index for c in guides}
+        groups: list[list[Completion]] = []
+        for size in (n - 1, n):  # prompts with a guide, then those without
+            part = [j for j, i in enumerate(indices) if (i in guided) == (size < n)]
+            if not part:
+                continue
+            items = generate(
+                self.generator,
+                self.prompts,
+                [indices[j] for j in part],
+                size,
+                sampling,
+                backend=self.backend,
+            )
+            for c in items:  # back to the group of its position in ``indices``
+                c.group = first_group + part[c.group]
+            groups.append(items)
+        sampled = sorted((c for g in groups for c in g), key=lambda c: c.group)
+        return sampled, guides
 
     def run(self, step: int, target: int) -> Rollout:
         """Generate and score until ``target`` groups are kept (see the module docstring)."""
         t = self.training
         summaries: list[dict[str, RewardStats]] = []
         generated: list[Completion] = []
+        all_guides: list[Completion] = []
         kept: list[Completion] = []
         kept_groups = filtered = rounds = 0
         gen_time = score_time = 0.0
@@ -244,30 +291,27 @@ class Rollouts:
             seed = step_seed(t.seed, step, rounds, dist.rank)
             sampling = SamplingParams.from_training(t, seed)
             t0 = time.perf_counter()
-            items = []
+            items: list[Completion] = []
+            guides: list[Completion] = []
             if indices:  # a late round may leave a rank without prompts
-                items = generate(
-                    self.generator,
-                    self.prompts,
-                    indices,
-                    t.num_generations,
-                    sampling,
-                    backend=self.backend,
-                    first_group=rounds * target + kept_groups + offset,
-                )
+                first_group = rounds * target + kept_groups + offset
+                items, guides = self._sample(indices, sampling, first_group)
             t1 = time.perf_counter()
             scores = score(
                 self.scorer,
                 self.prompts,
-                items,
+                items + guides,
                 self.labels,
                 reward_errors=self.reward_errors,
                 step=step,
             )
-            summaries.append(scores.summary())
+            # The step's reward statistics describe the policy's samples, not the guides.
+            summaries.append(scores.summary(first=len(items)))
             gen_time, score_time = gen_time + t1 - t0, score_time + time.perf_counter() - t1
             rounds += 1
             generated += items
+            all_guides += guides
+            items = sorted(items + guides, key=lambda c: (c.group, c.guide))
             mask = None
             if items:
                 mask = self.select(build_batch(items, self.labels, self.pad_id, step))
@@ -308,6 +352,7 @@ class Rollouts:
             summary=merge_summaries(summaries),
             generation_time=gen_time,
             scoring_time=score_time,
+            guides=all_guides,
         )
 
 

@@ -119,10 +119,13 @@ class Scores:
     sites: dict[str, dict[int, str]] = field(default_factory=dict)
     tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, RewardStats]:
-        """Per-reward statistics of this batch."""
+    def summary(self, first: int | None = None) -> dict[str, RewardStats]:
+        """Per-reward statistics of this batch, or of its first ``first`` samples (timeouts and
+        errors are counted over the whole batch)."""
         return {
-            label: RewardStats.of(values, self.timeouts.get(label, 0), self.errors.get(label, 0))
+            label: RewardStats.of(
+                values[:first], self.timeouts.get(label, 0), self.errors.get(label, 0)
+            )
             for label, values in self.per_reward.items()
         }
 

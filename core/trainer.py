@@ -55,6 +55,7 @@ from rlvr.config import RunConfig, dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.errors import TrainingError
 from rlvr.evaluate import Evaluation, eval_prompt_rows
+from rlvr.guidance import Guides
 from rlvr.host import Host, build_algorithm, build_generator
 from rlvr.metrics import METRICS_FILE, MetricsLogger, eval_metrics, reporters, step_metrics
 from rlvr.protocols import RunInfo
@@ -166,6 +167,7 @@ class Trainer:
             config.rewards,
             self.host,
             prompt_field=self.data_cfg.prompt_field,
+            guide_field=t.guidance.field if t.guidance is not None else None,
             source=f"data.path {self.data_cfg.path!r}",
         )
         eval_rows = None
@@ -317,6 +319,7 @@ class Trainer:
             select=self.algo.select,
             max_rounds=self.algo.max_generation_rounds,
             dist=self.dist,
+            guides=self._guides(prompts),
         )
         if not self.dist.is_main:  # rank 0 alone writes the run's files
             return
@@ -334,6 +337,22 @@ class Trainer:
             config=config.model_dump(mode="json"),
         )
         self._closers.append(self.log)
+
+    def _guides(self, prompts: PromptSet) -> Guides | None:
+        """``training.guidance``'s guide completions (None without it)."""
+        from rlvr.modeling import eos_token_ids
+
+        g = self.t.guidance
+        if g is None:
+            return None
+        return Guides(
+            prompts,
+            self.tokenizer,
+            field=g.field,
+            remove=g.remove,
+            eos_id=eos_token_ids(self.policy, self.tokenizer)[0],
+            max_tokens=self.t.max_completion_length,
+        )
 
     def _resume_point(self) -> Path | None:
         found = ckpt.latest_checkpoint(self.output_dir)
@@ -481,9 +500,11 @@ class Trainer:
             by_id = {id(c): float(a) for c, a in zip(ro.kept, advantages.tolist(), strict=True)}
         prompt_field = self.data_cfg.prompt_field
         out = []
-        for c in ro.generated:
+        for c in ro.generated + ro.guides:
             record = {"group": c.group, **sample_record(c, self.rollouts.prompts, prompt_field)}
             record["kept"] = c.kept
+            if c.guide:
+                record["guide"] = True
             if id(c) in by_id:
                 record["advantage"] = by_id[id(c)]
             out.append(record)

@@ -148,6 +148,11 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
         built(lambda t: t.prompts_per_step),
     ),
     "num_generations": ({}, {"num_generations": 2}, sampled),
+    "guidance": (
+        {},
+        {"guidance": {"field": "answer"}},
+        built(lambda t: [c.guide for c in t.rollouts.run(1, t.prompts_per_step).kept]),
+    ),
     "max_prompt_length": (
         {},
         {"max_prompt_length": 3},
