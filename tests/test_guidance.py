@@ -174,6 +174,15 @@ def test_a_missing_solution_field_is_reported_before_the_model_loads(make_config
         run(config, host)
 
 
+def test_rlvr_validate_reports_a_missing_solution_field(make_config, host):
+    from rlvr.preflight import preflight
+
+    config = make_config(rewards=[{"name": "toy"}], guidance={"field": "solution"})
+    problems = dict(preflight(config, host))
+    assert "field 'solution' needed by training.guidance" in problems["training.guidance.field"]
+    assert "columns: answer, id, prompt" in problems["training.guidance.field"]
+
+
 def test_guidance_is_part_of_the_schema(host, tiny_model, dataset, tmp_path):
     raw = {
         "model": {"name_or_path": str(tiny_model)},
