@@ -370,7 +370,7 @@ def check_resume(path: str | Path, dist: Dist, *, sharded: bool) -> None:
 # --------------------------------------------------------------------------- metrics
 
 #: Metrics that are counts: summed over ranks.
-_SUMMED = ("groups_filtered", "groups_kept", "num_tokens")
+_SUMMED = ("groups_filtered", "groups_kept", "num_tokens", "guide/count")
 _SUMMED_SUFFIXES = ("/none_count", "/timeouts", "/errors")
 #: Metrics the update already made global (equal on every rank): rank 0's value.
 _GLOBAL = ("step", "loss", "grad_norm", "value_grad_norm", "learning_rate", "skipped")
@@ -414,6 +414,10 @@ def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float])
             out[key] = max(nums)
         elif key.endswith("min"):
             out[key] = min(nums)
+        elif key == "guide/reward_mean":  # a mean over each rank's guides
+            counts = [float(p.get("guide/count") or 0) for p in parts]
+            pooled = [(float(v), c) for v, c in zip(values, counts, strict=True) if c > 0]
+            out[key] = sum(v * c for v, c in pooled) / sum(c for _, c in pooled)
         else:  # ranks without completions (weight 0) do not count
             weight = sum(w for _, w in pairs)
             out[key] = sum(v * w for v, w in pairs) / weight if weight > 0 else nums[0]

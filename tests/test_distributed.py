@@ -272,6 +272,8 @@ def test_reduce_metrics_pools_ranks_like_one_batch():
             "step_time": 1.0,
             "rewards/x/errors": 1,
             "entropy": 2.0,
+            "guide/count": 1,
+            "guide/reward_mean": 4.0,
         },
         {
             "step": 4,
@@ -284,6 +286,8 @@ def test_reduce_metrics_pools_ranks_like_one_batch():
             "step_time": 2.0,
             "rewards/x/errors": 0,
             "entropy": float("nan"),
+            "guide/count": 3,
+            "guide/reward_mean": 2.0,
         },  # no batch on this rank
     ]
     m = reduce_metrics(parts, [3, 2])
@@ -293,6 +297,8 @@ def test_reduce_metrics_pools_ranks_like_one_batch():
     assert (m["step"], m["loss"], m["groups_kept"], m["rewards/x/errors"]) == (4, 0.5, 3, 1)
     assert (m["completion_length/max"], m["completion_length/min"], m["step_time"]) == (9, 2, 2.0)
     assert m["entropy"] == 2.0
+    # training.guidance: the guides' count is summed, their mean pooled over the guides.
+    assert (m["guide/count"], m["guide/reward_mean"]) == (4, pytest.approx(2.5))
 
 
 def comparable(metrics: list[dict]) -> list[dict]:
