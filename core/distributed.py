@@ -416,8 +416,8 @@ def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float])
             out[key] = min(nums)
         elif key == "guide/reward_mean":  # a mean over each rank's guides
             counts = [float(p.get("guide/count") or 0) for p in parts]
-            pairs_ = zip(values, counts, strict=True)
-            pooled = [(float(v), c) for v, c in pairs_ if v is not None and c > 0]
+            by_rank = zip(values, counts, strict=True)
+            pooled = [(float(v), c) for v, c in by_rank if v is not None and c > 0]
             out[key] = sum(v * c for v, c in pooled) / sum(c for _, c in pooled)
         else:  # ranks without completions (weight 0) do not count
             weight = sum(w for _, w in pairs)
