@@ -239,13 +239,15 @@ class Rollouts:
 
     def _guides(self, indices: Sequence[int], first_group: int) -> list[Completion]:
         """The guide completion of each prompt whose solution fits, in its prompt's group."""
+        if self.guides is None:
+            return []
         out = []
         for j, i in enumerate(indices):
-            guide = self.guides.get(i) if self.guides is not None else None
+            guide = self.guides.get(i)
             if guide is not None:
-                prompt = self.prompts[i]
                 text, ids = guide
-                out.append(Completion(i, first_group + j, prompt.ids, ids, text, False, guide=True))
+                prompt_ids = self.prompts[i].ids
+                out.append(Completion(i, first_group + j, prompt_ids, ids, text, False, guide=True))
         return out
 
     def _sample(
@@ -256,9 +258,10 @@ class Rollouts:
         n = self.training.num_generations
         guides = self._guides(indices, first_group)
         guided = {c.prompt_index for c in guides}
+        with_guide = [j for j, i in enumerate(indices) if i in guided]
+        without = [j for j, i in enumerate(indices) if i not in guided]
         groups: list[list[Completion]] = []
-        for size in (n - 1, n):  # prompts with a guide, then those without
-            part = [j for j, i in enumerate(indices) if (i in guided) == (size < n)]
+        for part, size in ((with_guide, n - 1), (without, n)):
             if not part:
                 continue
             items = generate(
