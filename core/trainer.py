@@ -196,7 +196,7 @@ class Trainer:
                 1, math.ceil(t.num_train_epochs * len(rows) / self.prompts_per_step)
             )
 
-        from rlvr.modeling import enable_gradient_checkpointing, load_policy, resolve_device_dtype
+        from rlvr.modeling import resolve_device_dtype
 
         _seed_everything(t.seed)
         device, dtype = resolve_device_dtype(self.model_cfg.dtype)
@@ -205,7 +205,65 @@ class Trainer:
         record = self.host.algorithms[self.algorithm_cfg.name]
         self.algo = build_algorithm(record, self.algorithm_cfg.params, run, self.req)
 
-        lora_cfg = self.model_cfg.lora
+        reference, value_model = self._load_models(resume_from, device, dtype)
+        prompts = PromptSet(rows, self.data_cfg, self.tokenizer, t.max_prompt_length)
+        self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=self.data_cfg.shuffle)
+        if eval_rows is not None:
+            rows_, eval_cfg, _, _ = eval_rows
+            self.evaluation = Evaluation(
+                config,
+                PromptSet(rows_, eval_cfg, self.tokenizer, t.max_prompt_length),
+                k=t.eval_num_generations,
+                greedy=t.eval_sampling == "greedy",
+            )
+
+        self.updates_per_step = self.algo.num_iterations
+        self.update = PolicyUpdate(
+            policy=self.policy,
+            reference=reference,
+            reference_is_base=self.req.reference_model and self.model_cfg.lora is not None,
+            value_model=value_model,
+            algorithm=self.algo,
+            old_logprobs=self.req.old_logprobs,
+            training=t,
+            device=device,
+            dtype=dtype,
+            total_updates=self.max_steps * self.updates_per_step,
+            dist=self.dist,
+        )
+
+        if resume_from is not None:
+            self._restore(resume_from, value_model)
+
+        backend = self.host.backends[self.backend_cfg.name]
+        self.generator = build_generator(
+            backend, self.backend_cfg.params, run, self.policy, self.tokenizer
+        )
+        self._closers.append(self.generator)
+        self.rollouts = Rollouts(
+            generator=self.generator,
+            scorer=self.scorer,
+            reward_errors=self.reward_errors,
+            prompts=prompts,
+            sampler=self.sampler,
+            labels=self.labels,
+            pad_id=self.pad_id,
+            training=t,
+            backend=self.backend_cfg.name,
+            select=self.algo.select,
+            max_rounds=self.algo.max_generation_rounds,
+            dist=self.dist,
+            guides=self._guides(prompts),
+        )
+        if self.dist.is_main:  # rank 0 alone writes the run's files
+            self._open_output()
+
+    def _load_models(self, resume_from: Path | None, device: Any, dtype: Any) -> tuple[Any, Any]:
+        """The policy (``self.policy``, with its adapters under LoRA) and tokenizer; returns
+        the reference model and the value model, each None where not needed."""
+        from rlvr.modeling import enable_gradient_checkpointing, load_policy
+
+        t, lora_cfg = self.t, self.model_cfg.lora
         model_cfg = self.model_cfg
         if resume_from is not None and lora_cfg is None:
             model_cfg = self.model_cfg.model_copy(
@@ -219,16 +277,6 @@ class Trainer:
             else:
                 self.policy = lora.load_adapters(self.policy, resume_from, trainable=True)
         self.pad_id = self._pad_id()
-        prompts = PromptSet(rows, self.data_cfg, self.tokenizer, t.max_prompt_length)
-        self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=self.data_cfg.shuffle)
-        if eval_rows is not None:
-            rows_, eval_cfg, _, _ = eval_rows
-            self.evaluation = Evaluation(
-                config,
-                PromptSet(rows_, eval_cfg, self.tokenizer, t.max_prompt_length),
-                k=t.eval_num_generations,
-                greedy=t.eval_sampling == "greedy",
-            )
 
         # With LoRA the reference is the policy with its adapters off (no second copy).
         reference = None
@@ -256,76 +304,44 @@ class Trainer:
 
         if self.dist.enabled and t.parallelism == "fsdp":  # the reference stays whole
             distributed.shard(self.policy, self.dist, cpu_offload=t.fsdp_cpu_offload)
+        return reference, value_model
 
-        self.updates_per_step = self.algo.num_iterations
-        self.update = PolicyUpdate(
-            policy=self.policy,
-            reference=reference,
-            reference_is_base=self.req.reference_model and lora_cfg is not None,
+    def _restore(self, resume_from: Path, value_model: Any) -> None:
+        """Optimizer, scheduler, value model, RNGs, step and data position from a checkpoint
+        (the weights were loaded with the models)."""
+        distributed.check_resume(resume_from, self.dist, sharded=self.update.sharded)
+        shards = resume_from / distributed.OPTIMIZER_DIR
+        rng_file = resume_from / ckpt.rank_rng_file(self.dist.rank)
+        state = ckpt.load_checkpoint(
+            resume_from,
+            optimizer=None if shards.is_dir() else self.update.optimizer,
+            scheduler=self.update.scheduler,
             value_model=value_model,
-            algorithm=self.algo,
-            old_logprobs=self.req.old_logprobs,
-            training=t,
-            device=device,
-            dtype=dtype,
-            total_updates=self.max_steps * self.updates_per_step,
-            dist=self.dist,
+            # A rank the saving run did not have: every step reseeds from (seed, step, rank).
+            restore_rng=rng_file.is_file(),
+            rank=self.dist.rank,
         )
-
-        if resume_from is not None:
-            distributed.check_resume(resume_from, self.dist, sharded=self.update.sharded)
-            shards = resume_from / distributed.OPTIMIZER_DIR
-            rng_file = resume_from / ckpt.rank_rng_file(self.dist.rank)
-            state = ckpt.load_checkpoint(
-                resume_from,
-                optimizer=None if shards.is_dir() else self.update.optimizer,
-                scheduler=self.update.scheduler,
-                value_model=value_model,
-                # A rank the saving run did not have: every step reseeds from (seed, step, rank).
-                restore_rng=rng_file.is_file(),
-                rank=self.dist.rank,
+        if shards.is_dir():  # resharded to this run's ranks
+            distributed.load_sharded_optimizer(self.policy, self.update.optimizer, shards)
+        self._warn_world_size_change(state)
+        self.step = int(state["step"])
+        self.bad_steps = int(state.get("bad_steps", 0))
+        self.sampler.load_state_dict(state["data"])
+        self.last_metrics = dict(state.get("metrics") or {})
+        self._last_saved = self.step
+        if state.get("max_steps") not in (None, self.max_steps):
+            logger.warning(
+                "resuming a run planned for %s steps with max_steps=%d",
+                state.get("max_steps"),
+                self.max_steps,
             )
-            if shards.is_dir():  # resharded to this run's ranks
-                distributed.load_sharded_optimizer(self.policy, self.update.optimizer, shards)
-            self._warn_world_size_change(state)
-            self.step = int(state["step"])
-            self.bad_steps = int(state.get("bad_steps", 0))
-            self.sampler.load_state_dict(state["data"])
-            self.last_metrics = dict(state.get("metrics") or {})
-            self._last_saved = self.step
-            if state.get("max_steps") not in (None, self.max_steps):
-                logger.warning(
-                    "resuming a run planned for %s steps with max_steps=%d",
-                    state.get("max_steps"),
-                    self.max_steps,
-                )
-            logger.info("resumed from %s (step %d)", resume_from, self.step)
+        logger.info("resumed from %s (step %d)", resume_from, self.step)
 
-        backend = self.host.backends[self.backend_cfg.name]
-        self.generator = build_generator(
-            backend, self.backend_cfg.params, run, self.policy, self.tokenizer
-        )
-        self._closers.append(self.generator)
-        self.rollouts = Rollouts(
-            generator=self.generator,
-            scorer=self.scorer,
-            reward_errors=self.reward_errors,
-            prompts=prompts,
-            sampler=self.sampler,
-            labels=self.labels,
-            pad_id=self.pad_id,
-            training=t,
-            backend=self.backend_cfg.name,
-            select=self.algo.select,
-            max_rounds=self.algo.max_generation_rounds,
-            dist=self.dist,
-            guides=self._guides(prompts),
-        )
-        if not self.dist.is_main:  # rank 0 alone writes the run's files
-            return
-
+    def _open_output(self) -> None:
+        """The run's directory, its config.yaml and the metrics log (rank 0 only)."""
+        t = self.t
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        self.config_text = dump(config)
+        self.config_text = dump(self.config)
         (self.output_dir / "config.yaml").write_text(self.config_text, encoding="utf-8")
         self.log = MetricsLogger(
             self.output_dir,
@@ -334,7 +350,7 @@ class Trainer:
             start_step=self.step,
             logging_steps=t.logging_steps,
             progress=self.progress,
-            config=config.model_dump(mode="json"),
+            config=self.config.model_dump(mode="json"),
         )
         self._closers.append(self.log)
 
