@@ -4,6 +4,8 @@
 (:mod:`rlvr.records`) and the runtime protocols (:mod:`rlvr.protocols`); each part of a step
 lives in a module named for its job:
 
+0. setup: the models (:mod:`rlvr.run_models`) and, on ``--resume``, the checkpoint's optimizer,
+   RNG and trainer state (:mod:`rlvr.resume`);
 1. rollout (:mod:`rlvr.rollout`): generate, score and select the step's groups;
 2. :mod:`rlvr.update`: old/reference log-probs and old values (only those the algorithm's
    requirements ask for), then ``algorithm.prepare`` (advantages), then ``num_iterations``
@@ -38,7 +40,6 @@ checkpoints, and a checkpoint resumes only on the world size that wrote it.
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import math
 import signal
@@ -50,20 +51,22 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlvr import checkpoint as ckpt
-from rlvr import distributed, lora
+from rlvr import distributed
 from rlvr.config import RunConfig, dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.errors import TrainingError
 from rlvr.evaluate import Evaluation, eval_prompt_rows
 from rlvr.guidance import Guides
 from rlvr.host import Host, build_algorithm, build_generator
-from rlvr.metrics import METRICS_FILE, MetricsLogger, eval_metrics, reporters, step_metrics
+from rlvr.metrics import MetricsLogger, eval_metrics, reporters, step_metrics
 from rlvr.protocols import RunInfo
+from rlvr.resume import restore, resume_point
 from rlvr.reward_errors import RewardErrorLog
 from rlvr.rollout import Rollout, Rollouts, build_batch, sample_record, step_seed
+from rlvr.run_models import load_run_models
 from rlvr.scoring import Scorer, score_entries
 from rlvr.summary import run_summary
-from rlvr.update import PolicyUpdate, disable_dropout
+from rlvr.update import PolicyUpdate
 
 logger = logging.getLogger("rlvr.trainer")
 
@@ -156,7 +159,7 @@ class Trainer:
         """Everything before the first step, cheap checks first, models last."""
         t, config = self.t, self.config
         reporters(t.report_to)  # a missing tensorboard/wandb fails now, not after loading
-        resume_from = self._resume_point()
+        resume_from = resume_point(self.output_dir, self.resume)
         if self.dist.is_main:
             ckpt.clean_leftovers(self.output_dir)
         self.dist.barrier()  # no rank sees files rank 0 writes before every rank checked
@@ -205,7 +208,17 @@ class Trainer:
         record = self.host.algorithms[self.algorithm_cfg.name]
         self.algo = build_algorithm(record, self.algorithm_cfg.params, run, self.req)
 
-        reference, value_model = self._load_models(resume_from, device, dtype)
+        models = load_run_models(
+            self.model_cfg,
+            t,
+            self.req,
+            self.algo,
+            self.dist,
+            device=device,
+            dtype=dtype,
+            resume_from=resume_from,
+        )
+        self.policy, self.tokenizer, self.pad_id = models.policy, models.tokenizer, models.pad_id
         prompts = PromptSet(rows, self.data_cfg, self.tokenizer, t.max_prompt_length)
         self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=self.data_cfg.shuffle)
         if eval_rows is not None:
@@ -220,9 +233,9 @@ class Trainer:
         self.updates_per_step = self.algo.num_iterations
         self.update = PolicyUpdate(
             policy=self.policy,
-            reference=reference,
+            reference=models.reference,
             reference_is_base=self.req.reference_model and self.model_cfg.lora is not None,
-            value_model=value_model,
+            value_model=models.value_model,
             algorithm=self.algo,
             old_logprobs=self.req.old_logprobs,
             training=t,
@@ -233,7 +246,21 @@ class Trainer:
         )
 
         if resume_from is not None:
-            self._restore(resume_from, value_model)
+            state = restore(
+                resume_from,
+                dist=self.dist,
+                policy=self.policy,
+                optimizer=self.update.optimizer,
+                scheduler=self.update.scheduler,
+                value_model=models.value_model,
+                sharded=self.update.sharded,
+                prompts_per_step=self.prompts_per_step,
+                max_steps=self.max_steps,
+            )
+            self.step = self._last_saved = int(state["step"])
+            self.bad_steps = int(state.get("bad_steps", 0))
+            self.sampler.load_state_dict(state["data"])
+            self.last_metrics = dict(state.get("metrics") or {})
 
         backend = self.host.backends[self.backend_cfg.name]
         self.generator = build_generator(
@@ -257,85 +284,6 @@ class Trainer:
         )
         if self.dist.is_main:  # rank 0 alone writes the run's files
             self._open_output()
-
-    def _load_models(self, resume_from: Path | None, device: Any, dtype: Any) -> tuple[Any, Any]:
-        """The policy (``self.policy``, with its adapters under LoRA) and tokenizer; returns
-        the reference model and the value model, each None where not needed."""
-        from rlvr.modeling import enable_gradient_checkpointing, load_policy
-
-        t, lora_cfg = self.t, self.model_cfg.lora
-        model_cfg = self.model_cfg
-        if resume_from is not None and lora_cfg is None:
-            model_cfg = self.model_cfg.model_copy(
-                update={"name_or_path": str(resume_from), "gguf_file": None, "revision": None}
-            )
-        self.policy, self.tokenizer = load_policy(model_cfg, device=device, dtype=dtype)
-        disable_dropout(self.policy)
-        if lora_cfg is not None:  # after disable_dropout: the adapters keep lora.dropout
-            if resume_from is None:
-                self.policy = lora.add_adapters(self.policy, lora_cfg)
-            else:
-                self.policy = lora.load_adapters(self.policy, resume_from, trainable=True)
-        self.pad_id = self._pad_id()
-
-        # With LoRA the reference is the policy with its adapters off (no second copy).
-        reference = None
-        if self.req.reference_model and lora_cfg is None:
-            if resume_from is None:
-                reference = copy.deepcopy(self.policy)
-            else:
-                reference, _ = load_policy(self.model_cfg, device=device, dtype=dtype)
-            reference.eval().requires_grad_(False)
-            disable_dropout(reference)
-
-        value_model = None
-        if self.req.value_model:
-            # LoRA: from the transformers model inside peft, so the value model's copy of the
-            # backbone is frozen too and trains its own adapters (and its head).
-            value_model = self.algo.build_value_model(lora.forward_model(self.policy)).to(device)
-            disable_dropout(value_model)
-
-        if t.gradient_checkpointing:
-            enable_gradient_checkpointing(self.policy)
-            if value_model is not None:
-                value_model.gradient_checkpointing_enable(
-                    gradient_checkpointing_kwargs={"use_reentrant": False}
-                )
-
-        if self.dist.enabled and t.parallelism == "fsdp":  # the reference stays whole
-            distributed.shard(self.policy, self.dist, cpu_offload=t.fsdp_cpu_offload)
-        return reference, value_model
-
-    def _restore(self, resume_from: Path, value_model: Any) -> None:
-        """Optimizer, scheduler, value model, RNGs, step and data position from a checkpoint
-        (the weights were loaded with the models)."""
-        distributed.check_resume(resume_from, self.dist, sharded=self.update.sharded)
-        shards = resume_from / distributed.OPTIMIZER_DIR
-        rng_file = resume_from / ckpt.rank_rng_file(self.dist.rank)
-        state = ckpt.load_checkpoint(
-            resume_from,
-            optimizer=None if shards.is_dir() else self.update.optimizer,
-            scheduler=self.update.scheduler,
-            value_model=value_model,
-            # A rank the saving run did not have: every step reseeds from (seed, step, rank).
-            restore_rng=rng_file.is_file(),
-            rank=self.dist.rank,
-        )
-        if shards.is_dir():  # resharded to this run's ranks
-            distributed.load_sharded_optimizer(self.policy, self.update.optimizer, shards)
-        self._warn_world_size_change(state)
-        self.step = int(state["step"])
-        self.bad_steps = int(state.get("bad_steps", 0))
-        self.sampler.load_state_dict(state["data"])
-        self.last_metrics = dict(state.get("metrics") or {})
-        self._last_saved = self.step
-        if state.get("max_steps") not in (None, self.max_steps):
-            logger.warning(
-                "resuming a run planned for %s steps with max_steps=%d",
-                state.get("max_steps"),
-                self.max_steps,
-            )
-        logger.info("resumed from %s (step %d)", resume_from, self.step)
 
     def _open_output(self) -> None:
         """The run's directory, its config.yaml and the metrics log (rank 0 only)."""
@@ -369,50 +317,6 @@ class Trainer:
             eos_id=eos_token_ids(self.policy, self.tokenizer)[0],
             max_tokens=self.t.max_completion_length,
         )
-
-    def _resume_point(self) -> Path | None:
-        found = ckpt.latest_checkpoint(self.output_dir)
-        if self.resume:
-            if found is None:
-                raise TrainingError(
-                    f"--resume: no complete checkpoint in {self.output_dir} (looked for "
-                    "checkpoint-<step> directories with a COMPLETE marker)"
-                )
-            return found
-        if found is not None or (self.output_dir / METRICS_FILE).is_file():
-            raise TrainingError(
-                f"{self.output_dir} already holds a run; pass --resume to continue it, or set "
-                "training.output_dir to a new directory (rlvr never overwrites a run)"
-            )
-        return None
-
-    def _warn_world_size_change(self, state: dict[str, Any]) -> None:
-        saved = int(state.get("world_size", 1))
-        if saved == self.dist.world_size:
-            return
-        logger.warning(
-            "resuming a %d-rank checkpoint on %d rank(s): the data continues where it stopped, "
-            "but each rank's slice of a step, and so its sampling seeds, differ from the "
-            "original run",
-            saved,
-            self.dist.world_size,
-        )
-        before = state.get("prompts_per_step")
-        if before is not None and int(before) != self.prompts_per_step:
-            logger.warning(
-                "the global batch changes from %s to %d prompts per step (per_device_train_"
-                "batch_size x gradient_accumulation_steps x ranks); scale "
-                "per_device_train_batch_size to keep it",
-                before,
-                self.prompts_per_step,
-            )
-
-    def _pad_id(self) -> int:
-        tok = self.tokenizer
-        for value in (getattr(tok, "pad_token_id", None), getattr(tok, "eos_token_id", None)):
-            if isinstance(value, int):
-                return value
-        return 0
 
     # ------------------------------------------------------------------ one step
 

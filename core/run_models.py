@@ -1,0 +1,102 @@
+"""The models a training run holds, loaded fresh or from the checkpoint it resumes.
+
+- the policy and its tokenizer: under LoRA (``model.lora``) the base model wrapped with its
+  adapters (new ones, or the checkpoint's), otherwise the full model (the checkpoint's weights
+  on resume);
+- the reference model, when the algorithm asks for one: a frozen copy of the base; under LoRA
+  none, since the policy with its adapters switched off is the base (no second copy in memory);
+- the value model, when the algorithm asks for one (built by the algorithm, on the policy's
+  backbone).
+
+Dropout is off in all of them (RL ratios compare two forward passes). Gradient checkpointing
+and FSDP sharding are applied here too, so the trainer gets models ready to train.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlvr import distributed, lora
+from rlvr.config import ModelConfig, TrainingConfig
+from rlvr.records import Requirements
+from rlvr.update import disable_dropout
+
+
+@dataclass
+class RunModels:
+    policy: Any
+    tokenizer: Any
+    #: a frozen base model; None when not needed, or under LoRA (the policy, adapters off)
+    reference: Any | None
+    value_model: Any | None
+    #: what pads completions: the tokenizer's pad token, else its EOS, else 0
+    pad_id: int
+
+
+def load_run_models(
+    model_cfg: ModelConfig,
+    training: TrainingConfig,
+    req: Requirements,
+    algorithm: Any,
+    dist: distributed.Dist,
+    *,
+    device: Any,
+    dtype: Any,
+    resume_from: Path | None = None,
+) -> RunModels:
+    """Load the run's models on ``device`` in ``dtype``; ``algorithm`` builds the value model
+    when ``req.value_model`` says one is needed."""
+    from rlvr.modeling import enable_gradient_checkpointing, load_policy
+
+    lora_cfg = model_cfg.lora
+    policy_cfg = model_cfg
+    if resume_from is not None and lora_cfg is None:  # the checkpoint holds the whole model
+        policy_cfg = model_cfg.model_copy(
+            update={"name_or_path": str(resume_from), "gguf_file": None, "revision": None}
+        )
+    policy, tokenizer = load_policy(policy_cfg, device=device, dtype=dtype)
+    disable_dropout(policy)
+    if lora_cfg is not None:  # after disable_dropout: the adapters keep lora.dropout
+        if resume_from is None:
+            policy = lora.add_adapters(policy, lora_cfg)
+        else:
+            policy = lora.load_adapters(policy, resume_from, trainable=True)
+
+    reference = None
+    if req.reference_model and lora_cfg is None:
+        if resume_from is None:
+            reference = copy.deepcopy(policy)
+        else:  # the base, not the checkpoint
+            reference, _ = load_policy(model_cfg, device=device, dtype=dtype)
+        reference.eval().requires_grad_(False)
+        disable_dropout(reference)
+
+    value_model = None
+    if req.value_model:
+        # LoRA: from the transformers model inside peft, so the value model's copy of the
+        # backbone is frozen too and trains its own adapters (and its head).
+        value_model = algorithm.build_value_model(lora.forward_model(policy)).to(device)
+        disable_dropout(value_model)
+
+    if training.gradient_checkpointing:
+        enable_gradient_checkpointing(policy)
+        if value_model is not None:
+            value_model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
+
+    if dist.enabled and training.parallelism == "fsdp":  # the reference stays whole
+        distributed.shard(policy, dist, cpu_offload=training.fsdp_cpu_offload)
+    return RunModels(policy, tokenizer, reference, value_model, pad_token_id(tokenizer))
+
+
+def pad_token_id(tokenizer: Any) -> int:
+    """The tokenizer's pad token, else its EOS, else 0 (padding is masked out anyway)."""
+    for name in ("pad_token_id", "eos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            return value
+    return 0
