@@ -31,6 +31,8 @@ class RunModels:
     tokenizer: Any
     #: a frozen base model; None when not needed, or under LoRA (the policy, adapters off)
     reference: Any | None
+    #: the reference is the policy with its LoRA adapters off (``reference`` is then None)
+    reference_is_base: bool
     value_model: Any | None
     #: what pads completions: the tokenizer's pad token, else its EOS, else 0
     pad_id: int
@@ -66,7 +68,8 @@ def load_run_models(
             policy = lora.load_adapters(policy, resume_from, trainable=True)
 
     reference = None
-    if req.reference_model and lora_cfg is None:
+    reference_is_base = req.reference_model and lora_cfg is not None
+    if req.reference_model and not reference_is_base:
         if resume_from is None:
             reference = copy.deepcopy(policy)
         else:  # the base, not the checkpoint
@@ -90,7 +93,9 @@ def load_run_models(
 
     if dist.enabled and training.parallelism == "fsdp":  # the reference stays whole
         distributed.shard(policy, dist, cpu_offload=training.fsdp_cpu_offload)
-    return RunModels(policy, tokenizer, reference, value_model, pad_token_id(tokenizer))
+    return RunModels(
+        policy, tokenizer, reference, reference_is_base, value_model, pad_token_id(tokenizer)
+    )
 
 
 def pad_token_id(tokenizer: Any) -> int:

@@ -234,7 +234,7 @@ class Trainer:
         self.update = PolicyUpdate(
             policy=self.policy,
             reference=models.reference,
-            reference_is_base=self.req.reference_model and self.model_cfg.lora is not None,
+            reference_is_base=models.reference_is_base,
             value_model=models.value_model,
             algorithm=self.algo,
             old_logprobs=self.req.old_logprobs,

@@ -86,6 +86,7 @@ def test_lora_needs_no_second_copy(make_config, host):
     pytest.importorskip("peft")
     models = load(make_config(algo_params={"beta": 0.04}, model={"lora": {"r": 4}}), host)
     assert models.reference is None  # the policy with its adapters off is the base
+    assert models.reference_is_base
     trainable = {n for n, p in models.policy.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
 
