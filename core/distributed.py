@@ -243,17 +243,18 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     )
 
 
-def shard(model: torch.nn.Module, dist: Dist, *, cpu_offload: bool = False) -> None:
-    """FSDP2: ``fully_shard`` every decoder layer, then the whole model. On CUDA, bfloat16
-    compute with float32 gradient reduction when the model is bfloat16 (untested here)."""
+def shard(
+    model: torch.nn.Module, dist: Dist, dtype: torch.dtype, *, cpu_offload: bool = False
+) -> None:
+    """FSDP2: ``fully_shard`` every decoder layer, then the whole model. On CUDA with a 16-bit
+    compute ``dtype``, the shards stay as they are (float32 for trained weights) and each
+    layer's whole weights are gathered in ``dtype``; gradients reduce in float32 (untested
+    here)."""
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
     kwargs: dict[str, Any] = {}
-    dtype = next(model.parameters()).dtype
-    if dist.device.type == "cuda" and dtype == torch.bfloat16:
-        kwargs["mp_policy"] = MixedPrecisionPolicy(
-            param_dtype=torch.bfloat16, reduce_dtype=torch.float32
-        )
+    if dist.device.type == "cuda" and dtype in (torch.bfloat16, torch.float16):
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
     if cpu_offload:
         kwargs["offload_policy"] = CPUOffloadPolicy()
     for layer in decoder_layers(model):

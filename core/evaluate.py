@@ -370,6 +370,7 @@ def evaluate(
     from rlvr import distributed
     from rlvr.data import PromptSet
     from rlvr.host import build_generator
+    from rlvr.modeling import resolve_device_dtype
     from rlvr.protocols import RunInfo
     from rlvr.scoring import Scorer, score_entries
 
@@ -403,7 +404,10 @@ def evaluate(
             model, tokenizer, model_desc = _load_model(config, model_path)
             prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
             evaluation = Evaluation(config, prompts, k=k, metric=metric, threshold=threshold)
-            run = RunInfo.from_config(config, num_generations=k, evaluation=True)
+            device, dtype = resolve_device_dtype(config.model.dtype)
+            run = RunInfo.from_config(
+                config, num_generations=k, device=device, dtype=dtype, evaluation=True
+            )
             generator = build_generator(backend, backend_params, run, model, tokenizer)
             set_seed(t.seed)
             records, summary = evaluation.run(

@@ -1,7 +1,8 @@
 """Loading the policy and scoring completions with it.
 
 - :func:`resolve_device_dtype` turns ``model.dtype`` (``auto``/``float32``/...) into a device and
-  a torch dtype.
+  the torch dtype the model computes in; :data:`TRAINED_DTYPE` and :func:`autocast` are the
+  precision rule that goes with it (trained weights in float32, 16-bit compute by autocast).
 - :func:`load_policy` loads a model and its tokenizer from a hub id, a local directory or a GGUF
   file (dequantized to dense weights, so it trains and saves like any other model).
 - :func:`completion_logprobs` gives the per-token log-probabilities (and optionally entropies)
@@ -30,6 +31,14 @@ if TYPE_CHECKING:
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+#: The dtype of every weight an optimizer updates, whatever ``model.dtype`` says. AdamW's
+#: steps are about ``learning_rate`` in size, and a bfloat16 weight near 0.02 cannot move by
+#: less than about 1e-4: at RL's usual 1e-6 nearly every update of a bfloat16 weight rounds
+#: away (measured: 98% of the weights unchanged after 10 steps). So trained weights are float32
+#: ("master weights", as TRL and verl keep them), the 16-bit dtype is the compute dtype
+#: (:func:`autocast`), and frozen copies (a reference model, a LoRA base) stay in it.
+TRAINED_DTYPE = torch.float32
+
 
 class ModelLoadError(RlvrError, FileNotFoundError):
     """The model or tokenizer named in the config could not be found or loaded."""
@@ -50,6 +59,17 @@ def resolve_device_dtype(dtype: str = "auto") -> tuple[torch.device, torch.dtype
     if dtype not in _DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(_DTYPES)}")
     return device, _DTYPES[dtype]
+
+
+def autocast(device: torch.device | str, dtype: torch.dtype | str) -> Any:
+    """Autocast to ``dtype`` on ``device`` when it is a 16-bit dtype (the compute dtype of
+    float32 weights, see :data:`TRAINED_DTYPE`), else a no-op context. ``dtype`` may be a torch
+    dtype or its name (``RunInfo.dtype``)."""
+    if isinstance(dtype, str):
+        dtype = _DTYPES.get(dtype, torch.float32)
+    if dtype not in (torch.bfloat16, torch.float16):
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=dtype)
 
 
 # --------------------------------------------------------------------------- loading

@@ -232,6 +232,8 @@ class RunInfo:
     max_steps: int = 0
     learning_rate: float = 0.0
     device: str = "cpu"
+    #: the dtype the model computes in (``model.dtype`` resolved). Trained weights are float32
+    #: whatever it is, so a backend generates in this dtype, not in its model's weights' one.
     dtype: str = "float32"
     output_dir: str = ""
     evaluation: bool = False

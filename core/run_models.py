@@ -8,6 +8,10 @@
 - the value model, when the algorithm asks for one (built by the algorithm, on the policy's
   backbone).
 
+Precision (:data:`rlvr.modeling.TRAINED_DTYPE`): every weight the optimizer updates is float32;
+``dtype`` (bfloat16 on CUDA by default) is what the passes compute in, under autocast, and what
+the frozen weights are stored in: the reference copy and, under LoRA, the base model.
+
 Dropout is off in all of them (RL ratios compare two forward passes). Gradient checkpointing
 and FSDP sharding are applied here too, so the trainer gets models ready to train.
 """
@@ -49,9 +53,9 @@ def load_run_models(
     dtype: Any,
     resume_from: Path | None = None,
 ) -> RunModels:
-    """Load the run's models on ``device`` in ``dtype``; ``algorithm`` builds the value model
-    when ``req.value_model`` says one is needed."""
-    from rlvr.modeling import enable_gradient_checkpointing, load_policy
+    """Load the run's models on ``device``, computing in ``dtype``; ``algorithm`` builds the
+    value model when ``req.value_model`` says one is needed."""
+    from rlvr.modeling import TRAINED_DTYPE, enable_gradient_checkpointing, load_policy
 
     lora_cfg = model_cfg.lora
     policy_cfg = model_cfg
@@ -59,19 +63,24 @@ def load_run_models(
         policy_cfg = model_cfg.model_copy(
             update={"name_or_path": str(resume_from), "gguf_file": None, "revision": None}
         )
-    policy, tokenizer = load_policy(policy_cfg, device=device, dtype=dtype)
+    # Full fine-tuning trains every weight, so all are loaded in float32 (read exactly from a
+    # bfloat16 checkpoint, not rounded through one); under LoRA the base is frozen.
+    policy, tokenizer = load_policy(
+        policy_cfg, device=device, dtype=dtype if lora_cfg is not None else TRAINED_DTYPE
+    )
     disable_dropout(policy)
     if lora_cfg is not None:  # after disable_dropout: the adapters keep lora.dropout
         if resume_from is None:
             policy = lora.add_adapters(policy, lora_cfg)
         else:
             policy = lora.load_adapters(policy, resume_from, trainable=True)
+        trained_in_float32(policy)  # the adapters and any modules_to_save
 
     reference = None
     reference_is_base = req.reference_model and lora_cfg is not None
     if req.reference_model and not reference_is_base:
         if resume_from is None:
-            reference = copy.deepcopy(policy)
+            reference = copy.deepcopy(policy).to(dtype)
         else:  # the base, not the checkpoint
             reference, _ = load_policy(model_cfg, device=device, dtype=dtype)
         reference.eval().requires_grad_(False)
@@ -82,6 +91,7 @@ def load_run_models(
         # LoRA: from the transformers model inside peft, so the value model's copy of the
         # backbone is frozen too and trains its own adapters (and its head).
         value_model = algorithm.build_value_model(lora.forward_model(policy)).to(device)
+        trained_in_float32(value_model)
         disable_dropout(value_model)
 
     if training.gradient_checkpointing:
@@ -92,10 +102,21 @@ def load_run_models(
             )
 
     if dist.enabled and training.parallelism == "fsdp":  # the reference stays whole
-        distributed.shard(policy, dist, cpu_offload=training.fsdp_cpu_offload)
+        distributed.shard(policy, dist, dtype, cpu_offload=training.fsdp_cpu_offload)
     return RunModels(
         policy, tokenizer, reference, reference_is_base, value_model, pad_token_id(tokenizer)
     )
+
+
+def trained_in_float32(model: Any) -> None:
+    """Cast the weights that train (``requires_grad``) to float32 in place, leaving the frozen
+    ones in their dtype: peft keeps a 16-bit base's adapters in float32, but not every module
+    it trains (``modules_to_save`` copies), nor a value head built beside them."""
+    from rlvr.modeling import TRAINED_DTYPE
+
+    for param in model.parameters():
+        if param.requires_grad and param.is_floating_point() and param.dtype != TRAINED_DTYPE:
+            param.data = param.data.to(TRAINED_DTYPE)
 
 
 def pad_token_id(tokenizer: Any) -> int:

@@ -135,8 +135,9 @@ class PolicyUpdate:
         total_updates: int,
         dist: Dist | None = None,
     ) -> None:
-        from rlvr.modeling import completion_logprobs, prefix_hidden, shared_layers
+        from rlvr.modeling import autocast, completion_logprobs, prefix_hidden, shared_layers
 
+        self._autocast_to = autocast
         self._completion_logprobs = completion_logprobs
         self._prefix_hidden = prefix_hidden
         self.policy = policy
@@ -223,10 +224,8 @@ class PolicyUpdate:
     # ------------------------------------------------------------------ model passes
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.device.type == "cuda":
-            dtype = torch.float16 if self.dtype == torch.float16 else torch.bfloat16
-            return torch.autocast("cuda", dtype=dtype)
-        return contextlib.nullcontext()
+        """The passes compute in the run's dtype; the trained weights stay float32."""
+        return self._autocast_to(self.device, self.dtype)
 
     def _micro_batches(self, batch: RolloutBatch) -> Iterator[torch.Tensor]:
         """Row indices of each micro-batch. With several micro-batches the rows go longest

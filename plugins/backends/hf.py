@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from rlvr.modeling import eos_token_ids
+from rlvr.modeling import autocast, eos_token_ids
 from rlvr.plugins.backends.params import HFParams
 from rlvr.protocols import Generation, RunInfo, SamplingParams, check_request
 
@@ -44,7 +44,8 @@ class HFGenerator:
     - ``sampling.seed`` seeds torch's RNG for the call only (``torch.random.fork_rng``, so the
       training RNG is untouched): the same prompts, ``n``, seed and ``batch_size`` give the same
       completions. Without a seed, the global torch RNG is used.
-    - Runs under ``torch.no_grad()`` in eval mode; the model's train mode is restored after.
+    - Runs under ``torch.no_grad()`` in eval mode (the model's train mode is restored after),
+      and under autocast to ``run.dtype`` when that is a 16-bit dtype.
     """
 
     def __init__(self, params: HFParams, run: RunInfo, model: Any, tokenizer: Any):
@@ -76,7 +77,8 @@ class HFGenerator:
         try:
             # A clean generation_config, so no default of the model's leaks into sampling.
             self.model.generation_config = self._base_config(saved_config)
-            with torch.no_grad(), _seeded(sampling.seed, device):
+            # In the run's compute dtype: trained weights are float32 (rlvr.modeling.autocast).
+            with torch.no_grad(), _seeded(sampling.seed, device), autocast(device, self.run.dtype):
                 for start in range(0, len(sequences), batch):
                     chunk = sequences[start : start + batch]
                     for ids, cut in self._generate_chunk(chunk, config, device):

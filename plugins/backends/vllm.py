@@ -16,7 +16,8 @@ How it works:
   to a temporary directory and vLLM starts with dummy weights. Either way the training model's
   weights are pushed into the engine right after it starts (:meth:`VLLMGenerator.sync_weights`),
   so the engine always samples from exactly the model it was given. The engine's dtype is the
-  training model's (float32 on CPU, bfloat16 on CUDA by rlvr's defaults).
+  run's compute dtype (``run.dtype``: float32 on CPU, bfloat16 on CUDA by rlvr's defaults),
+  and the synced weights (float32 where they train) are rounded to it.
 - **Sampling.** Each of the ``len(prompts) * n`` completions is one vLLM request; with
   ``sampling.seed`` set, completion ``k`` gets its own seed derived from ``(seed, k)``, so it
   does not depend on what else is in the batch (same prompts, ``n`` and seed: same
@@ -189,7 +190,8 @@ class VLLMGenerator:
         base = model.get_base_model() if is_peft(model) else model
         first = next(base.parameters())
         self.device = first.device
-        self.dtype = first.dtype
+        # The run's compute dtype, not the weights': trained weights are float32 whatever it is.
+        self.dtype = run.dtype
         self.on_cpu = self.device.type == "cpu"
         self.eos_ids = eos_token_ids(base, tokenizer)
         if not self.eos_ids:
@@ -230,7 +232,7 @@ class VLLMGenerator:
             "model": str(source),
             "tokenizer": str(tokenizer_dir),
             "load_format": load_format,
-            "dtype": str(self.dtype).removeprefix("torch."),
+            "dtype": self.dtype,
             "seed": params.seed if params.seed is not None else run.seed,
             "max_model_len": max_model_len,
             "max_num_seqs": params.max_num_seqs,
