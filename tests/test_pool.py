@@ -190,7 +190,11 @@ def test_ctrl_c_interrupts_a_call_and_the_pool_recovers():
         pool.wait_ready()
 
         def ctrl_c():  # what a terminal does: SIGINT to the parent and its workers
-            for pid in [os.getpid()] + [w.proc.pid for w in pool._workers]:
+            # To the parent's main thread itself: a signal sent to the process may land on
+            # another of its threads (this timer's, torch's), and then the main thread, asleep
+            # in poll(), can miss it (seen once in a full CI run, never alone).
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            for pid in [w.proc.pid for w in pool._workers]:
                 os.kill(pid, signal.SIGINT)
 
         # Python runs a signal's handler wherever the main thread is: inside an object's
