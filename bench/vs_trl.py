@@ -2,12 +2,15 @@
 
     python bench/vs_trl.py --threads 1                            # tiny, vocab150k, smollm2
     python bench/vs_trl.py --models tiny --steps 3 --warmup 1 --json out.json
+    python bench/vs_trl.py --device cuda --trl-python python3      # a GPU host with trl installed
 
 TRL is never a dependency of rlvr: the first run creates ``bench/.venv-trl`` (gitignored) with
 ``trl==1.16.0`` (the newest release; it needs ``transformers>=4.56.2``) and *our* versions of
 torch, transformers, accelerate and datasets, all from the package index, and reuses it after
-that (delete it to rebuild). Each framework trains in its own fresh process (TRL's in that venv),
-so each peak RSS (``ru_maxrss``, model loading included) is its own.
+that (delete it to rebuild); ``--trl-python`` names an interpreter that already has ``trl``
+instead (a host without a package index). Each framework trains in its own fresh process (TRL's
+in that venv), so each peak RSS (``ru_maxrss``, model loading included) and, on CUDA, each peak
+of allocated GPU memory (``torch.cuda.max_memory_allocated``) is its own.
 
 Models (written once to a temp dir; both frameworks load the same directory):
 
@@ -17,7 +20,11 @@ Models (written once to a temp dir; both frameworks load the same directory):
   same in both frameworks, so most completions decode to short strings);
 - ``smollm2``: SmolLM2-135M-Instruct, dequantized by rlvr from
   ``examples/models/SmolLM2-135M-Instruct.Q4_1.gguf`` (``bash examples/fetch_smollm2.sh``)
-  and saved as a plain float32 HF directory that both load.
+  and saved as a plain float32 HF directory that both load;
+- ``qwen0.5b-shape`` (not in the default set): Qwen2.5-0.5B's layers and 151,936-token
+  vocabulary with random weights and the tiny tokenizer, for GPU hosts: the compute and memory
+  of a real 0.5B model without a download (random weights rarely stop early, so completions
+  run to the limit in both frameworks).
 
 Identical work, setting by setting (rlvr config key <-> ``GRPOConfig`` field):
 
@@ -36,21 +43,26 @@ Identical work, setting by setting (rlvr config key <-> ``GRPOConfig`` field):
   ``scale_rewards: group``, ``num_iterations: 1``, ``beta`` = ``--beta`` (0: no reference
   model); TRL ``loss_type="grpo"``, the same ``epsilon``, ``scale_rewards``, ``num_iterations``,
   ``beta``, ``mask_truncated_completions: False``, ``top_entropy_quantile: 1``;
-- optimizer: AdamW (``adamw_torch``), the same learning rate, constant schedule, no warmup,
-  ``max_grad_norm: 1``, weight decay 0; float32 everywhere (TRL ``bf16: False``), no gradient
-  checkpointing (TRL's default is on), ``use_cpu: True``;
+- optimizer: AdamW (``adamw_torch``; fused on CUDA: rlvr always, TRL ``adamw_torch_fused``),
+  the same learning rate, constant schedule, no warmup, ``max_grad_norm: 1``, weight decay 0;
+  no gradient checkpointing (TRL's default is on);
+- precision: ``--device cpu`` (the default) float32 everywhere (rlvr ``dtype: float32``, TRL
+  ``bf16: False``, ``use_cpu: True``); ``--device cuda`` float32 weights computing in bfloat16
+  under autocast in both (rlvr ``dtype: bfloat16``, TRL a float32 model with ``bf16: True``);
 - reward: :func:`format_reward`, a plain TRL-style function; rlvr calls it through the
   ``callable`` reward, in-process (``reward_workers: 0``), TRL calls it directly;
 - threads: ``torch.set_num_threads(--threads)`` in both workers; same seed.
 
-Timing: steps after the first ``--warmup`` are averaged. rlvr: its own ``step_time``,
+Timing: steps after the first ``--warmup`` are averaged (on CUDA each worker synchronises the
+device at the step's edges). rlvr: its own ``step_time``,
 ``generation_time`` (the backend's ``generate``) and ``scoring_time`` from ``metrics.jsonl``.
 TRL: a ``TrainerCallback`` takes the wall time from ``on_step_begin`` to ``on_step_end`` (its
 generation happens inside the step, in ``_prepare_inputs``); its ``_generate_single_turn``
 (``model.generate`` with TRL's padding and EOS masking) and ``_calculate_rewards`` are wrapped
 with timers. For both, "training" is step - generation - scoring (log-probabilities, loss,
-backward, optimizer step, bookkeeping). The table also prints completions, prompt tokens and
-completion tokens per step, counted inside each framework, so a mismatch in the work shows.
+backward, optimizer step, bookkeeping). Tokens/s is completion tokens per second of a whole
+step. The table also prints completions, prompt tokens and completion tokens per step, counted
+inside each framework, so a mismatch in the work shows.
 """
 
 from __future__ import annotations
@@ -74,8 +86,18 @@ HERE = THIS.parent
 REPO = HERE.parent
 TRL_VENV = HERE / ".venv-trl"
 TRL_VERSION = "1.16.0"
-MODELS = ("tiny", "vocab150k", "smollm2")
+MODELS = ("tiny", "vocab150k", "smollm2", "qwen0.5b-shape")
+DEFAULT_MODELS = ("tiny", "vocab150k", "smollm2")
 QWEN_VOCAB = 151_936
+#: Qwen2.5-0.5B's shape (494M parameters), random weights: a real-size model for a GPU host,
+#: where no pretrained one can be downloaded. Too slow for the 2-core CPU machines.
+QWEN05B_SHAPE = {
+    "hidden_size": 896,
+    "num_layers": 24,
+    "num_heads": 14,
+    "num_kv_heads": 2,
+    "intermediate_size": 4864,
+}
 GGUF = REPO / "examples" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 GSM8K = REPO / "examples" / "data" / "gsm8k" / "train.jsonl"
 SYSTEM_PROMPT = (
@@ -101,7 +123,11 @@ def format_reward(completions: list[Any], **kwargs: Any) -> list[float]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    parser.add_argument(
+        "--models",
+        default=",".join(DEFAULT_MODELS),
+        help=f"comma-separated, of {', '.join(MODELS)}",
+    )
     parser.add_argument("--steps", type=int, default=4, help="timed steps")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps before them")
     parser.add_argument("--threads", type=int, default=1, help="torch threads in both workers")
@@ -110,6 +136,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-completion-length", type=int, default=64)
     parser.add_argument("--beta", type=float, default=0.0, help="KL coefficient (both)")
     parser.add_argument("--learning-rate", type=float, default=1e-6)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument(
+        "--trl-python", help="a python that imports trl (default: the bench's own venv)"
+    )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--child", nargs=2, metavar=("FRAMEWORK", "SPEC"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -125,6 +155,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--warmup must be 0 or more")
     if args.generations < 2:
         parser.error("--generations must be at least 2 (GRPO compares completions of a prompt)")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--device cuda: torch sees no GPU here")
     return args
 
 
@@ -142,6 +177,7 @@ def work_spec(args: argparse.Namespace, model_dir: Path, data: Path, out: Path) 
         "max_completion_length": args.max_completion_length,
         "beta": args.beta,
         "learning_rate": args.learning_rate,
+        "device": args.device,
         "seed": 0,
     }
 
@@ -149,7 +185,10 @@ def work_spec(args: argparse.Namespace, model_dir: Path, data: Path, out: Path) 
 def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
     """The rlvr config of ``spec``: ``per_device_train_batch_size`` counts prompts."""
     return {
-        "model": {"name_or_path": spec["model"], "dtype": "float32"},
+        "model": {
+            "name_or_path": spec["model"],
+            "dtype": "bfloat16" if spec["device"] == "cuda" else "float32",
+        },
         "data": {"path": spec["data"], "prompt_field": "prompt"},
         "rewards": [{"name": "callable", "params": {"function": f"{THIS}:format_reward"}}],
         "algorithm": {
@@ -189,6 +228,7 @@ def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
 def trl_config(spec: dict[str, Any]) -> dict[str, Any]:
     """``GRPOConfig`` keyword arguments for ``spec``: ``per_device_train_batch_size`` counts
     completions."""
+    cuda = spec["device"] == "cuda"
     return {
         "output_dir": spec["output_dir"],
         "max_steps": spec["steps"],
@@ -213,11 +253,11 @@ def trl_config(spec: dict[str, Any]) -> dict[str, Any]:
         "warmup_steps": 0,
         "max_grad_norm": 1.0,
         "weight_decay": 0.0,
-        "optim": "adamw_torch",
-        "bf16": False,
+        "optim": "adamw_torch_fused" if cuda else "adamw_torch",
+        "bf16": cuda,
         "fp16": False,
         "gradient_checkpointing": False,
-        "use_cpu": True,
+        "use_cpu": not cuda,
         "model_init_kwargs": {"dtype": "float32"},
         "logging_steps": 1,
         "save_strategy": "no",
@@ -241,11 +281,26 @@ def summarize(steps: list[dict[str, float]], warmup: int) -> dict[str, float]:
     out |= {k: mean(k) for k in ("prompt_tokens", "completion_tokens")}
     out["training"] = out["step"] - out["generation"] - out["scoring"]
     out["mean_length"] = out["completion_tokens"] / max(out["completions"], 1)
+    out["tokens_per_s"] = out["completion_tokens"] / out["step"] if out["step"] else 0.0
     return out
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _peaks() -> dict[str, float]:
+    """Peak RSS and, when CUDA was used, peak allocated GPU memory, in MiB."""
+    import torch
+
+    peaks = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        peaks["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return peaks
+
+
+def _sync(spec: dict[str, Any]) -> None:
+    """Wait for the GPU, so a step's wall time holds its kernels."""
+    if spec["device"] == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
 
 
 # --------------------------------------------------------------------------- workers
@@ -291,7 +346,7 @@ def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
         }
         for m, c in zip(read_metrics(spec["output_dir"]), counts, strict=True)
     ]
-    return {"steps": steps, "peak_rss_mb": _peak_rss_mb()}
+    return {"steps": steps, **_peaks()}
 
 
 def child_trl(spec: dict[str, Any]) -> dict[str, Any]:
@@ -330,16 +385,18 @@ def child_trl(spec: dict[str, Any]) -> dict[str, Any]:
 
     class StepTimer(TrainerCallback):
         def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            _sync(spec)
             current.clear()
             current["start"] = time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            _sync(spec)
             record = {"step": time.perf_counter() - current.pop("start"), **current}
             steps.append({"generation": 0.0, "scoring": 0.0, **record})
 
     trainer.add_callback(StepTimer())
     trainer.train()
-    return {"steps": steps, "peak_rss_mb": _peak_rss_mb()}
+    return {"steps": steps, **_peaks()}
 
 
 # --------------------------------------------------------------------------- driver
@@ -377,11 +434,12 @@ def build_model(name: str, out: Path) -> Path:
 
     if name == "tiny":
         return build_tiny_model(out, hidden_size=256, num_layers=4)
-    if name == "vocab150k":
+    if name in ("vocab150k", "qwen0.5b-shape"):
         import torch
         from transformers import AutoConfig, AutoTokenizer, Qwen2ForCausalLM
 
-        build_tiny_model(out, hidden_size=256, num_layers=4)
+        shape = QWEN05B_SHAPE if name == "qwen0.5b-shape" else {"hidden_size": 256, "num_layers": 4}
+        build_tiny_model(out, **shape)
         config = AutoConfig.from_pretrained(out)
         config.vocab_size = QWEN_VOCAB
         with torch.random.fork_rng(devices=[]):
@@ -420,9 +478,16 @@ def write_prompts(path: Path, count: int) -> Path:
     return path
 
 
-def run_child(python: Path | str, framework: str, spec: dict[str, Any]) -> dict[str, Any]:
+def run_child(
+    python: Path | str, framework: str, spec: dict[str, Any], *, isolate: bool
+) -> dict[str, Any]:
+    """One framework's run in a fresh process; ``isolate`` hides PYTHONPATH from it (the TRL
+    venv must not see the packages of the environment that started the bench)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(spec["threads"])}
-    env["PYTHONPATH"] = ""  # the TRL venv must not see rlvr's packages
+    if isolate:
+        env["PYTHONPATH"] = ""
+    if spec["device"] == "cpu":  # rlvr takes a GPU whenever it sees one
+        env["CUDA_VISIBLE_DEVICES"] = ""
     proc = subprocess.run(
         [str(python), __file__, "--child", framework, json.dumps(spec)],
         capture_output=True,
@@ -436,16 +501,22 @@ def run_child(python: Path | str, framework: str, spec: dict[str, Any]) -> dict[
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _row(name: str, r: dict[str, float], peak: float) -> str:
+def _row(name: str, r: dict[str, float], peak_key: str) -> str:
     return (
         f"| {name} | {r['step']:.2f} | {r['generation']:.2f} | {r['training']:.2f} | "
-        f"{r['scoring']:.3f} | {peak:.0f} | {r['completions']:.0f} | {r['prompt_tokens']:.0f} | "
-        f"{r['completion_tokens']:.0f} | {r['mean_length']:.1f} |"
+        f"{r['scoring']:.3f} | {r['tokens_per_s']:.1f} | {r[peak_key]:.0f} | "
+        f"{r['completions']:.0f} | {r['prompt_tokens']:.0f} | {r['completion_tokens']:.0f} | "
+        f"{r['mean_length']:.1f} |"
     )
 
 
 def compare(args: argparse.Namespace) -> dict[str, Any]:
-    trl_python = ensure_trl_venv()
+    trl_python = args.trl_python or ensure_trl_venv()
+    peak_key, peak_label = (
+        ("peak_gpu_mb", "peak GPU MiB")
+        if args.device == "cuda"
+        else ("peak_rss_mb", "peak RSS MiB")
+    )
     results: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "child"}}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -454,33 +525,30 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
             model_dir = build_model(name, root / name)
             print(
                 f"\n## {name}: {args.prompts} prompts x {args.generations} completions, up to "
-                f"{args.max_completion_length} tokens, beta {args.beta}, {args.threads} thread(s);"
-                f" mean of steps {args.warmup + 1}..{args.warmup + args.steps}\n"
+                f"{args.max_completion_length} tokens, beta {args.beta}, {args.threads} thread(s),"
+                f" {args.device}; mean of steps {args.warmup + 1}..{args.warmup + args.steps}\n"
             )
             print(
-                "| framework | s/step | generation s | training s | scoring s | peak RSS MiB "
-                "| completions | prompt tokens | completion tokens | mean length |"
+                "| framework | s/step | generation s | training s | scoring s | tokens/s "
+                f"| {peak_label} | completions | prompt tokens | completion tokens | mean length |"
             )
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             out: dict[str, Any] = {}
             for framework, python in (("rlvr", sys.executable), ("trl", trl_python)):
                 spec = work_spec(args, model_dir, data, root / f"{name}-{framework}")
-                raw = run_child(python, framework, spec)
-                out[framework] = {
-                    **summarize(raw["steps"], args.warmup),
-                    "peak_rss_mb": raw["peak_rss_mb"],
-                }
-                print(_row(framework, out[framework], raw["peak_rss_mb"]), flush=True)
+                isolate = framework == "trl" and not args.trl_python
+                raw = run_child(python, framework, spec, isolate=isolate)
+                peaks = {k: v for k, v in raw.items() if k.startswith("peak_")}
+                out[framework] = {**summarize(raw["steps"], args.warmup), **peaks}
+                print(_row(framework, out[framework], peak_key), flush=True)
             a, b = out["rlvr"], out["trl"]
-            ratio = {
-                k: a[k] / b[k] if b[k] else float("nan")
-                for k in ("step", "generation", "training", "peak_rss_mb", "mean_length")
-            }
+            keys = ("step", "generation", "training", "tokens_per_s", peak_key, "mean_length")
+            ratio = {k: a[k] / b[k] if b[k] else float("nan") for k in keys}
             out["ratio"] = ratio
             print(
                 f"| rlvr/TRL | {ratio['step']:.2f}x | {ratio['generation']:.2f}x | "
-                f"{ratio['training']:.2f}x | | {ratio['peak_rss_mb']:.2f}x | | | | "
-                f"{ratio['mean_length']:.2f}x |"
+                f"{ratio['training']:.2f}x | | {ratio['tokens_per_s']:.2f}x | "
+                f"{ratio[peak_key]:.2f}x | | | | {ratio['mean_length']:.2f}x |"
             )
             for key in ("completions", "prompt_tokens"):
                 if a[key] != b[key]:

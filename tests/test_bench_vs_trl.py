@@ -98,3 +98,29 @@ def test_summarize_drops_warmup_and_splits_the_step(vs_trl):
     assert out["step"] == 5 and out["generation"] == 2 and out["scoring"] == 1
     assert out["training"] == 2
     assert out["mean_length"] == 6  # 24 tokens / 4 completions
+    assert out["tokens_per_s"] == 24 / 5  # completion tokens per second of a whole step
+
+
+def test_on_cuda_both_train_float32_weights_in_bfloat16(vs_trl, tmp_path, monkeypatch, capsys):
+    """``--device cuda``: rlvr's bfloat16 compute dtype (float32 trained weights) against TRL's
+    float32 model with bf16 autocast, fused AdamW in both; refused where torch sees no GPU."""
+    import torch
+
+    args = vs_trl.parse_args([])
+    assert args.device == "cpu"
+    cpu = vs_trl.work_spec(args, tmp_path / "model", tmp_path / "d.jsonl", tmp_path / "out")
+    assert vs_trl.rlvr_config(cpu)["model"]["dtype"] == "float32"
+    assert vs_trl.trl_config(cpu)["use_cpu"] is True
+
+    args.device = "cuda"
+    spec = vs_trl.work_spec(args, tmp_path / "model", tmp_path / "d.jsonl", tmp_path / "out")
+    rlvr_raw, trl = vs_trl.rlvr_config(spec), vs_trl.trl_config(spec)
+    assert load_config(rlvr_raw, create_host()).model.dtype == "bfloat16"
+    assert (trl["bf16"], trl["fp16"], trl["use_cpu"]) == (True, False, False)
+    assert trl["model_init_kwargs"] == {"dtype": "float32"}
+    assert trl["optim"] == "adamw_torch_fused"
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit):
+        vs_trl.parse_args(["--device", "cuda"])
+    assert "torch sees no GPU" in capsys.readouterr().err

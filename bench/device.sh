@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The GPU checks, prepared as one command for a GPU host that has torch, transformers, peft,
+# accelerate, pyarrow and pluggy but no package index (the machines some sessions are lent).
+#
+#   bash bench/device.sh fetch    # here, with a package index: the missing wheels into .whl/
+#   bash bench/device.sh run      # there, from the repo root, with .whl/ carried along
+#
+# `run` installs the wheels and rlvr into /tmp/site, then (logs and results under $OUT, else
+# ./device-out):
+#   1. tests/test_precision.py and the LoRA and trainer tests: training picks CUDA when it sees
+#      a GPU, so these are the CUDA path (float32 trained weights, bfloat16 autocast, fused AdamW);
+#   2. bench/vs_trl.py --device cuda: rlvr vs TRL's GRPOTrainer on identical work, bfloat16
+#      autocast in both, on the tiny model, the 151,936-token vocabulary and Qwen2.5-0.5B's shape.
+# RLVR_DEVICE=cpu runs the same on the CPU (tiny model only), to check the script itself.
+# Never run on a GPU yet: no session of this project has been lent one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# What the GPU image lacks: rlvr's and TRL's pure-Python needs (pydantic-core is compiled).
+WHEELS=(pydantic pydantic-core annotated-types typing-inspection math-verify
+        latex2sympy2-extended antlr4-python3-runtime datasets dill multiprocess)
+TRL="trl==1.16.0"
+
+fetch() {
+  mkdir -p .whl
+  grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+  local pins=("$TRL")
+  for name in "${WHEELS[@]}"; do  # the versions tested here
+    pins+=("$name==$(python -c "import importlib.metadata as m; print(m.version('$name'))")")
+  done
+  # The GPU image's Python is 3.12; RLVR_WHEEL_PYTHON=3.11 fetches for this one (a CPU check).
+  python -m pip download -q --no-deps --only-binary=:all: \
+    --python-version "${RLVR_WHEEL_PYTHON:-3.12}" \
+    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d .whl "${pins[@]}"
+  ls -l .whl
+}
+
+run() {
+  local device="${RLVR_DEVICE:-cuda}" out="${OUT:-device-out}" site=/tmp/site
+  mkdir -p "$out"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$site" .whl/*.whl
+  # rlvr itself (not editable: its entry points must be found on the path)
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade \
+    --target "$site" .
+  export PYTHONPATH="$site" HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+  python3 -c "import torch, rlvr; print('torch', torch.__version__, torch.cuda.is_available())" \
+    | tee "$out/env.txt"
+  if [ "$device" = cuda ]; then
+    nvidia-smi --query-gpu=name,memory.total --format=csv | tee -a "$out/env.txt"
+  fi
+
+  set +e
+  timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_precision.py \
+    tests/test_lora.py tests/test_trainer.py -m "not slow and not vllm" 2>&1 \
+    | tee "$out/tests.log" | tail -25
+  local models=tiny,vocab150k,qwen0.5b-shape
+  [ "$device" = cuda ] || models=tiny
+  timeout 300 python3 bench/vs_trl.py --device "$device" --trl-python python3 \
+    --models "$models" --steps 3 --warmup 1 --prompts 4 --generations 8 \
+    --max-completion-length 256 --json "$out/vs_trl.json" 2>&1 | tee "$out/vs_trl.md"
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  run) run ;;
+  *) echo "usage: bash bench/device.sh fetch|run" >&2; exit 2 ;;
+esac
