@@ -3,14 +3,15 @@
 - the policy and its tokenizer: under LoRA (``model.lora``) the base model wrapped with its
   adapters (new ones, or the checkpoint's), otherwise the full model (the checkpoint's weights
   on resume);
-- the reference model, when the algorithm asks for one: a frozen copy of the base; under LoRA
-  none, since the policy with its adapters switched off is the base (no second copy in memory);
+- the reference model, when the algorithm asks for one: the base model, loaded a second time
+  and frozen; under LoRA none, since the policy with its adapters switched off is the base (no
+  second copy in memory);
 - the value model, when the algorithm asks for one (built by the algorithm, on the policy's
   backbone).
 
 Precision (:data:`rlvr.modeling.TRAINED_DTYPE`): every weight the optimizer updates is float32;
 ``dtype`` (bfloat16 on CUDA by default) is what the passes compute in, under autocast, and what
-the frozen weights are stored in: the reference copy and, under LoRA, the base model.
+the frozen weights are stored in: the reference model and, under LoRA, the base model.
 
 Dropout is off in all of them (RL ratios compare two forward passes). Gradient checkpointing
 and FSDP sharding are applied here too, so the trainer gets models ready to train.
@@ -18,7 +19,6 @@ and FSDP sharding are applied here too, so the trainer gets models ready to trai
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,10 +79,9 @@ def load_run_models(
     reference = None
     reference_is_base = req.reference_model and lora_cfg is not None
     if req.reference_model and not reference_is_base:
-        if resume_from is None:
-            reference = copy.deepcopy(policy).to(dtype)
-        else:  # the base, not the checkpoint
-            reference, _ = load_policy(model_cfg, device=device, dtype=dtype)
+        # The base (on resume too: not the checkpoint), read again in the compute dtype: no
+        # float32 copy of the policy on the way.
+        reference, _ = load_policy(model_cfg, device=device, dtype=dtype)
         reference.eval().requires_grad_(False)
         disable_dropout(reference)
 
