@@ -401,10 +401,10 @@ def evaluate(
         )
         generator = None
         try:
-            model, tokenizer, model_desc = _load_model(config, model_path)
+            device, dtype = resolve_device_dtype(config.model.dtype)
+            model, tokenizer, model_desc = _load_model(config, model_path, device, dtype)
             prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
             evaluation = Evaluation(config, prompts, k=k, metric=metric, threshold=threshold)
-            device, dtype = resolve_device_dtype(config.model.dtype)
             run = RunInfo.from_config(
                 config, num_generations=k, device=device, dtype=dtype, evaluation=True
             )
@@ -502,11 +502,12 @@ def _backend(config: Any, host: Any) -> tuple[str, Any, Any]:
     return name, params, record
 
 
-def _load_model(config: Any, model_path: Path | None) -> tuple[Any, Any, str]:
+def _load_model(
+    config: Any, model_path: Path | None, device: Any, dtype: Any
+) -> tuple[Any, Any, str]:
     from rlvr import lora
-    from rlvr.modeling import load_policy, resolve_device_dtype
+    from rlvr.modeling import load_policy
 
-    device, dtype = resolve_device_dtype(config.model.dtype)
     cfg = config.model
     if model_path is not None and lora.is_adapter_checkpoint(model_path):
         model, tokenizer = load_policy(cfg, device=device, dtype=dtype)
