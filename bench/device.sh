@@ -7,8 +7,8 @@
 #
 # `run` installs the wheels and rlvr into /tmp/site, then (logs and results under $OUT, else
 # ./device-out):
-#   1. tests/test_precision.py and the LoRA and trainer tests: training picks CUDA when it sees
-#      a GPU, so these are the CUDA path (float32 trained weights, bfloat16 autocast, fused AdamW);
+#   1. every test file that trains, evaluates or generates: training picks CUDA when it sees a
+#      GPU, so these run the CUDA path (float32 trained weights, bfloat16 autocast, fused AdamW);
 #   2. bench/vs_trl.py --device cuda: rlvr vs TRL's GRPOTrainer on identical work, bfloat16
 #      autocast in both, on the tiny model, the 151,936-token vocabulary and Qwen2.5-0.5B's shape.
 # RLVR_DEVICE=cpu runs the same on the CPU (tiny model only), to check the script itself.
@@ -52,12 +52,17 @@ run() {
   fi
 
   set +e
-  timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_precision.py \
-    tests/test_lora.py tests/test_trainer.py -m "not slow and not vllm" 2>&1 \
-    | tee "$out/tests.log" | tail -25
+  # Every test file that trains, evaluates or generates (222 tests, 30 s on 2 CPU cores).
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -m "not slow and not vllm" -rfE \
+    tests/test_precision.py tests/test_lora.py tests/test_trainer.py \
+    tests/test_trainer_family.py tests/test_update.py tests/test_run_models.py \
+    tests/test_train_eval.py tests/test_evaluate.py tests/test_backend_hf.py \
+    tests/test_algorithms_family.py tests/test_sampler_correction.py \
+    tests/test_training_keys.py tests/test_modeling.py 2>&1 \
+    | tee "$out/tests.log" | tail -40
   local models=tiny,vocab150k,qwen0.5b-shape
   [ "$device" = cuda ] || models=tiny
-  timeout 300 python3 bench/vs_trl.py --device "$device" --trl-python python3 \
+  timeout 320 python3 bench/vs_trl.py --device "$device" --trl-python python3 \
     --models "$models" --steps 3 --warmup 1 --prompts 4 --generations 8 \
     --max-completion-length 256 --json "$out/vs_trl.json" 2>&1 | tee "$out/vs_trl.md"
 }

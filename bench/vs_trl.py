@@ -480,9 +480,10 @@ def write_prompts(path: Path, count: int) -> Path:
 
 def run_child(
     python: Path | str, framework: str, spec: dict[str, Any], *, isolate: bool
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """One framework's run in a fresh process; ``isolate`` hides PYTHONPATH from it (the TRL
-    venv must not see the packages of the environment that started the bench)."""
+    venv must not see the packages of the environment that started the bench). A failed worker
+    gives None, so one failure does not lose the other models' figures."""
     env = {**os.environ, "OMP_NUM_THREADS": str(spec["threads"])}
     if isolate:
         env["PYTHONPATH"] = ""
@@ -497,7 +498,8 @@ def run_child(
     )
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr[-6000:])
-        raise SystemExit(f"the {framework} worker failed ({proc.returncode})")
+        print(f"the {framework} worker failed ({proc.returncode}); its stderr is above", flush=True)
+        return None
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -538,9 +540,14 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
                 spec = work_spec(args, model_dir, data, root / f"{name}-{framework}")
                 isolate = framework == "trl" and not args.trl_python
                 raw = run_child(python, framework, spec, isolate=isolate)
+                if raw is None:
+                    continue
                 peaks = {k: v for k, v in raw.items() if k.startswith("peak_")}
                 out[framework] = {**summarize(raw["steps"], args.warmup), **peaks}
                 print(_row(framework, out[framework], peak_key), flush=True)
+            results[name] = out
+            if len(out) < 2:
+                continue
             a, b = out["rlvr"], out["trl"]
             keys = ("step", "generation", "training", "tokens_per_s", peak_key, "mean_length")
             ratio = {k: a[k] / b[k] if b[k] else float("nan") for k in keys}
@@ -553,7 +560,6 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
             for key in ("completions", "prompt_tokens"):
                 if a[key] != b[key]:
                     print(f"WARNING: {key} per step differ (rlvr {a[key]}, TRL {b[key]})")
-            results[name] = out
     return results
 
 
@@ -571,6 +577,8 @@ def main() -> None:
     results = compare(args)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    if any("ratio" not in results[name] for name in args.models):
+        raise SystemExit("some workers failed: their errors are above")
 
 
 if __name__ == "__main__":
