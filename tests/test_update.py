@@ -99,7 +99,9 @@ def test_sorted_micro_batches_change_nothing(tiny):
             batch.completion_ids,
             batch.completion_mask,
         )
-    torch.testing.assert_close(filled.old_logp, expected, rtol=1e-5, atol=1e-5)
+    # Rows padded to other lengths round differently: up to 8e-5 relative in float32 on a
+    # 16-core x86 host (1e-6 on these 2 cores). A row-order bug gives differences of order 1.
+    torch.testing.assert_close(filled.old_logp, expected, rtol=2e-4, atol=1e-5)
 
     r_split, r_whole = split.update(filled, first=True), whole.update(filled, first=True)
     assert r_split.loss == pytest.approx(r_whole.loss, rel=1e-5)
