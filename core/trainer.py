@@ -24,7 +24,8 @@ checkpointed. A run interrupted and resumed therefore logs the same metrics as a
 uninterrupted one (on CPU, up to timing fields).
 
 Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns; so does
-``max_minutes``, before a step that would end past the budget. A step that
+``max_minutes``, before a step that would end past the budget, keeping room for the eval (when
+``eval_steps`` is set) that it then runs on the last step, as at a run's planned end. A step that
 raises (a second Ctrl-C, an error) before its first optimizer update is forgotten and the run
 saved at the step before it; a non-finite loss or gradient norm skips the update, and
 ``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`.
@@ -151,7 +152,9 @@ class Trainer:
         self.log: MetricsLogger | None = None
         self.evaluation: Evaluation | None = None
         self._started = _clock()  # max_minutes counts from here (model loading included)
-        self._longest_step = 0.0
+        self._longest_step = 0.0  # seconds, evals excluded
+        self._longest_eval = 0.0  # seconds; max_minutes keeps room for one more eval
+        self._eval_seconds = 0.0  # all evals so far
 
     # ------------------------------------------------------------------ setup
 
@@ -389,6 +392,7 @@ class Trainer:
         """The current policy on the eval split, as ``eval/...`` metrics (every rank gets
         them; each generated its share of the prompts)."""
         assert self.evaluation is not None
+        began = _clock()
         self.policy.eval()
         with distributed.gathered(self.policy):  # FSDP: whole weights while generating
             _, summary = self.evaluation.run(
@@ -399,7 +403,18 @@ class Trainer:
                 reward_errors=self.reward_errors,
                 step=self.step,
             )
+        took = _clock() - began
+        self._eval_seconds += took
+        self._longest_eval = max(self._longest_eval, took)
         return eval_metrics(summary)
+
+    def _eval_at_stop(self) -> None:
+        """A run that max_minutes stops ends with the eval its last step would have had."""
+        if self.evaluation is None or self.t.eval_steps is None or self._eval_due():
+            return  # no eval configured, or this step has just had its own
+        m = {"step": self.step, **self.evaluate()}
+        if self.log is not None:
+            self.log.log(m)
 
     def _echo(self, message: str) -> None:
         if self.log is not None:
@@ -488,7 +503,7 @@ class Trainer:
                 while self.step < self.max_steps:
                     self._step_start = (self.step, self.sampler.position)
                     self.update.stepped = False
-                    step_began = _clock()
+                    step_began, evals_before = _clock(), self._eval_seconds
                     try:
                         self.train_step()
                     except BaseException:  # Ctrl-C, nothing to train on, out of memory...
@@ -505,18 +520,27 @@ class Trainer:
                         )
                     if self.step % self.t.save_steps == 0:
                         self.save()
-                    self._longest_step = max(self._longest_step, _clock() - step_began)
+                    took = _clock() - step_began - (self._eval_seconds - evals_before)
+                    self._longest_step = max(self._longest_step, took)
                     out_of_time = self.step < self.max_steps and self._out_of_time()
                     # every rank stops at the same step
                     if self.dist.any(stop.requested or out_of_time):
                         if self._last_saved != self.step:
                             self.save()
+                        timed_out = out_of_time and not stop.requested
+                        if timed_out:
+                            self._eval_at_stop()
                         if self.log is not None:
                             why = (
                                 f" (training.max_minutes={self.t.max_minutes:g}: "
                                 f"{self._minutes():.1f} min used, a step takes up to "
-                                f"{self._longest_step / 60:.1f} min)"
-                                if out_of_time and not stop.requested
+                                f"{self._longest_step / 60:.1f} min"
+                                + (
+                                    f", an eval {self._longest_eval / 60:.1f} min)"
+                                    if self._longest_eval
+                                    else ")"
+                                )
+                                if timed_out
                                 else ""
                             )
                             self.log.write(
@@ -534,9 +558,11 @@ class Trainer:
         return (_clock() - self._started) / 60
 
     def _out_of_time(self) -> bool:
-        """Would one more step (as long as the longest so far) end past ``max_minutes``?"""
+        """Would one more step (as long as the longest so far), and the eval that ends a run
+        (as long as the longest so far), end past ``max_minutes``?"""
         budget = self.t.max_minutes
-        return budget is not None and self._minutes() + self._longest_step / 60 > budget
+        needed = self._longest_step + self._longest_eval
+        return budget is not None and self._minutes() + needed / 60 > budget
 
     def _save_after_interrupt(self) -> None:
         """A step that did not finish (Ctrl-C, an error): before any weight changed, forget

@@ -193,6 +193,44 @@ def test_resume_with_eval_gives_the_same_metrics(make_config, host, eval_file, m
     assert comparable(got) == comparable(expected)
 
 
+def test_max_minutes_keeps_room_for_the_closing_eval_and_runs_it(
+    make_config, host, eval_file, monkeypatch, capsys
+):
+    """Steps "take" 10 minutes and evals 5 (a fake clock); the budget is 45. The step-0 eval
+    ends at 5, steps 1-3 at 15, 25 and 35; a fourth step would fit (45) but not the eval after
+    it (50), so the run saves step 3, evaluates it (as a planned end would) and ends at 40."""
+    import rlvr.trainer as trainer_module
+    from rlvr.checkpoint import latest_checkpoint
+    from rlvr.evaluate import Evaluation
+
+    now = {"t": 0.0}
+    monkeypatch.setattr(trainer_module, "_clock", lambda: now["t"])
+    train_step, eval_run = trainer_module.Trainer.train_step, Evaluation.run
+
+    def timed_step(self):
+        now["t"] += 600.0
+        return train_step(self)
+
+    def timed_eval(self, *args, **kwargs):
+        now["t"] += 300.0
+        return eval_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module.Trainer, "train_step", timed_step)
+    monkeypatch.setattr(Evaluation, "run", timed_eval)
+    config = make_config(
+        data={"eval_path": str(eval_file)}, eval_steps=5, eval_limit=2, max_steps=8, max_minutes=45
+    )
+    run(config, host)
+    out = Path(config.training.output_dir)
+    assert [m["step"] for m in read_metrics(out)] == [0, 1, 2, 3, 3]
+    assert [m["step"] for m in eval_lines(out)] == [0, 3]
+    assert latest_checkpoint(out).name == "checkpoint-3"
+    assert now["t"] == 40 * 60
+    err = capsys.readouterr()
+    why = "40.0 min used, a step takes up to 10.0 min, an eval 5.0 min"
+    assert f"stopped at step 3 (training.max_minutes=45: {why})" in err.out + err.err
+
+
 def test_summaries_count_correct_and_format_compliant_completions(host):
     from rlvr.evaluate import Evaluation
 
