@@ -2,24 +2,30 @@
 # The GPU checks, prepared as one command for a GPU host that has torch, transformers, peft,
 # accelerate, pyarrow and pluggy but no package index (the machines some sessions are lent).
 #
-#   bash bench/device.sh fetch    # here, with a package index: the missing wheels into .whl/
-#   bash bench/device.sh run      # there, from the repo root, with .whl/ carried along
+#   bash bench/device.sh fetch                    # here: the missing wheels into .whl/
+#   bash bench/device.sh run [tests bench example] # there, from the repo root, .whl/ carried
 #
-# `run` installs the wheels and rlvr into /tmp/site, then (logs and results under $OUT, else
-# ./device-out):
-#   1. every test file that trains, evaluates or generates: training picks CUDA when it sees a
-#      GPU, so these run the CUDA path (float32 trained weights, bfloat16 autocast, fused AdamW);
-#   2. bench/vs_trl.py --device cuda: rlvr vs TRL's GRPOTrainer on identical work, bfloat16
-#      autocast in both, on the tiny model, the 151,936-token vocabulary and Qwen2.5-0.5B's shape.
+# `run` installs the wheels and rlvr into /tmp/site, then runs the parts named (all three by
+# default; logs and results under $OUT, else ./device-out):
+#   tests    every test file that trains, evaluates or generates: training picks CUDA when it
+#            sees a GPU, so these run the CUDA path (float32 trained weights, bfloat16 autocast,
+#            fused AdamW). RLVR_TESTS names other test files.
+#   bench    bench/vs_trl.py --device cuda: rlvr vs TRL's GRPOTrainer on identical work,
+#            bfloat16 autocast in both. RLVR_BENCH_MODELS picks the models (default: tiny,
+#            vocab150k, qwen0.5b-shape, and smollm2 when its GGUF is there).
+#   example  examples/gsm8k_smollm2.yaml with the hf backend for RLVR_EXAMPLE_MINUTES (default
+#            2) of wall time, greedy in-training eval on the first RLVR_EXAMPLE_EVAL (96) test
+#            questions at the start and the end; needs examples/models/SmolLM2-135M-Instruct.Q4_1.gguf (93 MB: over
+#            what one device call carries, so it travels in two halves, see the README).
 # RLVR_DEVICE=cpu runs the same on the CPU (tiny model only), to check the script itself.
-# Never run on a GPU yet: no session of this project has been lent one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What the GPU image lacks: rlvr's and TRL's pure-Python needs (pydantic-core is compiled).
 WHEELS=(pydantic pydantic-core annotated-types typing-inspection math-verify
-        latex2sympy2-extended antlr4-python3-runtime datasets dill multiprocess)
+        latex2sympy2-extended antlr4-python3-runtime datasets dill multiprocess gguf)
 TRL="trl==1.16.0"
+GGUF=examples/models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 fetch() {
   mkdir -p .whl
@@ -36,8 +42,44 @@ fetch() {
   ls -l .whl
 }
 
+tests() {
+  # 222 tests, 30 s on 2 CPU cores, 59 s on an H200 host.
+  local files="${RLVR_TESTS:-tests/test_precision.py tests/test_lora.py tests/test_trainer.py
+    tests/test_trainer_family.py tests/test_update.py tests/test_run_models.py
+    tests/test_train_eval.py tests/test_evaluate.py tests/test_backend_hf.py
+    tests/test_algorithms_family.py tests/test_sampler_correction.py
+    tests/test_training_keys.py tests/test_modeling.py}"
+  # shellcheck disable=SC2086
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -m "not slow and not vllm" -rfE $files \
+    2>&1 | tee "$out/tests.log" | tail -40
+}
+
+bench() {
+  local models=tiny,vocab150k,qwen0.5b-shape
+  [ -f "$GGUF" ] && models=tiny,vocab150k,smollm2,qwen0.5b-shape
+  [ "$device" = cuda ] || models=tiny
+  timeout 320 python3 bench/vs_trl.py --device "$device" --trl-python python3 \
+    --models "${RLVR_BENCH_MODELS:-$models}" --steps 3 --warmup 1 --prompts 4 --generations 8 \
+    --max-completion-length 256 --json "$out/vs_trl.json" 2>&1 | tee "$out/vs_trl.md"
+}
+
+example() {
+  [ -f "$GGUF" ] || { echo "example: $GGUF is missing, skipped"; return; }
+  local minutes="${RLVR_EXAMPLE_MINUTES:-2}" questions="${RLVR_EXAMPLE_EVAL:-96}"
+  local run=/tmp/rlvr-example
+  rm -rf "$run"
+  timeout $((minutes * 60 + 90)) python3 -m rlvr train examples/gsm8k_smollm2.yaml \
+    --set backend.name=hf --set training.max_minutes="$minutes" \
+    --set training.output_dir="$run" --set training.save_steps=1000 \
+    --set training.eval_steps=1000 --set training.eval_limit="$questions" 2>&1 \
+    | tr '\r' '\n' | grep -v 'it/s]$' | tee "$out/example.log" | tail -20
+  cp "$run/metrics.jsonl" "$out/example_metrics.jsonl" || true
+}
+
 run() {
-  local device="${RLVR_DEVICE:-cuda}" out="${OUT:-device-out}" site=/tmp/site
+  device="${RLVR_DEVICE:-cuda}" out="${OUT:-device-out}"
+  local site=/tmp/site parts=("$@")
+  [ ${#parts[@]} -gt 0 ] || parts=(tests bench example)
   mkdir -p "$out"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target "$site" .whl/*.whl
@@ -50,25 +92,17 @@ run() {
   if [ "$device" = cuda ]; then
     nvidia-smi --query-gpu=name,memory.total --format=csv | tee -a "$out/env.txt"
   fi
-
   set +e
-  # Every test file that trains, evaluates or generates (222 tests, 30 s on 2 CPU cores).
-  timeout 200 python3 -m pytest -q -p no:cacheprovider -m "not slow and not vllm" -rfE \
-    tests/test_precision.py tests/test_lora.py tests/test_trainer.py \
-    tests/test_trainer_family.py tests/test_update.py tests/test_run_models.py \
-    tests/test_train_eval.py tests/test_evaluate.py tests/test_backend_hf.py \
-    tests/test_algorithms_family.py tests/test_sampler_correction.py \
-    tests/test_training_keys.py tests/test_modeling.py 2>&1 \
-    | tee "$out/tests.log" | tail -40
-  local models=tiny,vocab150k,qwen0.5b-shape
-  [ "$device" = cuda ] || models=tiny
-  timeout 320 python3 bench/vs_trl.py --device "$device" --trl-python python3 \
-    --models "$models" --steps 3 --warmup 1 --prompts 4 --generations 8 \
-    --max-completion-length 256 --json "$out/vs_trl.json" 2>&1 | tee "$out/vs_trl.md"
+  for part in "${parts[@]}"; do
+    case "$part" in
+      tests|bench|example) echo "== $part"; "$part" ;;
+      *) echo "unknown part: $part (tests, bench or example)" >&2; exit 2 ;;
+    esac
+  done
 }
 
 case "${1:-}" in
   fetch) fetch ;;
-  run) run ;;
-  *) echo "usage: bash bench/device.sh fetch|run" >&2; exit 2 ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: bash bench/device.sh fetch | run [tests bench example]" >&2; exit 2 ;;
 esac
