@@ -188,6 +188,8 @@ def _load_tokenizer(cfg: ModelConfig, source: str, gguf_file: str | None, local:
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
     except (OSError, ValueError) as exc:
         raise _load_error("tokenizer", source, local, exc) from exc
+    if gguf_file is not None and local:
+        _match_gguf_vocabulary(tokenizer, Path(source) / gguf_file)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
@@ -196,6 +198,39 @@ def _load_tokenizer(cfg: ModelConfig, source: str, gguf_file: str | None, local:
             )
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def _match_gguf_vocabulary(tokenizer: Any, gguf_path: Path) -> None:
+    """Make a tokenizer that transformers built from a GGUF file agree with the file: its
+    bos/eos/pad/unk are the file's ids, and each CONTROL or USER_DEFINED entry (``<|im_end|>``,
+    ``<think>``) encodes as one token. transformers 5.17 read SmolLM2's eos as its bos and split
+    added tokens; 5.19 gets both right, and then this changes nothing."""
+    import gguf
+    from tokenizers import AddedToken
+
+    fields = gguf.GGUFReader(gguf_path).fields
+
+    def values(key: str) -> list[Any]:
+        field = fields.get(key)
+        return [] if field is None else [field.parts[i] for i in field.data]
+
+    tokens = [bytes(v).decode("utf-8", errors="replace") for v in values("tokenizer.ggml.tokens")]
+    for role in ("bos", "eos", "unknown", "padding"):
+        found = values(f"tokenizer.ggml.{role}_token_id")
+        if found and 0 <= int(found[0][0]) < len(tokens):
+            attr = {"unknown": "unk_token", "padding": "pad_token"}.get(role, f"{role}_token")
+            if getattr(tokenizer, attr) != tokens[int(found[0][0])]:
+                setattr(tokenizer, attr, tokens[int(found[0][0])])
+    control, user = int(gguf.TokenType.CONTROL), int(gguf.TokenType.USER_DEFINED)
+    kinds = [int(v[0]) for v in values("tokenizer.ggml.token_type")]  # none: no added tokens
+    split = [
+        AddedToken(tokens[i], special=kind == control, normalized=False)
+        for i, kind in enumerate(kinds[: len(tokens)])
+        if kind in (control, user)
+        and tokenizer(tokens[i], add_special_tokens=False)["input_ids"] != [i]
+    ]
+    if split:
+        tokenizer.add_tokens(split)
 
 
 def load_policy(
@@ -288,7 +323,9 @@ def _gguf_cache_dir(gguf_path: Path) -> Path | None:
     import transformers
 
     stat = gguf_path.stat()
+    # "vocab-2": copies written before _match_gguf_vocabulary may hold a wrong eos
     key = f"{gguf_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}"
+    key += "|vocab-2"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return root / f"{gguf_path.stem}-{digest}"
 

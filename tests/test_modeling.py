@@ -20,7 +20,14 @@ from rlvr.modeling import (
     load_policy,
     resolve_device_dtype,
 )
-from rlvr.tiny_model import EOS_TOKEN, PAD_TOKEN, TAG_TOKENS, build_tiny_model, write_gguf
+from rlvr.tiny_model import (
+    BOS_CHAT,
+    EOS_TOKEN,
+    PAD_TOKEN,
+    TAG_TOKENS,
+    build_tiny_model,
+    write_gguf,
+)
 
 CPU = torch.device("cpu")
 
@@ -158,6 +165,33 @@ def _check_dense_roundtrip(model, tok, ref_model, ref_tok, tmp_path, atol):
     with torch.no_grad():
         assert torch.equal(again(x).logits, logits)
     assert AutoTokenizer.from_pretrained(out)(text)["input_ids"] == tok(text)["input_ids"]
+
+
+def test_a_gguf_tokenizer_is_made_to_agree_with_the_file(tiny_dir, policy, tmp_path):
+    """What transformers 5.17 builds from a GGUF file (seen on a GPU host): eos read as bos, no
+    pad, added tokens split into pieces. The file's own vocabulary puts all of it right."""
+    import json
+
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from rlvr.modeling import _match_gguf_vocabulary
+
+    _, ref_tok = policy
+    path = write_gguf(tiny_dir, tmp_path / "tiny.gguf")
+    state = json.loads(ref_tok.backend_tokenizer.to_str())
+    state["added_tokens"] = [t for t in state["added_tokens"] if t["content"] not in TAG_TOKENS]
+    broken = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(state)))
+    broken.eos_token = BOS_CHAT
+    text = "Weng has 12 clips. <think>12 * 3 = 36</think> <answer>36</answer><|im_end|>"
+    assert broken(text)["input_ids"] != ref_tok(text)["input_ids"]
+    assert broken.eos_token != EOS_TOKEN and broken.pad_token is None
+
+    _match_gguf_vocabulary(broken, path)
+    assert broken(text)["input_ids"] == ref_tok(text)["input_ids"]
+    assert (broken.eos_token, broken.pad_token) == (EOS_TOKEN, ref_tok.pad_token)
+    assert broken.eos_token_id == ref_tok.eos_token_id
+    assert all(len(broken(t, add_special_tokens=False)["input_ids"]) == 1 for t in TAG_TOKENS)
 
 
 @pytest.mark.parametrize("cache", [False, True])
