@@ -15,8 +15,9 @@
 #            vocab150k, qwen0.5b-shape, and smollm2 when its GGUF is there).
 #   example  examples/gsm8k_smollm2.yaml with the hf backend for RLVR_EXAMPLE_MINUTES (default
 #            2) of wall time, greedy in-training eval on the first RLVR_EXAMPLE_EVAL (96) test
-#            questions at the start and the end; needs examples/models/SmolLM2-135M-Instruct.Q4_1.gguf (93 MB: over
-#            what one device call carries, so it travels in two halves, see the README).
+#            questions at the start and the end (the budget keeps room for the closing
+#            eval); needs examples/models/SmolLM2-135M-Instruct.Q4_1.gguf (93 MB: copy it
+#            there first where the repo travels without it).
 # RLVR_DEVICE=cpu runs the same on the CPU (tiny model only), to check the script itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
