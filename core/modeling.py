@@ -215,12 +215,16 @@ def _match_gguf_vocabulary(tokenizer: Any, gguf_path: Path) -> None:
         return [] if field is None else [field.parts[i] for i in field.data]
 
     tokens = [bytes(v).decode("utf-8", errors="replace") for v in values("tokenizer.ggml.tokens")]
-    for role in ("bos", "eos", "unknown", "padding"):
+    for role, attr in (
+        ("bos", "bos_token"),
+        ("eos", "eos_token"),
+        ("unknown", "unk_token"),
+        ("padding", "pad_token"),
+    ):
         found = values(f"tokenizer.ggml.{role}_token_id")
-        if found and 0 <= int(found[0][0]) < len(tokens):
-            attr = {"unknown": "unk_token", "padding": "pad_token"}.get(role, f"{role}_token")
-            if getattr(tokenizer, attr) != tokens[int(found[0][0])]:
-                setattr(tokenizer, attr, tokens[int(found[0][0])])
+        index = int(found[0][0]) if found else -1
+        if 0 <= index < len(tokens) and getattr(tokenizer, attr) != tokens[index]:
+            setattr(tokenizer, attr, tokens[index])
     control, user = int(gguf.TokenType.CONTROL), int(gguf.TokenType.USER_DEFINED)
     kinds = [int(v[0]) for v in values("tokenizer.ggml.token_type")]  # none: no added tokens
     split = [

@@ -527,22 +527,11 @@ class Trainer:
                     if self.dist.any(stop.requested or out_of_time):
                         if self._last_saved != self.step:
                             self.save()
-                        timed_out = out_of_time and not stop.requested
-                        if timed_out:
+                        why = ""
+                        if out_of_time and not stop.requested:
                             self._eval_at_stop()
+                            why = f" ({self._budget_used()})"
                         if self.log is not None:
-                            why = (
-                                f" (training.max_minutes={self.t.max_minutes:g}: "
-                                f"{self._minutes():.1f} min used, a step takes up to "
-                                f"{self._longest_step / 60:.1f} min"
-                                + (
-                                    f", an eval {self._longest_eval / 60:.1f} min)"
-                                    if self._longest_eval
-                                    else ")"
-                                )
-                                if timed_out
-                                else ""
-                            )
                             self.log.write(
                                 f"stopped at step {self.step}{why}; continue with --resume "
                                 f"(checkpoint in {self.output_dir})"
@@ -556,6 +545,14 @@ class Trainer:
 
     def _minutes(self) -> float:
         return (_clock() - self._started) / 60
+
+    def _budget_used(self) -> str:
+        """Why a run stopped on its time budget, for the stop message."""
+        evals = f", an eval {self._longest_eval / 60:.1f} min" if self._longest_eval else ""
+        return (
+            f"training.max_minutes={self.t.max_minutes:g}: {self._minutes():.1f} min used, "
+            f"a step takes up to {self._longest_step / 60:.1f} min{evals}"
+        )
 
     def _out_of_time(self) -> bool:
         """Would one more step (as long as the longest so far), and the eval that ends a run
