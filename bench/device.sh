@@ -16,7 +16,8 @@
 #   example  examples/gsm8k_smollm2.yaml with the hf backend for RLVR_EXAMPLE_MINUTES (default
 #            2) of wall time, greedy in-training eval on the first RLVR_EXAMPLE_EVAL (96) test
 #            questions at the start and the end (the budget keeps room for the closing
-#            eval); needs examples/models/SmolLM2-135M-Instruct.Q4_1.gguf (93 MB: copy it
+#            eval) in calls of RLVR_EXAMPLE_EVAL_BATCH (default: all of them at once; the
+#            H200 run in calls of 16 took 63 s for 96 questions); needs examples/models/SmolLM2-135M-Instruct.Q4_1.gguf (93 MB: copy it
 #            there first where the repo travels without it).
 # RLVR_DEVICE=cpu runs the same on the CPU (tiny model only), to check the script itself.
 set -euo pipefail
@@ -67,12 +68,14 @@ bench() {
 example() {
   [ -f "$GGUF" ] || { echo "example: $GGUF is missing, skipped"; return; }
   local minutes="${RLVR_EXAMPLE_MINUTES:-2}" questions="${RLVR_EXAMPLE_EVAL:-96}"
+  local eval_batch="${RLVR_EXAMPLE_EVAL_BATCH:-$questions}"
   local run=/tmp/rlvr-example
   rm -rf "$run"
   timeout $((minutes * 60 + 90)) python3 -m rlvr train examples/gsm8k_smollm2.yaml \
     --set backend.name=hf --set training.max_minutes="$minutes" \
     --set training.output_dir="$run" --set training.save_steps=1000 \
-    --set training.eval_steps=1000 --set training.eval_limit="$questions" 2>&1 \
+    --set training.eval_steps=1000 --set training.eval_limit="$questions" \
+    --set training.eval_batch_size="$eval_batch" 2>&1 \
     | tr '\r' '\n' | grep -v 'it/s]$' | tee "$out/example.log" | tail -20
   cp "$run/metrics.jsonl" "$out/example_metrics.jsonl" || true
 }

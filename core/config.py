@@ -239,6 +239,13 @@ class TrainingConfig(Section):
     eval_num_generations: int = Field(
         1, ge=1, description="with eval_sampling: train: completions per prompt (pass@k)"
     )
+    eval_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="completions per generation call when evaluating (rlvr eval and "
+        "eval_steps); null: a training step's worth, or at least 256 with a backend that "
+        "schedules its own batches (vllm)",
+    )
     guidance: GuidanceConfig | None = Field(
         None,
         description="one completion of each group is the row's own solution, the other "

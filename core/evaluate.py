@@ -273,16 +273,19 @@ class Evaluation:
         *,
         backend: str,
         dist: distributed.Dist,
+        schedules_batches: bool = False,
         progress: bool = False,
         reward_errors: RewardErrorLog | None = None,
         step: int | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Generate and score every prompt; return the sample records (every rank gets all of
-        them, in prompt order) and the summary of :meth:`summarize`. ``reward_errors`` reports
-        the rewards' failures (``step``: the training step, for its records)."""
+        them, in prompt order) and the summary of :meth:`summarize`. ``schedules_batches``:
+        the backend's capability of that name (:func:`eval_call_sequences`). ``reward_errors``
+        reports the rewards' failures (``step``: the training step, for its records)."""
         start = time.perf_counter()
+        sequences = eval_call_sequences(self.config.training, schedules_batches)
         records, summaries, gen_time, score_time = _sample_and_score(
-            self, generator, scorer, progress, backend, dist, reward_errors, step
+            self, generator, scorer, sequences, progress, backend, dist, reward_errors, step
         )
         summary = self.summarize(records, summaries)
         summary["generation_time"] = gen_time
@@ -414,6 +417,7 @@ def evaluate(
                 generator,
                 scorer,
                 backend=backend_name,
+                schedules_batches=backend.capabilities.schedules_batches,
                 dist=dist,
                 progress=progress,
                 reward_errors=reward_errors,
@@ -525,25 +529,43 @@ def _load_model(
     return model, tokenizer, desc
 
 
+#: The least completions per eval generation call for a backend that schedules its own
+#: batches: enough to fill its decode batch (vLLM's max_num_seqs defaults to 256), few enough
+#: that the progress bar moves.
+SCHEDULED_CALL_SEQUENCES = 256
+
+
+def eval_call_sequences(training: Any, schedules_batches: bool) -> int:
+    """Completions per generation call when evaluating: ``training.eval_batch_size`` when set.
+    Otherwise a training step's worth, which the backend is known to hold (it generates that
+    many every step); with hf on 2 CPU cores larger calls were slower (64 sequences a call took
+    1.9x the time of 16: greedy rows wait for the longest), so hf stays there. A backend that
+    schedules its own batches gets at least :data:`SCHEDULED_CALL_SEQUENCES` (vLLM on 2 CPU
+    cores: 128 a call took 0.70x the time of 16)."""
+    if training.eval_batch_size is not None:
+        return training.eval_batch_size
+    step = training.per_device_train_batch_size * training.gradient_accumulation_steps
+    step *= training.num_generations
+    return max(step, SCHEDULED_CALL_SEQUENCES) if schedules_batches else step
+
+
 def _sample_and_score(
     evaluation: Evaluation,
     generator: Any,
     scorer: Any,
+    sequences: int,
     progress: bool,
     backend_name: str,
     dist: distributed.Dist,
     reward_errors: RewardErrorLog | None,
     step: int | None,
 ) -> tuple[list[dict[str, Any]], list[Any], float, float]:
-    """Generate and score in calls of about as many sequences as a training step samples
-    (with several ranks: each its slice of every call; the results gathered in order)."""
+    """Generate and score in calls of about ``sequences`` completions per rank (with several
+    ranks: each its slice of every call; the results gathered in order)."""
     from rlvr.rollout import generate, sample_record, score
 
     config, prompts, k = evaluation.config, evaluation.prompts, evaluation.k
-    t = config.training
-    step_sequences = t.per_device_train_batch_size * t.gradient_accumulation_steps
-    step_sequences *= t.num_generations
-    per_call = max(1, step_sequences // k) * dist.world_size
+    per_call = max(1, sequences // k) * dist.world_size
     label, threshold, checks = evaluation.metric, evaluation.threshold, evaluation.format_checks
     records: list[dict[str, Any]] = []
     summaries = []
@@ -596,6 +618,7 @@ def _sample_and_score(
 __all__ = [
     "EvalError",
     "Evaluation",
+    "eval_call_sequences",
     "eval_prompt_rows",
     "format_checks",
     "headline",

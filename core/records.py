@@ -127,6 +127,10 @@ class Capabilities:
     #: False for a backend that samples from its own copy of the weights (vLLM, synced after
     #: each update): under FSDP the trainer then leaves the policy sharded while generating.
     samples_from_policy: bool = True
+    #: True for a backend that takes any number of sequences in one call and batches them
+    #: within its own memory budget (vLLM's scheduler and KV cache): evaluation then hands it
+    #: large calls (:func:`rlvr.evaluate.eval_call_sequences`), which it decodes together.
+    schedules_batches: bool = False
 
 
 class BackendFactory(Protocol):

@@ -392,6 +392,7 @@ class Trainer:
         """The current policy on the eval split, as ``eval/...`` metrics (every rank gets
         them; each generated its share of the prompts)."""
         assert self.evaluation is not None
+        caps = self.host.backends[self.backend_cfg.name].capabilities
         began = _clock()
         self.policy.eval()
         with distributed.gathered(self.policy):  # FSDP: whole weights while generating
@@ -399,6 +400,7 @@ class Trainer:
                 self.generator,
                 self.scorer,
                 backend=self.backend_cfg.name,
+                schedules_batches=caps.schedules_batches,
                 dist=self.dist,
                 reward_errors=self.reward_errors,
                 step=self.step,

@@ -20,6 +20,7 @@ from rlvr.config import DataConfig, load_config
 from rlvr.evaluate import (
     EvalError,
     correctness,
+    eval_call_sequences,
     eval_data,
     evaluate,
     mean_pass_at_k,
@@ -268,6 +269,44 @@ def test_evaluate_end_to_end(tiny_model, eval_dir, tmp_path):
         evaluate(config, host, metric="nope", progress=False)
     with pytest.raises(EvalError, match="k must be"):
         evaluate(config, host, k=0, progress=False)
+
+
+def test_eval_call_size_follows_the_backend_and_the_config(tiny_model, eval_dir, tmp_path):
+    host = create_host(plugins=[ParityPlugin()])
+    assert not host.backends["hf"].capabilities.schedules_batches
+    assert host.backends["vllm"].capabilities.schedules_batches
+    t = load_config(_raw(tiny_model, eval_dir, tmp_path), host).training
+    assert eval_call_sequences(t, schedules_batches=False) == 2 * 1 * 4  # a training step
+    assert eval_call_sequences(t, schedules_batches=True) == 256
+    big = t.model_copy(update={"per_device_train_batch_size": 40, "num_generations": 8})
+    assert eval_call_sequences(big, schedules_batches=True) == 320  # a step, when larger
+    mine = t.model_copy(update={"eval_batch_size": 3})
+    assert eval_call_sequences(mine, schedules_batches=True) == 3
+
+    # The calls the hf generator gets: a step's worth (8 completions, 4 prompts at k=2) by
+    # default, eval_batch_size (3 completions: 1 prompt at k=2) when set. Greedy completions
+    # do not depend on the call size.
+    from rlvr.plugins.backends.hf import HFGenerator
+
+    sizes: list[int] = []
+    generate = HFGenerator.generate
+
+    def recording(self, prompts, n, sampling):
+        sizes.append(len(prompts) * n)
+        return generate(self, prompts, n, sampling)
+
+    outputs = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(HFGenerator, "generate", recording)
+        for batch in (None, 3):
+            raw = _raw(tiny_model, eval_dir, tmp_path, eval_batch_size=batch, temperature=0)
+            config = load_config(raw, host)
+            out = tmp_path / f"calls{batch}.jsonl"
+            evaluate(config, host, k=2, limit=5, output=out, progress=False)
+            outputs[batch] = [json.loads(x)["completion"] for x in out.read_text().splitlines()]
+            sizes.append(0)
+    assert sizes == [8, 2, 0, 2, 2, 2, 2, 2, 0]
+    assert outputs[None] == outputs[3]
 
 
 def test_evaluate_a_checkpoint_and_a_split_file(tiny_model, eval_dir, tmp_path):

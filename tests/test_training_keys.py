@@ -107,6 +107,20 @@ def eval_prompts(trainer: Trainer) -> int:
     return len(trainer.evaluation.prompts)
 
 
+def eval_calls(trainer: Trainer) -> list[int]:
+    """Completions per generation call of one in-training eval."""
+    sizes: list[int] = []
+    generate = trainer.generator.generate
+
+    def recording(prompts, n, sampling):
+        sizes.append(len(prompts) * n)
+        return generate(prompts, n, sampling)
+
+    trainer.generator.generate = recording
+    trainer.evaluate()
+    return sizes
+
+
 def nothing(out: Path) -> None:
     return None  # the test counts the console lines itself
 
@@ -208,6 +222,11 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
         {"eval_steps": 2, "eval_sampling": "train"},
         {"eval_steps": 2, "eval_sampling": "train", "eval_num_generations": 2},
         built(lambda t: t.evaluation.k),
+    ),
+    "eval_batch_size": (
+        {"eval_steps": 2, "eval_limit": 5},
+        {"eval_steps": 2, "eval_limit": 5, "eval_batch_size": 2},
+        built(eval_calls),
     ),
 }
 

@@ -51,7 +51,10 @@ def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
             factory=vllm_generator,
             description="colocated in-process vLLM engine, weights synced in place each step",
             capabilities=Capabilities(
-                sampler_logprobs=True, reference_logprobs=True, samples_from_policy=False
+                sampler_logprobs=True,
+                reference_logprobs=True,
+                samples_from_policy=False,
+                schedules_batches=True,
             ),
             available=vllm_available,
         )
