@@ -28,7 +28,6 @@ import torch
 from rlvr.config import TrainingConfig
 from rlvr.data import PromptSampler, PromptSet
 from rlvr.distributed import Dist
-from rlvr.errors import TrainingError
 from rlvr.guidance import Guides
 from rlvr.host import PluginError
 from rlvr.protocols import Generator, RolloutBatch, SamplingParams
@@ -329,15 +328,19 @@ class Rollouts:
             kept += now
             filtered += len({c.group for c in items}) - len(kept_here)
             kept_groups += int(dist.sum_numbers([len(kept_here)])[0])
-        if not dist.any(bool(kept)):
-            raise TrainingError(
-                f"step {step}: dynamic sampling kept no group in {rounds} generation "
-                f"round(s): every group's completions scored the same. Raise "
+        if kept_groups == 0:
+            # Not an error: with a sparse reward (an accuracy filter_metric) a step can draw
+            # only groups that all failed. It trains on nothing: no weight changes.
+            logger.warning(
+                "step %d: dynamic sampling kept no group in %d generation round(s): every "
+                "group's completions scored the same, so this step changes no weight. Raise "
                 "algorithm.params.max_generation_rounds, turn dynamic sampling off "
                 "(algorithm.params.dynamic_sampling: false), or use rewards that tell "
-                "completions apart"
+                "completions apart",
+                step,
+                rounds,
             )
-        if kept_groups < target:
+        elif kept_groups < target:
             logger.warning(
                 "step %d: only %d of %d groups kept after %d generation rounds (dynamic "
                 "sampling); training on what there is. Raise "

@@ -504,12 +504,26 @@ def test_dynamic_sampling_generates_more_groups(make_config, host):
     assert all(m["groups_kept"] == 2 for m in lines)
 
 
-def test_dynamic_sampling_that_keeps_nothing_says_what_to_change(make_config, host):
+def test_a_step_where_dynamic_sampling_keeps_nothing_changes_nothing_and_goes_on(
+    make_config, host, tiny_model, caplog
+):
+    # `format` scores every completion of the random model 0: every group is flat.
     config = make_config(
         "dapo", algo_params={"max_generation_rounds": 2}, rewards=[{"name": "format"}]
     )
-    with pytest.raises(TrainingError, match="max_generation_rounds"):
+    with caplog.at_level("WARNING", logger="rlvr.rollout"):
         run(config, host)
+    lines = read_metrics(config.training.output_dir)
+    assert [m["step"] for m in lines] == [1, 2, 3]  # the run went on to max_steps
+    assert all(m["groups_kept"] == 0 and m["generation_rounds"] == 2 for m in lines)
+    assert all(m["groups_filtered"] == 4 and m["num_tokens"] == 0 for m in lines)
+    said = [r.getMessage() for r in caplog.records if "kept no group" in r.getMessage()]
+    assert len(said) == 3 and "changes no weight" in said[0]
+    assert "max_generation_rounds" in said[0] and "dynamic_sampling: false" in said[0]
+    before = weights(tiny_model)
+    after = weights(list_checkpoints(Path(config.training.output_dir))[-1])
+    shared = before.keys() & after.keys()
+    assert shared and all(torch.equal(before[k], after[k]) for k in shared)
 
 
 # --------------------------------------------------------------------------- accumulation
