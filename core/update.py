@@ -325,6 +325,8 @@ class PolicyUpdate:
                 vals.append(_widen(self._values(value_model, mb), width))
         for _ in range(target - passes):
             self._dummy_pass(backward=False)
+        if not rows:  # dynamic sampling kept nothing (here): there is nothing to fill
+            return batch
         order = torch.cat(rows)
         return replace(
             batch,
