@@ -17,8 +17,9 @@
 #            2) of wall time, greedy in-training eval on the first RLVR_EXAMPLE_EVAL (96) test
 #            questions at the start and the end (the budget keeps room for the closing
 #            eval) in calls of RLVR_EXAMPLE_EVAL_BATCH (default: all of them at once; the
-#            H200 run in calls of 16 took 63 s for 96 questions); needs examples/models/SmolLM2-135M-Instruct.Q4_1.gguf (93 MB: copy it
-#            there first where the repo travels without it).
+#            H200 run in calls of 16 took 63 s for 96 questions); needs
+#            examples/models/SmolLM2-135M-Instruct.Q4_1.gguf (93 MB: copy it there first
+#            where the repo travels without it).
 # RLVR_DEVICE=cpu runs the same on the CPU (tiny model only), to check the script itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -30,8 +30,8 @@ raises (a second Ctrl-C, an error) before its first optimizer update is forgotte
 saved at the step before it; a non-finite loss or gradient norm skips the update, and
 ``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`.
 A step whose dynamic sampling kept no group trains on nothing (no weight changes) and the run
-goes on. Rewards that fail more than the config allows (:mod:`rlvr.reward_errors`, reported as each
-round is scored) stop the step the same way: the run is saved at the last finished step.
+goes on. Rewards that fail more than the config allows (:mod:`rlvr.reward_errors`, reported as
+each round is scored) stop the step the same way: the run is saved at the last finished step.
 
 Data parallelism: launched by ``torchrun`` the same run spreads over ranks
 (:mod:`rlvr.distributed`): each step takes ``per_device_train_batch_size x
