@@ -3,6 +3,7 @@
     python bench/vs_trl.py --threads 1                            # tiny, vocab150k, smollm2
     python bench/vs_trl.py --models tiny --steps 3 --warmup 1 --json out.json
     python bench/vs_trl.py --device cuda --trl-python python3      # a GPU host with trl installed
+    python bench/vs_trl.py --models vocab150k --precision bfloat16 --trace-memory  # GPU-like
 
 TRL is never a dependency of rlvr: the first run creates ``bench/.venv-trl`` (gitignored) with
 ``trl==1.16.0`` (the newest release; it needs ``transformers>=4.56.2``) and *our* versions of
@@ -10,7 +11,11 @@ torch, transformers, accelerate and datasets, all from the package index, and re
 that (delete it to rebuild); ``--trl-python`` names an interpreter that already has ``trl``
 instead (a host without a package index). Each framework trains in its own fresh process (TRL's
 in that venv), so each peak RSS (``ru_maxrss``, model loading included) and, on CUDA, each peak
-of allocated GPU memory (``torch.cuda.max_memory_allocated``) is its own.
+of allocated GPU memory (``torch.cuda.max_memory_allocated``) is its own. ``--trace-memory``
+reports instead each worker's peak of live tensor bytes as the torch profiler records every
+allocation, with what was alive at that moment by allocating operation: on a CPU, what
+``max_memory_allocated`` would say, so a GPU memory gap can be taken apart without a GPU
+(slower: every operation is recorded).
 
 Models (written once to a temp dir; both frameworks load the same directory):
 
@@ -49,6 +54,7 @@ Identical work, setting by setting (rlvr config key <-> ``GRPOConfig`` field):
 - precision: ``--device cpu`` (the default) float32 everywhere (rlvr ``dtype: float32``, TRL
   ``bf16: False``, ``use_cpu: True``); ``--device cuda`` float32 weights computing in bfloat16
   under autocast in both (rlvr ``dtype: bfloat16``, TRL a float32 model with ``bf16: True``);
+  ``--precision`` picks either on either device (bfloat16 on a CPU: autocast there too);
 - reward: :func:`format_reward`, a plain TRL-style function; rlvr calls it through the
   ``callable`` reward, in-process (``reward_workers: 0``), TRL calls it directly;
 - threads: ``torch.set_num_threads(--threads)`` in both workers; same seed.
@@ -138,6 +144,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float, default=1e-6)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument(
+        "--precision",
+        choices=("float32", "bfloat16"),
+        help="compute dtype in both (default: float32 on cpu, bfloat16 on cuda)",
+    )
+    parser.add_argument(
+        "--trace-memory",
+        action="store_true",
+        help="report each worker's peak of live tensor memory on its device, traced by the torch"
+        " profiler, with its make-up by category (on a CPU: what max_memory_allocated would say)",
+    )
+    parser.add_argument(
         "--trl-python", help="a python that imports trl (default: the bench's own venv)"
     )
     parser.add_argument("--json", help="also write the results here")
@@ -155,6 +172,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--warmup must be 0 or more")
     if args.generations < 2:
         parser.error("--generations must be at least 2 (GRPO compares completions of a prompt)")
+    if args.precision is None:
+        args.precision = "bfloat16" if args.device == "cuda" else "float32"
     if args.device == "cuda":
         import torch
 
@@ -178,6 +197,8 @@ def work_spec(args: argparse.Namespace, model_dir: Path, data: Path, out: Path) 
         "beta": args.beta,
         "learning_rate": args.learning_rate,
         "device": args.device,
+        "precision": args.precision,
+        "trace_memory": args.trace_memory,
         "seed": 0,
     }
 
@@ -187,7 +208,7 @@ def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "model": {
             "name_or_path": spec["model"],
-            "dtype": "bfloat16" if spec["device"] == "cuda" else "float32",
+            "dtype": spec["precision"],
         },
         "data": {"path": spec["data"], "prompt_field": "prompt"},
         "rewards": [{"name": "callable", "params": {"function": f"{THIS}:format_reward"}}],
@@ -254,7 +275,7 @@ def trl_config(spec: dict[str, Any]) -> dict[str, Any]:
         "max_grad_norm": 1.0,
         "weight_decay": 0.0,
         "optim": "adamw_torch_fused" if cuda else "adamw_torch",
-        "bf16": cuda,
+        "bf16": spec["precision"] == "bfloat16",
         "fp16": False,
         "gradient_checkpointing": False,
         "use_cpu": not cuda,
@@ -293,6 +314,57 @@ def _peaks() -> dict[str, float]:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         peaks["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return peaks
+
+
+def traced(worker: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """``worker(spec)`` with every tensor allocation on ``spec["device"]`` recorded by the torch
+    profiler: the peak of live tensor bytes over the whole run (model loading included) and
+    what was alive at that moment, by the operation that allocated it.
+
+    On a CPU this stands in for ``torch.cuda.max_memory_allocated`` (which RSS is not: RSS also
+    holds the libraries and the allocator's cached pages), so a GPU memory gap can be studied on
+    a machine without a GPU. Each allocation is named ``outer > inner``: the top-level operation
+    (``autograd::engine::evaluate_function: ...`` in a backward pass) and the innermost one that
+    is not a bare ``empty``.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if spec["device"] == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities, profile_memory=True) as prof:
+        result = worker(spec)
+    device_type = "cuda" if spec["device"] == "cuda" else "cpu"
+    events: list[tuple[int, int, int, str]] = []  # (time, ptr, bytes, label)
+    stack = [(node, ()) for node in prof.profiler.kineto_results.experimental_event_tree()]
+    while stack:
+        node, names = stack.pop()
+        fields = node.extra_fields
+        if type(fields).__name__ == "_ExtraFields_Allocation":
+            if fields.device.type == device_type:
+                ops = [n for n in names if not n.startswith("aten::empty")] or list(names) or ["?"]
+                label = ops[0] if len(ops) == 1 else f"{ops[0]} > {ops[-1]}"
+                events.append((node.start_time_ns, fields.ptr, fields.alloc_size, label))
+            continue
+        stack.extend((child, (*names, node.name)) for child in node.children)
+    events.sort(key=lambda e: e[0])
+    current = peak = peak_at = 0
+    for i, (_, _, size, _) in enumerate(events):
+        current += size
+        if current > peak:
+            peak, peak_at = current, i
+    live: dict[int, tuple[int, str]] = {}
+    for _, ptr, size, label in events[: peak_at + 1]:
+        if size > 0:
+            live[ptr] = (size, label)
+        else:
+            live.pop(ptr, None)
+    by_label: dict[str, float] = {}
+    for size, label in live.values():
+        by_label[label] = by_label.get(label, 0.0) + size / 2**20
+    result["peak_traced_mb"] = peak / 2**20
+    result["traced_at_peak_mb"] = dict(sorted(by_label.items(), key=lambda kv: -kv[1])[:12])
+    return result
 
 
 def _sync(spec: dict[str, Any]) -> None:
@@ -514,11 +586,12 @@ def _row(name: str, r: dict[str, float], peak_key: str) -> str:
 
 def compare(args: argparse.Namespace) -> dict[str, Any]:
     trl_python = args.trl_python or ensure_trl_venv()
-    peak_key, peak_label = (
-        ("peak_gpu_mb", "peak GPU MiB")
-        if args.device == "cuda"
-        else ("peak_rss_mb", "peak RSS MiB")
-    )
+    if args.trace_memory:
+        peak_key, peak_label = "peak_traced_mb", "peak traced MiB"
+    elif args.device == "cuda":
+        peak_key, peak_label = "peak_gpu_mb", "peak GPU MiB"
+    else:
+        peak_key, peak_label = "peak_rss_mb", "peak RSS MiB"
     results: dict[str, Any] = {"settings": {k: v for k, v in vars(args).items() if k != "child"}}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -542,9 +615,14 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
                 raw = run_child(python, framework, spec, isolate=isolate)
                 if raw is None:
                     continue
-                peaks = {k: v for k, v in raw.items() if k.startswith("peak_")}
+                peaks = {k: v for k, v in raw.items() if k.startswith(("peak_", "traced_"))}
                 out[framework] = {**summarize(raw["steps"], args.warmup), **peaks}
                 print(_row(framework, out[framework], peak_key), flush=True)
+            for framework in ("rlvr", "trl"):
+                if "traced_at_peak_mb" in out.get(framework, {}):
+                    print(f"\n{framework}: alive at its traced peak, MiB by allocating operation")
+                    for label, mb in out[framework]["traced_at_peak_mb"].items():
+                        print(f"  {mb:8.1f}  {label}")
             results[name] = out
             if len(out) < 2:
                 continue
@@ -572,7 +650,7 @@ def main() -> None:
 
         torch.set_num_threads(spec["threads"])
         worker = child_rlvr if framework == "rlvr" else child_trl
-        print(json.dumps(worker(spec)))
+        print(json.dumps(traced(worker, spec) if spec["trace_memory"] else worker(spec)))
         return
     results = compare(args)
     if args.json:

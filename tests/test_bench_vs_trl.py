@@ -112,7 +112,16 @@ def test_on_cuda_both_train_float32_weights_in_bfloat16(vs_trl, tmp_path, monkey
     assert vs_trl.rlvr_config(cpu)["model"]["dtype"] == "float32"
     assert vs_trl.trl_config(cpu)["use_cpu"] is True
 
-    args.device = "cuda"
+    # --precision bfloat16 on a CPU: the GPU's precision, measurable here (with --trace-memory)
+    args = vs_trl.parse_args(["--precision", "bfloat16"])
+    spec = vs_trl.work_spec(args, tmp_path / "model", tmp_path / "d.jsonl", tmp_path / "out")
+    assert load_config(vs_trl.rlvr_config(spec), create_host()).model.dtype == "bfloat16"
+    trl = vs_trl.trl_config(spec)
+    assert (trl["bf16"], trl["use_cpu"], trl["optim"]) == (True, True, "adamw_torch")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args = vs_trl.parse_args(["--device", "cuda"])
+    assert args.precision == "bfloat16"
     spec = vs_trl.work_spec(args, tmp_path / "model", tmp_path / "d.jsonl", tmp_path / "out")
     rlvr_raw, trl = vs_trl.rlvr_config(spec), vs_trl.trl_config(spec)
     assert load_config(rlvr_raw, create_host()).model.dtype == "bfloat16"
@@ -124,3 +133,23 @@ def test_on_cuda_both_train_float32_weights_in_bfloat16(vs_trl, tmp_path, monkey
     with pytest.raises(SystemExit):
         vs_trl.parse_args(["--device", "cuda"])
     assert "torch sees no GPU" in capsys.readouterr().err
+
+
+def test_traced_memory_is_the_peak_of_live_tensors(vs_trl):
+    """``--trace-memory``: the peak of live tensor bytes over a worker's run, and what was alive
+    then, by the operation that allocated it (a CPU stand-in for max_memory_allocated)."""
+    import torch
+
+    def worker(spec):
+        a = torch.ones(1024, 1024)  # 4 MiB
+        b = torch.ones(2048, 1024) * 2  # 8 MiB (the ones are a temporary: 8 MiB more)
+        del a
+        c = torch.zeros(512, 1024)  # 2 MiB: after the peak
+        return {"sum": float(b.sum() + c.sum())}
+
+    result = vs_trl.traced(worker, {"device": "cpu"})
+    assert result["sum"] == 2 * 2048 * 1024
+    assert result["peak_traced_mb"] == pytest.approx(20.0, abs=0.01)  # a + the ones + b
+    at_peak = result["traced_at_peak_mb"]
+    assert at_peak.get("aten::ones", 0) == pytest.approx(12.0, abs=0.01)
+    assert at_peak.get("aten::mul", 0) == pytest.approx(8.0, abs=0.01)
