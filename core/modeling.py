@@ -473,6 +473,7 @@ class _ChunkedLogProbs(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits, ids, temperature, chunk_size, with_entropy):
+        ctx.set_materialize_grads(False)  # an unused entropy costs no gradient work
         n, length, _ = logits.shape
         t = ids.shape[1]
         first = length - t - 1
@@ -560,20 +561,44 @@ def _fusable_head(model: Any) -> tuple[Any, torch.nn.Linear] | None:
     return body, head
 
 
+@functools.cache
+def _mm_accumulates_in_float32(device_type: str, dtype: torch.dtype) -> bool:
+    """Whether ``torch.addmm(..., out_dtype=torch.float32)`` takes ``dtype`` inputs on this
+    device (CUDA, torch >= 2.8): a 16-bit GEMM summed straight into a float32 accumulator."""
+    try:
+        a, acc = (
+            torch.ones(2, 2, dtype=dtype, device=device_type),
+            torch.ones(2, 2, device=device_type),
+        )
+        torch.addmm(acc, a, a, out_dtype=torch.float32, out=acc)  # the form the backward uses
+        if acc[0, 0].item() != 3.0:
+            return False
+    except (NotImplementedError, RuntimeError, TypeError):
+        return False
+    return True
+
+
 class _FusedHeadLogProbs(torch.autograd.Function):
     """Log-probabilities and entropies of ``ids`` ``[M]`` from hidden states ``[M, H]`` and the
     head's ``weight`` ``[V, H]`` (and ``bias``), ``chunk`` tokens at a time.
 
     The logits exist only one chunk at a time, in the forward and again (recomputed) in the
     backward, which returns the gradients of the hidden states and of the head's weight (a tied
-    embedding's gradient then accumulates through autograd as usual). Memory: one chunk's
-    ``[chunk, V]`` float32 temporaries instead of ``[N, T, V]`` logits and their gradient.
-    The matmuls run in ``compute_dtype`` (autocast's dtype, else the weight's); the softmax
-    statistics in float32 (float64 stays float64).
+    embedding's gradient then accumulates through autograd as usual). The matmuls run in
+    ``compute_dtype`` (autocast's dtype, else the weight's); the softmax statistics in float32
+    (float64 stays float64), in place in the chunk's own float32 logits. Memory: about two
+    ``[chunk, V]`` float32 tensors at a time (one when no loss term uses the entropy), never
+    ``[N, T, V]`` logits or their gradient, and no ``[V, H]`` temporaries: the weight's gradient
+    is summed in float32 straight from each chunk's product (with 16-bit compute: by
+    ``addmm(out_dtype=float32)`` where the device has it, else a float32 matmul), never rounded
+    to 16 bits chunk by chunk.
     """
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, ids, temperature, chunk, with_entropy, compute_dtype):
+        # An output no loss term uses gets None in the backward, not zeros (the entropy is
+        # usually computed for logging only): its gradient work is skipped.
+        ctx.set_materialize_grads(False)
         stat_dtype = torch.float64 if weight.dtype == torch.float64 else torch.float32
         m = hidden.shape[0]
         logp = torch.empty(m, dtype=stat_dtype, device=hidden.device)
@@ -583,13 +608,18 @@ class _FusedHeadLogProbs(torch.autograd.Function):
         b = None if bias is None else bias.to(compute_dtype)
         for start in range(0, m, chunk):
             rows = slice(start, start + chunk)
-            h = hidden[rows].to(compute_dtype)
-            x = _scaled(torch.nn.functional.linear(h, w, b), temperature)
-            lse[rows], logp[rows], ent = _token_stats(x, ids[rows], with_entropy)
-            if ent is not None:
-                entropy[rows] = ent
+            # A fresh tensor (the matmul's output or its float32 copy): ours to write into.
+            x = _scaled(
+                torch.nn.functional.linear(hidden[rows].to(compute_dtype), w, b), temperature
+            )
+            lse[rows] = lse_c = torch.logsumexp(x, dim=-1)
+            logp[rows] = x.gather(-1, ids[rows].unsqueeze(-1)).squeeze(-1) - lse_c
+            if with_entropy:  # H = -sum_j p_j log p_j
+                x.sub_(lse_c.unsqueeze(-1))
+                entropy[rows] = x.exp().mul_(x).sum(-1).neg_()
+            del x  # before the next chunk's logits exist, not after
         ctx.save_for_backward(hidden, weight, bias, ids, lse, entropy)
-        ctx.args = (temperature, chunk, with_entropy, compute_dtype)
+        ctx.args = (temperature, chunk, compute_dtype)
         if not with_entropy:
             ctx.mark_non_differentiable(entropy)
         return logp, entropy
@@ -598,40 +628,52 @@ class _FusedHeadLogProbs(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_logp, grad_entropy):
         hidden, weight, bias, ids, lse, entropy = ctx.saved_tensors
-        temperature, chunk, with_entropy, compute_dtype = ctx.args
-        use_entropy = with_entropy and grad_entropy is not None
+        temperature, chunk, compute_dtype = ctx.args
         if grad_logp is None:
             grad_logp = torch.zeros_like(lse)
         w = weight.to(compute_dtype)
         b = None if bias is None else bias.to(compute_dtype)
         acc = torch.float64 if weight.dtype == torch.float64 else torch.float32
+        out_dtype_mm = compute_dtype != acc and _mm_accumulates_in_float32(
+            weight.device.type, compute_dtype
+        )
+        # A frozen head (LoRA adapts the layers below it) gets no [V, H] gradient at all.
+        _, want_weight, want_bias = ctx.needs_input_grad[:3]
         grad_hidden = torch.empty_like(hidden)
-        grad_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
-        grad_bias = None if bias is None else torch.zeros(bias.shape, dtype=acc, device=bias.device)
+        grad_weight = (
+            torch.zeros(weight.shape, dtype=acc, device=weight.device) if want_weight else None
+        )
+        grad_bias = torch.zeros(bias.shape, dtype=acc, device=bias.device) if want_bias else None
         for start in range(0, hidden.shape[0], chunk):
             rows = slice(start, start + chunk)
             h = hidden[rows].to(compute_dtype)
-            x = _scaled(torch.nn.functional.linear(h, w, b), temperature)
-            lse_c = lse[rows].unsqueeze(-1)
+            x = _scaled(torch.nn.functional.linear(h, w, b), temperature)  # fresh: ours
+            logp = x.sub_(lse[rows].unsqueeze(-1))
             g = grad_logp[rows].unsqueeze(-1).to(x.dtype)
-            if use_entropy:  # dH/dx_j = -p_j (x_j - lse + H)
-                p = (x - lse_c).exp_()
+            if grad_entropy is None:  # d logp / dx_j = [j == id] - p_j
+                gx = logp.exp_().mul_(-g)
+            else:  # and dH/dx_j = -p_j (log p_j + H)
+                p = logp.exp()
                 ge = grad_entropy[rows].unsqueeze(-1).to(x.dtype)
-                gx = p * ((x - lse_c + entropy[rows].unsqueeze(-1)) * -ge - g)
-            else:
-                gx = x.sub_(lse_c).exp_().mul_(-g)  # x is a temporary: reuse its memory
-            gx.scatter_add_(-1, ids[rows].unsqueeze(-1), g)  # d logp / dx_j = [j == id] - p_j
+                gx = logp.add_(entropy[rows].unsqueeze(-1)).mul_(-ge).sub_(g).mul_(p)
+                del p
+            gx.scatter_add_(-1, ids[rows].unsqueeze(-1), g)
             if temperature != 1.0:
                 gx.div_(temperature)
-            gx = gx.to(compute_dtype)
-            grad_hidden[rows] = (gx @ w).to(hidden.dtype)
-            if compute_dtype == acc:
+            low = gx.to(compute_dtype)  # gx itself when the compute dtype is float32
+            grad_hidden[rows] = (low @ w).to(hidden.dtype)
+            if grad_weight is None:
+                pass
+            elif compute_dtype == acc:
                 grad_weight.addmm_(gx.t(), h)
+            elif out_dtype_mm:
+                torch.addmm(grad_weight, low.t(), h, out_dtype=acc, out=grad_weight)
             else:
-                grad_weight += (gx.t() @ h).to(acc)
+                grad_weight.addmm_(gx.t(), hidden[rows].to(acc))
             if grad_bias is not None:
                 grad_bias += gx.sum(0).to(acc)
-        grad_weight = grad_weight.to(weight.dtype)
+            del x, logp, gx, low  # before the next chunk's logits exist, not after
+        grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
         grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
         return grad_hidden, grad_weight, grad_bias, None, None, None, None, None
 
