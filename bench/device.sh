@@ -11,8 +11,9 @@
 #            sees a GPU, so these run the CUDA path (float32 trained weights, bfloat16 autocast,
 #            fused AdamW). RLVR_TESTS names other test files.
 #   bench    bench/vs_trl.py --device cuda: rlvr vs TRL's GRPOTrainer on identical work,
-#            bfloat16 autocast in both. RLVR_BENCH_MODELS picks the models (default: tiny,
-#            vocab150k, qwen0.5b-shape, and smollm2 when its GGUF is there).
+#            bfloat16 autocast in both. RLVR_BENCH_MODELS picks the models (default, the
+#            open questions first: vocab150k (the lean head's GPU memory), smollm2 when its
+#            GGUF is there (TRL's row is missing), qwen0.5b-shape, tiny).
 #   example  examples/gsm8k_smollm2.yaml with the hf backend for RLVR_EXAMPLE_MINUTES (default
 #            2) of wall time, greedy in-training eval on the first RLVR_EXAMPLE_EVAL (96) test
 #            questions at the start and the end (the budget keeps room for the closing
@@ -58,8 +59,8 @@ tests() {
 }
 
 bench() {
-  local models=tiny,vocab150k,qwen0.5b-shape
-  [ -f "$GGUF" ] && models=tiny,vocab150k,smollm2,qwen0.5b-shape
+  local models=vocab150k,qwen0.5b-shape,tiny
+  [ -f "$GGUF" ] && models=vocab150k,smollm2,qwen0.5b-shape,tiny
   [ "$device" = cuda ] || models=tiny
   timeout 320 python3 bench/vs_trl.py --device "$device" --trl-python python3 \
     --models "${RLVR_BENCH_MODELS:-$models}" --steps 3 --warmup 1 --prompts 4 --generations 8 \
