@@ -152,7 +152,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--trace-memory",
         action="store_true",
         help="report each worker's peak of live tensor memory on its device, traced by the torch"
-        " profiler, with its make-up by category (on a CPU: what max_memory_allocated would say)",
+        " profiler, and what was alive then by allocating operation (on a CPU: what"
+        " max_memory_allocated would say)",
     )
     parser.add_argument(
         "--trl-python", help="a python that imports trl (default: the bench's own venv)"
@@ -334,14 +335,13 @@ def traced(worker: Any, spec: dict[str, Any]) -> dict[str, Any]:
         activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities, profile_memory=True) as prof:
         result = worker(spec)
-    device_type = "cuda" if spec["device"] == "cuda" else "cpu"
     events: list[tuple[int, int, int, str]] = []  # (time, ptr, bytes, label)
     stack = [(node, ()) for node in prof.profiler.kineto_results.experimental_event_tree()]
     while stack:
         node, names = stack.pop()
         fields = node.extra_fields
         if type(fields).__name__ == "_ExtraFields_Allocation":
-            if fields.device.type == device_type:
+            if fields.device.type == spec["device"]:
                 ops = [n for n in names if not n.startswith("aten::empty")] or list(names) or ["?"]
                 label = ops[0] if len(ops) == 1 else f"{ops[0]} > {ops[-1]}"
                 events.append((node.start_time_ns, fields.ptr, fields.alloc_size, label))

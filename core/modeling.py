@@ -443,15 +443,16 @@ def _compute_dtype(logits: torch.Tensor) -> torch.dtype:
 
 
 def _token_stats(
-    x: torch.Tensor, ids: torch.Tensor, with_entropy: bool
+    x: torch.Tensor, ids: torch.Tensor, with_entropy: bool, *, overwrite: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """``(logsumexp, log-prob of ids, entropy or None)`` over the last dim of scaled logits."""
+    """``(logsumexp, log-prob of ids, entropy or None)`` over the last dim of scaled logits;
+    ``overwrite`` lets the entropy's work reuse ``x``'s memory (only for a tensor we own)."""
     lse = torch.logsumexp(x, dim=-1)
     logp = x.gather(-1, ids.unsqueeze(-1)).squeeze(-1) - lse
-    if not with_entropy:  # H = lse - sum_j p_j x_j
+    if not with_entropy:
         return lse, logp, None
-    p = (x - lse.unsqueeze(-1)).exp_()
-    return lse, logp, lse - (p * x).sum(-1)
+    log_p = x.sub_(lse.unsqueeze(-1)) if overwrite else x - lse.unsqueeze(-1)
+    return lse, logp, log_p.exp().mul_(log_p).sum(-1).neg_()  # H = -sum_j p_j log p_j
 
 
 def _scaled(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -612,12 +613,10 @@ class _FusedHeadLogProbs(torch.autograd.Function):
             x = _scaled(
                 torch.nn.functional.linear(hidden[rows].to(compute_dtype), w, b), temperature
             )
-            lse[rows] = lse_c = torch.logsumexp(x, dim=-1)
-            logp[rows] = x.gather(-1, ids[rows].unsqueeze(-1)).squeeze(-1) - lse_c
-            if with_entropy:  # H = -sum_j p_j log p_j
-                x.sub_(lse_c.unsqueeze(-1))
-                entropy[rows] = x.exp().mul_(x).sum(-1).neg_()
-            del x  # before the next chunk's logits exist, not after
+            lse[rows], logp[rows], ent = _token_stats(x, ids[rows], with_entropy, overwrite=True)
+            if ent is not None:
+                entropy[rows] = ent
+            del x, ent  # before the next chunk's logits exist, not after
         ctx.save_for_backward(hidden, weight, bias, ids, lse, entropy)
         ctx.args = (temperature, chunk, compute_dtype)
         if not with_entropy:
@@ -662,14 +661,13 @@ class _FusedHeadLogProbs(torch.autograd.Function):
                 gx.div_(temperature)
             low = gx.to(compute_dtype)  # gx itself when the compute dtype is float32
             grad_hidden[rows] = (low @ w).to(hidden.dtype)
-            if grad_weight is None:
-                pass
-            elif compute_dtype == acc:
-                grad_weight.addmm_(gx.t(), h)
-            elif out_dtype_mm:
-                torch.addmm(grad_weight, low.t(), h, out_dtype=acc, out=grad_weight)
-            else:
-                grad_weight.addmm_(gx.t(), hidden[rows].to(acc))
+            if grad_weight is not None:
+                if compute_dtype == acc:
+                    grad_weight.addmm_(gx.t(), h)
+                elif out_dtype_mm:
+                    torch.addmm(grad_weight, low.t(), h, out_dtype=acc, out=grad_weight)
+                else:
+                    grad_weight.addmm_(gx.t(), hidden[rows].to(acc))
             if grad_bias is not None:
                 grad_bias += gx.sum(0).to(acc)
             del x, logp, gx, low  # before the next chunk's logits exist, not after
