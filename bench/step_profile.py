@@ -5,6 +5,7 @@
     python bench/step_profile.py --model DIR --unfused   # the log-probs path before fusing
     python bench/step_profile.py --model DIR --no-skip   # passes for inert rows too (before)
     python bench/step_profile.py --model DIR --no-share  # every pass runs every layer (before)
+    python bench/step_profile.py --model DIR --no-pack   # a group's prompt once per row (before)
 
 Runs ``rlvr``'s trainer for ``--steps`` steps of ``--config`` (``--set key=value`` overrides
 as on the command line) and splits each step's wall time into: generation (the rollout,
@@ -78,6 +79,12 @@ def main() -> None:
         help="every pass runs the layers below LoRA's too (before the no-grad pass computed "
         "them once per step, for a before/after comparison)",
     )
+    parser.add_argument(
+        "--no-pack",
+        action="store_true",
+        help="every row computes its prompt (before a group's completions were packed behind "
+        "one prompt, for a before/after comparison)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -98,6 +105,11 @@ def main() -> None:
         import rlvr.modeling
 
         rlvr.modeling.shared_layers = lambda model: 0
+    if args.no_pack:
+        import rlvr.modeling
+
+        rlvr.modeling._pack = lambda *a: None
+        rlvr.modeling.packs_prompts = lambda model: False
     if args.no_skip:
         PolicyUpdate._active = lambda self, batch: batch  # type: ignore[method-assign]
     totals: dict[str, float] = defaultdict(float)
@@ -137,6 +149,7 @@ def main() -> None:
             row["inert"] = m["inert_frac"]
             row["equal"] = m["zero_std_frac"]
             rows.append(row)
+        packed = trainer.update.packs
         trainer.close()
     later = rows[1:] or rows
     print(
@@ -157,6 +170,7 @@ def main() -> None:
     inert = ", ".join(f"{r['inert']:.2f}" for r in rows)
     print(f"groups of equal scores per step: {equal}; rows skipped (inert_frac): {inert}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"prompts packed per group: {'yes' if packed else 'no'}")
     print(f"\npeak RSS {peak:.0f} MiB; above the loaded model: {peak - base_rss:.0f} MiB")
     print("CPU s per step: " + ", ".join(f"{r['total']:.1f}" for r in rows))
 

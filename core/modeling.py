@@ -10,6 +10,8 @@
   ``[N, T, V]`` tensor for the whole batch.
 - :func:`shared_layers` / :func:`prefix_hidden`: with LoRA on the top layers only, the layers
   below run once per batch and later passes start from their output (``prefix=``).
+- :func:`packs_prompts`: completions of one prompt run as one sequence, the prompt once
+  (a group's prompt is most of its tokens on short completions).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import functools
 import inspect
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -685,17 +688,27 @@ def _fused_logprobs(
     chunk_tokens: int | None,
     with_entropy: bool,
     prefix: tuple[int, torch.Tensor] | None = None,
+    packing: _Packing | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`completion_logprobs` through the decoder body and :class:`_FusedHeadLogProbs`."""
+    """:func:`completion_logprobs` through the decoder body and :class:`_FusedHeadLogProbs`;
+    with ``packing``, over the packed sequences (:func:`_pack`) instead of the rows."""
     body, head = fused
     n, t = completion_ids.shape
+    if packing is not None:
+        kwargs = packing.kwargs
+        if prefix is not None:  # the rows' hidden states, laid out as the packed sequences
+            k, rows = prefix
+            prefix = (k, rows.flatten(0, 1)[packing.source].view(*packing.shape, -1))
     if prefix is None:
         hidden = body(**kwargs).last_hidden_state
     else:
         hidden = _top_layers(body, kwargs, *prefix)
-    hidden = hidden[:, -t - 1 : -1]  # position j scores token j + 1
     valid = completion_mask.bool()
-    device_type = hidden.device.type
+    if packing is None:
+        scored = hidden[:, -t - 1 : -1][valid]  # position j scores token j + 1
+    else:
+        scored = hidden.flatten(0, 1)[packing.scored]
+    device_type = scored.device.type
     compute_dtype = (
         torch.get_autocast_dtype(device_type)
         if torch.is_autocast_enabled(device_type)
@@ -707,7 +720,7 @@ def _fused_logprobs(
         raise ValueError("chunk_tokens must be >= 1")
     with torch.autocast(device_type, enabled=False):
         logp_v, entropy_v = _FusedHeadLogProbs.apply(
-            hidden[valid],
+            scored,
             head.weight,
             head.bias,
             completion_ids[valid],
@@ -831,19 +844,161 @@ def prefix_hidden(
     completion_ids: torch.Tensor,
     completion_mask: torch.Tensor,
     k: int,
+    *,
+    pack: bool = True,
 ) -> torch.Tensor:
     """The hidden states entering decoder layer ``k`` (``[N, P + T, H]``; shapes as in
-    :func:`completion_logprobs`), for ``completion_logprobs(..., prefix=(k, hidden))``."""
+    :func:`completion_logprobs`), for ``completion_logprobs(..., prefix=(k, hidden))``; with
+    ``pack``, computed on packed prompts as there (the rows' layout either way)."""
     fused = _fusable_head(model)
     body = fused[0] if fused is not None else None
     layers = _decoder_layers(body)
     if layers is None or not 0 < k < len(layers):
         raise ValueError(f"no decoder layer {k} to stop at (see shared_layers)")
     device = prompt_ids.device
-    kwargs = _forward_kwargs(
-        prompt_ids, prompt_mask, completion_ids.to(device), completion_mask.to(device)
+    completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
+    args = (prompt_ids, prompt_mask, completion_ids, completion_mask)
+    packing = _pack(body, *args) if pack else None
+    if packing is None:
+        return _layer_inputs(body, layers[k], _forward_kwargs(*args))[0]
+    packed = _layer_inputs(body, layers[k], packing.kwargs)[0]  # [B, L, H]
+    return packed.flatten(0, 1)[packing.target].view(*prompt_ids.shape[:1], -1, packed.shape[-1])
+
+
+# --------------------------------------------------------------------------- shared prompts
+# A group's completions share one prompt, which row by row every pass computes once per
+# completion (in the example the prompt is over half of a row's tokens). Packed, a group is one
+# sequence, its prompt and then each completion, under an attention mask that lets a completion
+# see the prompt and its own earlier tokens only, with positions that restart after the prompt
+# for each completion: every completion token gets the hidden state its own row would give.
+
+#: Attention implementations that take a custom ``[B, 1, L, L]`` mask as it is.
+_PACKABLE_ATTENTION = frozenset({"sdpa", "eager"})
+
+
+@dataclass(frozen=True)
+class _Packing:
+    """Where the rows' tokens (``[N, P + T]``: prompts left-padded, completions right-padded)
+    sit in the packed sequences ``[B, L]``; positions are flat (``row * width + column``)."""
+
+    #: the decoder body's inputs for the packed sequences.
+    kwargs: dict[str, Any]
+    #: ``(B, L)``.
+    shape: tuple[int, int]
+    #: ``[M]``: the packed positions whose hidden states score the real completion tokens, in
+    #: the order of ``completion_mask``'s ones (position j scores token j + 1).
+    scored: torch.Tensor
+    #: ``[B * L]``: for each packed position, a row position holding the same token.
+    source: torch.Tensor
+    #: ``[N * (P + T)]``: for each row position, the packed position of its token (padding: a
+    #: real position of the same group, so its values stay finite).
+    target: torch.Tensor
+
+
+def _packable(body: Any) -> bool:
+    config = getattr(body, "config", None)
+    if getattr(config, "_attn_implementation", None) not in _PACKABLE_ATTENTION:
+        return False
+    return all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
+
+
+def packs_prompts(model: Any) -> bool:
+    """Whether :func:`completion_logprobs` packs the rows of ``model`` that share a prompt:
+    a fusable head (:func:`_fusable_head`), an attention implementation that takes a custom
+    mask (``sdpa``, ``eager``), full attention in every layer. It then still packs only a batch
+    where that is less work (see :func:`_pack`)."""
+    fused = _fusable_head(model)
+    return fused is not None and _packable(fused[0])
+
+
+def _layer_work(body: Any, rows: int, width: int) -> float:
+    """Multiply-adds of one decoder layer over ``rows x width`` tokens: its weights once per
+    token, and attention over every (query, key) pair of a row (a mask saves no work)."""
+    layers = _decoder_layers(body)
+    assert layers is not None
+    weights = sum(p.numel() for p in layers[0].parameters())
+    return rows * width * (weights + 2 * body.config.hidden_size * width)
+
+
+def _pack(
+    body: Any,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+) -> _Packing | None:
+    """The rows with equal prompts as one sequence each; None where no prompt is shared, the
+    packed batch would be more work than the rows (long completions: attention grows with the
+    square of a sequence's length), or the layout is not the trainer's."""
+    n, p = prompt_ids.shape
+    t = completion_ids.shape[1]
+    if n < 2 or not _packable(body):
+        return None
+    pm, cm = prompt_mask.bool().cpu(), completion_mask.bool().cpu()
+    pl, cl = pm.sum(1), cm.sum(1)
+    left_padded = torch.equal(pm, torch.arange(p) >= (p - pl)[:, None])
+    right_padded = torch.equal(cm, torch.arange(t) < cl[:, None])
+    if not (left_padded and right_padded) or bool((pl == 0).any()):
+        return None
+    prompts, completions = prompt_ids.cpu(), completion_ids.cpu()
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i in range(n):
+        groups.setdefault(tuple(prompts[i, p - int(pl[i]) :].tolist()), []).append(i)
+    b = len(groups)
+    length = max(int(pl[rows[0]]) + int(cl[rows].sum()) for rows in groups.values())
+    window = getattr(body.config, "sliding_window", None)
+    if getattr(body.config, "use_sliding_window", True) is False:
+        window = None
+    if b == n or (window is not None and length > window):
+        return None
+    if _layer_work(body, b, length) >= _layer_work(body, n, p + t):
+        return None
+
+    width = p + t
+    ids = torch.zeros(b, length, dtype=torch.long)
+    pos = torch.zeros(b, length, dtype=torch.long)
+    seg = torch.full((b, length), -1)  # 0: the prompt, k: the k-th completion, -1: padding
+    source = torch.zeros(b, length, dtype=torch.long)
+    target = torch.zeros(n, width, dtype=torch.long)
+    scored = torch.zeros(n, t, dtype=torch.long)
+    for g, rows in enumerate(groups.values()):
+        first, lp, at = rows[0], int(pl[rows[0]]), g * length
+        prompt = torch.arange(lp)
+        ids[g, :lp], pos[g, :lp], seg[g, :lp] = prompts[first, p - lp :], prompt, 0
+        source[g, :lp] = first * width + p - lp + prompt
+        start = lp
+        for k, i in enumerate(rows, 1):
+            lc = int(cl[i])
+            own = torch.arange(lc)
+            span = slice(start, start + lc)
+            ids[g, span], pos[g, span], seg[g, span] = completions[i, :lc], lp + own, k
+            source[g, span] = i * width + p + own
+            target[i] = at  # padding
+            target[i, p - lp : p] = at + prompt
+            target[i, p : p + lc] = at + start + own
+            scored[i, :lc] = at + torch.cat([torch.tensor([lp - 1]), start + own[:-1]])
+            start += lc
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    sq, sk = seg[:, :, None], seg[:, None, :]
+    allowed = (causal & ((sk == sq) | ((sk == 0) & (sq > 0))))[:, None]
+    device = prompt_ids.device
+    if body.config._attn_implementation == "eager":  # an additive mask
+        mask = torch.zeros(allowed.shape).masked_fill_(~allowed, torch.finfo(torch.float32).min)
+    else:
+        mask = allowed
+    kwargs = {
+        "input_ids": ids.to(device),
+        "attention_mask": mask.to(device),
+        "position_ids": pos.to(device),
+        "use_cache": False,
+    }
+    return _Packing(
+        kwargs=kwargs,
+        shape=(b, length),
+        scored=scored[cm].to(device),
+        source=source.flatten().to(device),
+        target=target.flatten().to(device),
     )
-    return _layer_inputs(body, layers[k], kwargs)[0]
 
 
 def completion_logprobs(
@@ -859,6 +1014,7 @@ def completion_logprobs(
     fuse_head: bool = True,
     chunk_tokens: int | None = None,
     prefix: tuple[int, torch.Tensor] | None = None,
+    pack: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probabilities ``[N, T]`` (float32) of ``completion_ids`` under ``model``.
 
@@ -885,6 +1041,10 @@ def completion_logprobs(
     enters decoder layer ``k``, so only layers ``k`` and up run. Only the caller knows the
     bottom layers did not change since ``hidden`` was computed: ``k <= shared_layers(model)``
     then and now.
+
+    ``pack`` (default): on the fused path, rows with equal prompts (a group's completions) run
+    as one sequence with the prompt once, where :func:`packs_prompts` allows it and that is
+    less work (:func:`_pack`); the results are the rows' own, up to float rounding.
     """
     if temperature <= 0:
         raise ValueError("temperature must be > 0 (use 1.0 for greedy-sampled completions)")
@@ -899,6 +1059,11 @@ def completion_logprobs(
     if prefix is not None and fused is None:
         raise ValueError("prefix needs a model whose head is fusable (see shared_layers)")
     if fused is not None:
+        packing = (
+            _pack(fused[0], prompt_ids, prompt_mask, completion_ids, completion_mask)
+            if pack
+            else None
+        )
         return _fused_logprobs(
             fused,
             kwargs,
@@ -908,6 +1073,7 @@ def completion_logprobs(
             chunk_tokens,
             with_entropy,
             prefix,
+            packing,
         )
     params = _forward_params(model)
     if "logits_to_keep" in params:
@@ -932,6 +1098,7 @@ __all__ = [
     "gguf_cache_root",
     "load_policy",
     "load_tokenizer",
+    "packs_prompts",
     "prefix_hidden",
     "resolve_device_dtype",
     "shared_layers",

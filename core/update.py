@@ -135,7 +135,13 @@ class PolicyUpdate:
         total_updates: int,
         dist: Dist | None = None,
     ) -> None:
-        from rlvr.modeling import autocast, completion_logprobs, prefix_hidden, shared_layers
+        from rlvr.modeling import (
+            autocast,
+            completion_logprobs,
+            packs_prompts,
+            prefix_hidden,
+            shared_layers,
+        )
 
         self._autocast_to = autocast
         self._completion_logprobs = completion_logprobs
@@ -153,6 +159,8 @@ class PolicyUpdate:
             if reference is None and (reference_is_base or old_logprobs)
             else 0
         )
+        #: the passes pack a group's completions behind one prompt: micro-batches hold whole groups.
+        self.packs = packs_prompts(self._forward)
         self.value_model = value_model
         self.algorithm = algorithm
         self.old_logprobs = old_logprobs
@@ -230,8 +238,10 @@ class PolicyUpdate:
     def _micro_batches(self, batch: RolloutBatch) -> Iterator[torch.Tensor]:
         """Row indices of each micro-batch. With several micro-batches the rows go longest
         first (prompt + completion tokens), so rows of similar length share a micro-batch and
-        :func:`trim` cuts most of their padding. The order changes no result: every loss is a
-        sum over rows normalised by the whole step's counts (docs/algorithms.md)."""
+        :func:`trim` cuts most of their padding; where the passes pack a group's completions
+        behind one prompt (:func:`rlvr.modeling.packs_prompts`), whole groups go longest first
+        instead, so a group's rows share a micro-batch. The order changes no result: every loss
+        is a sum over rows normalised by the whole step's counts (docs/algorithms.md)."""
         n = len(batch)
         size = self.t.per_device_train_batch_size * self.t.num_generations
         if n == 0:  # every row inert
@@ -239,10 +249,24 @@ class PolicyUpdate:
         if n <= size:
             yield torch.arange(n, device=self.device)
             return
-        lengths = batch.prompt_mask.sum(1) + batch.completion_mask.sum(1)
-        order = torch.argsort(lengths, descending=True, stable=True).to(self.device)
-        for start in range(0, n, size):
-            yield order[start : start + size]
+        lengths = (batch.prompt_mask.sum(1) + batch.completion_mask.sum(1)).tolist()
+        if not self.packs:
+            order = sorted(range(n), key=lambda i: -lengths[i])
+            for start in range(0, n, size):
+                yield torch.tensor(order[start : start + size], device=self.device)
+            return
+        groups: dict[int, list[int]] = {}
+        for i, g in enumerate(batch.group_ids.tolist()):
+            groups.setdefault(g, []).append(i)
+        batches: list[list[int]] = []  # each group into the first with room (groups cut by
+        for group in sorted(groups.values(), key=lambda g: -max(lengths[i] for i in g)):
+            fits = (b for b in batches if len(b) + len(group) <= size)  # `inert` leave room)
+            target = next(fits, None)
+            if target is None:
+                batches.append(target := [])
+            target.extend(group)
+        for rows in batches:
+            yield torch.tensor(rows, device=self.device)
 
     def _logprobs(
         self, model: torch.nn.Module, mb: RolloutBatch, *, with_entropy: bool = False

@@ -570,6 +570,121 @@ def test_fused_head_through_peft_lora(policy):
         assert not torch.allclose(got, base, atol=1e-3)
 
 
+# --------------------------------------------------------------------------- shared prompts
+
+
+def _grouped_batch(vocab: int, seed: int = 0):
+    """Six rows of three prompts: A (5 tokens) x3 (one completion empty), B (3 tokens) x2 and
+    C (4 tokens) alone; prompts left-padded, completions right-padded, rows interleaved."""
+    g = torch.Generator().manual_seed(seed)
+    a, b, c = (torch.randint(3, vocab, (k,), generator=g) for k in (5, 3, 4))
+    prompts, completion_lens = [a, b, a, c, a, b], [4, 6, 0, 3, 2, 5]
+    n, p, t = len(prompts), 5, 6
+    prompt_ids = torch.zeros(n, p, dtype=torch.long)
+    prompt_mask = torch.zeros(n, p, dtype=torch.long)
+    completion_ids = torch.zeros(n, t, dtype=torch.long)
+    completion_mask = torch.zeros(n, t, dtype=torch.long)
+    for i, (prompt, lc) in enumerate(zip(prompts, completion_lens, strict=True)):
+        prompt_ids[i, p - len(prompt) :], prompt_mask[i, p - len(prompt) :] = prompt, 1
+        completion_ids[i, :lc] = torch.randint(3, vocab, (lc,), generator=g)
+        completion_mask[i, :lc] = 1
+    return prompt_ids, prompt_mask, completion_ids, completion_mask
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_packed_prompts_give_the_rows_own_results(attention, monkeypatch):
+    """Rows sharing a prompt, packed into one sequence (prompt once, then each completion under
+    a mask that hides the others), give each row's log-probs, entropies, parameter gradients
+    and hidden states (prefix_hidden) of the row-by-row passes."""
+    from rlvr import modeling
+
+    model = _llama(tie=True)
+    model.config._attn_implementation = attention
+    batch = _grouped_batch(model.config.vocab_size)
+    packings = []
+    pack = modeling._pack
+    monkeypatch.setattr(modeling, "_pack", lambda *a: packings.append(pack(*a)) or packings[-1])
+    monkeypatch.setattr(modeling, "_layer_work", lambda body, rows, width: rows)  # always pack
+    w = torch.randn(batch[2].shape, generator=torch.Generator().manual_seed(1))
+    results = {}
+    model.train()
+    for packed in (False, True):
+        model.zero_grad(set_to_none=True)
+        logp, ent = completion_logprobs(
+            model, *batch, temperature=0.7, with_entropy=True, chunk_tokens=4, pack=packed
+        )
+        ((logp * w).sum() + ent.sum()).backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+        results[packed] = logp.detach(), ent.detach(), grads
+    model.eval()
+    assert len(packings) == 1 and packings[0].shape == (3, 3 + 6 + 5)  # A, B (the longest), C
+    (logp, ent, grads), (ref_logp, ref_ent, ref_grads) = results[True], results[False]
+    assert torch.allclose(logp, ref_logp, atol=1e-5) and torch.allclose(ent, ref_ent, atol=1e-5)
+    assert (logp[batch[3] == 0] == 0).all() and (logp[batch[3] == 1] < 0).all()
+    for name, grad in grads.items():
+        assert torch.allclose(grad, ref_grads[name], atol=1e-6, rtol=1e-4), name
+    with torch.no_grad():
+        rows = modeling.prefix_hidden(model, *batch, 1, pack=False)
+        packed_rows = modeling.prefix_hidden(model, *batch, 1)
+        real = torch.cat([batch[1], batch[3]], 1).bool()
+        assert packed_rows.shape == rows.shape and packed_rows.isfinite().all()
+        assert torch.allclose(packed_rows[real], rows[real], atol=1e-6)
+        from_prefix, _ = completion_logprobs(model, *batch, prefix=(1, packed_rows))
+        whole, _ = completion_logprobs(model, *batch, pack=False)
+    assert torch.allclose(from_prefix, whole, atol=1e-5)
+
+
+def test_prompts_are_packed_only_where_it_saves_work():
+    """The real cost rule, on a layer of SmolLM2-135M's shape: 8 completions of 100 tokens
+    behind a shared 160-token prompt pack; 16 of 4,000 do not (attention over the packed
+    sequence grows with its square); nor do rows with no prompt in common, a sliding window
+    shorter than the packed sequence, or an attention implementation that cannot take the
+    mask."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rlvr import modeling
+
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=1,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+    )
+    config._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(config)
+    body = model.get_decoder()
+    assert modeling.packs_prompts(model)
+
+    def group(n: int, p: int, t: int, shared: bool = True):
+        prompt = torch.randint(3, 300, (1 if shared else n, p)).expand(n, p)
+        ones = torch.ones(n, t, dtype=torch.long)
+        return prompt, torch.ones(n, p, dtype=torch.long), ones * 5, ones
+
+    assert modeling._pack(body, *group(8, 160, 100)) is not None
+    assert modeling._pack(body, *group(16, 16, 4000)) is None
+    assert modeling._pack(body, *group(8, 160, 100, shared=False)) is None
+    config = body.config
+    try:
+        config.sliding_window = 500
+        assert modeling._pack(body, *group(8, 160, 100)) is None  # 960 tokens packed
+        config.sliding_window = 1000
+        assert modeling._pack(body, *group(8, 160, 100)) is not None
+        config.use_sliding_window = False
+        config.sliding_window = 500
+        assert modeling._pack(body, *group(8, 160, 100)) is not None
+    finally:
+        config.sliding_window, config.use_sliding_window = None, False
+    attention = config._attn_implementation
+    try:
+        config._attn_implementation = "flash_attention_2"
+        assert not modeling.packs_prompts(model)
+        assert modeling._pack(body, *group(8, 160, 100)) is None
+    finally:
+        config._attn_implementation = attention
+
+
 @pytest.mark.slow
 @pytest.mark.vllm
 def test_tiny_model_loads_in_vllm(tiny_dir, policy):

@@ -28,18 +28,25 @@ class _Algorithm:
         return SimpleNamespace(loss=loss, metrics={})
 
 
-def _batch(vocab: int) -> RolloutBatch:
-    """Six completions of very different lengths (and prompts of different lengths)."""
+def _batch(vocab: int, *, groups_share_prompts: bool = False) -> RolloutBatch:
+    """Six completions of very different lengths (and prompts of different lengths), in three
+    groups of two; with ``groups_share_prompts`` the two rows of a group have one prompt, as
+    in training."""
     g = torch.Generator().manual_seed(0)
     prompt_lens, completion_lens = [3, 9, 2, 7, 5, 4], [2, 11, 4, 1, 9, 6]
+    if groups_share_prompts:
+        prompt_lens = [3, 3, 9, 9, 5, 5]
     n, p, t = 6, max(prompt_lens), max(completion_lens)
     prompt_mask = torch.zeros(n, p, dtype=torch.long)
     completion_mask = torch.zeros(n, t, dtype=torch.long)
     for i, (lp, lc) in enumerate(zip(prompt_lens, completion_lens, strict=True)):
         prompt_mask[i, p - lp :] = 1
         completion_mask[i, :lc] = 1
+    prompt_ids = torch.randint(3, vocab, (n, p), generator=g)
+    if groups_share_prompts:
+        prompt_ids = prompt_ids[torch.arange(n) // 2 * 2]
     return RolloutBatch(
-        prompt_ids=torch.randint(3, vocab, (n, p), generator=g) * prompt_mask,
+        prompt_ids=prompt_ids * prompt_mask,
         prompt_mask=prompt_mask,
         completion_ids=torch.randint(3, vocab, (n, t), generator=g) * completion_mask,
         completion_mask=completion_mask,
@@ -81,19 +88,32 @@ def tiny(tmp_path):
     return lambda: load_policy(ModelConfig(name_or_path=str(path)), device="cpu")[0]
 
 
-def test_sorted_micro_batches_change_nothing(tiny):
-    """Micro-batches of 2 rows go longest first; the old log-probs come back in the batch's
-    row order and the update equals one pass over the whole batch."""
+@pytest.mark.parametrize("packs", [False, True])
+def test_sorted_micro_batches_change_nothing(tiny, packs, monkeypatch):
+    """Micro-batches of 2 rows go longest first (whole groups, where the passes pack a group
+    behind its prompt); the old log-probs come back in the batch's row order and the update
+    equals one pass over the whole batch."""
+    from rlvr import modeling
+
     # A float64 model: the identity is exact, and float32 forward passes of rows padded to
     # other lengths differed by up to 8e-5 relative on a 16-core x86 host (1e-6 on 2 cores).
     # What is left is the float32 of rlvr.functional's math.
     f64 = torch.float64
-    batch = _batch(512)
+    batch = _batch(512, groups_share_prompts=packs)
+    packed = []
+    pack = modeling._pack
+    monkeypatch.setattr(modeling, "_pack", lambda *a: packed.append(pack(*a)) or packed[-1])
     split = _update(tiny().to(f64), prompts=1, dtype=f64)
     whole = _update(tiny().to(f64), prompts=3, dtype=f64)
+    assert split.packs and whole.packs  # sdpa, full attention, fusable head
+    split.packs = packs
     order = torch.cat(list(split._micro_batches(batch)))
     length = batch.prompt_mask.sum(1) + batch.completion_mask.sum(1)
-    assert order.tolist() != list(range(6)) and (length[order].diff() <= 0).all()
+    assert order.tolist() != list(range(6))
+    if packs:  # by the longest row: [0, 1] (5, 14 tokens), [4, 5] (14, 11), [2, 3] (13, 10)
+        assert order.tolist() == [0, 1, 4, 5, 2, 3]
+    else:
+        assert (length[order].diff() <= 0).all()
 
     filled = split.fill_no_grad(batch)
     with torch.no_grad():
@@ -111,6 +131,7 @@ def test_sorted_micro_batches_change_nothing(tiny):
     assert r_split.grad_norm == pytest.approx(r_whole.grad_norm, rel=1e-5) and r_whole.grad_norm > 0
     for a, b in zip(split.policy.parameters(), whole.policy.parameters(), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-8)
+    assert any(p is not None for p in packed) == packs  # the groups' prompts ran once
 
 
 class _InertAlgorithm(_Algorithm):
@@ -124,6 +145,7 @@ class _InertAlgorithm(_Algorithm):
 
 
 def _adamw_update(model, declare: bool) -> PolicyUpdate:
+    model = model.to(torch.float64)  # as above: rows padded to other widths round otherwise
     training = TrainingConfig(
         per_device_train_batch_size=1, num_generations=2, learning_rate=0.01, weight_decay=0.1
     )
@@ -135,7 +157,7 @@ def _adamw_update(model, declare: bool) -> PolicyUpdate:
         old_logprobs=False,
         training=training,
         device=torch.device("cpu"),
-        dtype=torch.float32,
+        dtype=torch.float64,
         total_updates=3,
     )
 
