@@ -862,7 +862,7 @@ def prefix_hidden(
     if packing is None:
         return _layer_inputs(body, layers[k], _forward_kwargs(*args))[0]
     packed = _layer_inputs(body, layers[k], packing.kwargs)[0]  # [B, L, H]
-    return packed.flatten(0, 1)[packing.target].view(*prompt_ids.shape[:1], -1, packed.shape[-1])
+    return packed.flatten(0, 1)[packing.target].view(prompt_ids.shape[0], -1, packed.shape[-1])
 
 
 # --------------------------------------------------------------------------- shared prompts
@@ -897,6 +897,8 @@ class _Packing:
 
 def _packable(body: Any) -> bool:
     config = getattr(body, "config", None)
+    if _decoder_layers(body) is None:
+        return False
     if getattr(config, "_attn_implementation", None) not in _PACKABLE_ATTENTION:
         return False
     return all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
