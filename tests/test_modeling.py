@@ -395,20 +395,20 @@ def test_chunked_logprobs_gradcheck():
 # --------------------------------------------------------------------------- fused head
 
 
-def _llama(tie: bool):
-    """A tiny Llama (SmolLM2's architecture) with a tied or separate head."""
+def _llama(tie: bool, **shape):
+    """A tiny Llama (SmolLM2's architecture) with a tied or separate head; ``shape`` overrides
+    its sizes."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=300,
+    sizes = dict(
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        tie_word_embeddings=tie,
     )
+    config = LlamaConfig(vocab_size=300, tie_word_embeddings=tie, **(sizes | shape))
     return LlamaForCausalLM(config).float()
 
 
@@ -640,20 +640,17 @@ def test_prompts_are_packed_only_where_it_saves_work():
     sequence grows with its square); nor do rows with no prompt in common, a sliding window
     shorter than the packed sequence, or an attention implementation that cannot take the
     mask."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from rlvr import modeling
 
-    config = LlamaConfig(
-        vocab_size=300,
+    model = _llama(
+        tie=True,
         hidden_size=576,
         intermediate_size=1536,
         num_hidden_layers=1,
         num_attention_heads=9,
         num_key_value_heads=3,
     )
-    config._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(config)
+    model.config._attn_implementation = "sdpa"
     body = model.get_decoder()
     assert modeling.packs_prompts(model)
 
