@@ -7,6 +7,7 @@ vllm/hf ratio, and the mean time of ``VLLMGenerator.sync_weights``::
     python bench/generation.py                              # hidden 256, 4 layers
     python bench/generation.py --shape smollm2-135m         # 576 x 30 layers, vocab 49152
     python bench/generation.py --threads 1 2 --max-num-seqs 256 64 --kv-gb 2 0.5
+    python bench/generation.py --shape smollm2-135m --dtype bfloat16   # a CPU with AVX512-BF16
 
 ``--threads`` sweeps torch's intra-op threads for both backends (no engine restart needed);
 ``--max-num-seqs`` and ``--kv-gb`` restart the engine per value (one engine per process at a
@@ -107,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-num-seqs", type=int, nargs="+", default=[256])
     parser.add_argument("--kv-gb", type=float, nargs="+", default=[2.0])
+    parser.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="compute dtype of both backends (the run's model.dtype; weights stay float32)",
+    )
     parser.add_argument("--skip-hf", action="store_true")
     parser.add_argument(
         "--unseeded", action="store_true", help="no sampling seed (the trainer always sets one)"
@@ -138,12 +145,14 @@ def main(argv: list[str] | None = None) -> int:
             max_completion_length=args.max_tokens,
             num_generations=args.n,
             max_prompt_length=max(plen),
+            dtype=args.dtype,
         )
         cfg = model.config
         print(
             f"model: random Qwen2 '{args.shape}' hidden {cfg.hidden_size}, {cfg.num_hidden_layers} "
             f"layers, {cfg.num_attention_heads} heads (kv {cfg.num_key_value_heads}), head_dim "
-            f"{cfg.head_dim}, vocab {cfg.vocab_size}, {n_params / 1e6:.1f}M params, float32, CPU"
+            f"{cfg.head_dim}, vocab {cfg.vocab_size}, {n_params / 1e6:.1f}M params, float32 "
+            f"weights computing in {args.dtype}, CPU"
         )
         print(
             f"workload: {len(prompts)} prompts (prompt tokens {min(plen)}-{max(plen)}) x "

@@ -108,7 +108,8 @@ class ModelConfig(Section):
     name_or_path: str = Field(description="hub id, local directory, or a .gguf file")
     gguf_file: str | None = Field(None, description="GGUF file inside name_or_path, if any")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="auto: bfloat16 on CUDA, float32 on CPU"
+        "auto",
+        description="auto: bfloat16 on CUDA and on a CPU with AVX512-BF16 or AMX, else float32",
     )
     trust_remote_code: bool = False
     revision: str | None = None

@@ -439,6 +439,8 @@ def evaluate(
             "threshold": evaluation.threshold,
             "format_checks": dict(evaluation.format_checks),
             "backend": backend_name,
+            "device": device.type,
+            "dtype": str(dtype).removeprefix("torch."),
             "temperature": t.temperature,
             "top_p": t.top_p,
             "max_completion_length": t.max_completion_length,

@@ -10,8 +10,11 @@
   backbone).
 
 Precision (:data:`rlvr.modeling.TRAINED_DTYPE`): every weight the optimizer updates is float32;
-``dtype`` (bfloat16 on CUDA by default) is what the passes compute in, under autocast, and what
-the frozen weights are stored in: the reference model and, under LoRA, the base model.
+``dtype`` (bfloat16 by default on CUDA and on a CPU with native bfloat16) is what the passes
+compute in, under autocast, and what the frozen weights are stored in: under LoRA the base
+model; the full fine-tuning reference keeps the layers autocast leaves in float32 (embeddings,
+norms) in float32, so it computes exactly what the policy computed at step 0
+(:func:`rlvr.modeling.store_as_autocast_computes`).
 
 Dropout is off in all of them (RL ratios compare two forward passes). Gradient checkpointing
 and FSDP sharding are applied here too, so the trainer gets models ready to train.
@@ -55,7 +58,12 @@ def load_run_models(
 ) -> RunModels:
     """Load the run's models on ``device``, computing in ``dtype``; ``algorithm`` builds the
     value model when ``req.value_model`` says one is needed."""
-    from rlvr.modeling import TRAINED_DTYPE, enable_gradient_checkpointing, load_policy
+    from rlvr.modeling import (
+        TRAINED_DTYPE,
+        enable_gradient_checkpointing,
+        load_policy,
+        store_as_autocast_computes,
+    )
 
     lora_cfg = model_cfg.lora
     policy_cfg = model_cfg
@@ -79,10 +87,11 @@ def load_run_models(
     reference = None
     reference_is_base = req.reference_model and lora_cfg is not None
     if req.reference_model and not reference_is_base:
-        # The base (on resume too: not the checkpoint), read again in the compute dtype: no
-        # float32 copy of the policy on the way.
-        reference, _ = load_policy(model_cfg, device=device, dtype=dtype)
+        # The base (on resume too: not the checkpoint), read again in float32 like the policy,
+        # then stored as autocast computes with it, so that it equals the policy at step 0.
+        reference, _ = load_policy(model_cfg, device=device, dtype=TRAINED_DTYPE)
         reference.eval().requires_grad_(False)
+        store_as_autocast_computes(reference, dtype)
         disable_dropout(reference)
 
     value_model = None

@@ -207,6 +207,13 @@ class Trainer:
 
         _seed_everything(t.seed)
         device, dtype = resolve_device_dtype(self.model_cfg.dtype)
+        if self.dist.is_main:  # auto depends on the machine: say what it chose
+            print(
+                f"rlvr: {device.type}, computing in {str(dtype).removeprefix('torch.')} "
+                f"(model.dtype: {self.model_cfg.dtype})",
+                file=sys.stderr,
+                flush=True,
+            )
         # Built (and checked against its protocol) before any model loads.
         run = RunInfo.from_config(config, max_steps=self.max_steps, device=device, dtype=dtype)
         record = self.host.algorithms[self.algorithm_cfg.name]

@@ -13,7 +13,8 @@ the most frequent last line of the completions and its share, to catch a policy 
 collapsed onto one answer that pays the format reward. Below the table, when the rows carry a
 gold ``answer``: the accuracy of answering the commonest gold every time, the score a policy
 collapsed onto one number can reach without reading a question (on GSM8K test[:500], ``6``:
-3.6%, more than SmolLM2-135M's 2.0%).
+3.6%, more than SmolLM2-135M's 2.0%). A warning names the settings in which the two runs'
+``summary.json`` differ (dtype, device, backend, sampling, length), when both have one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,27 @@ def load(path: str) -> dict[tuple[int, int], dict]:
     file = file / "samples.jsonl" if file.is_dir() else file
     rows = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
     return {(r["index"], r["sample"]): r for r in rows}
+
+
+#: Settings of ``summary.json`` that change what a model answers: two evals that differ in one
+#: compare the settings as much as the models.
+SETTINGS = ("dtype", "device", "backend", "temperature", "top_p", "max_completion_length")
+
+
+def settings_differ(before: str, after: str) -> list[str]:
+    """The :data:`SETTINGS` in which the two runs' ``summary.json`` files disagree (a run
+    without one, or older than a setting, is not compared on it)."""
+    found = []
+    for path in (before, after):
+        file = Path(path)
+        file = file / "summary.json" if file.is_dir() else file.with_name("summary.json")
+        found.append(json.loads(file.read_text()) if file.is_file() else {})
+    b, a = found
+    return [
+        f"{key} ({b[key]} vs {a[key]})"
+        for key in SETTINGS
+        if key in b and key in a and b[key] != a[key]
+    ]
 
 
 def paired(before: list[float], after: list[float]) -> tuple[float, float, float]:
@@ -53,6 +75,8 @@ def main(argv: list[str]) -> int:
         print("the two evals are not on the same prompts and samples", file=sys.stderr)
         return 2
     keys = sorted(before)
+    if differ := settings_differ(argv[0], argv[1]):
+        print(f"warning: the evals differ in {', '.join(differ)}", file=sys.stderr)
     print(f"{len(keys)} completions\n")
     print("| metric | before | after | difference (95% CI) |")
     print("|---|---:|---:|---:|")

@@ -75,3 +75,19 @@ def test_no_baseline_without_golds(tmp_path, capsys):
     after = write(tmp_path / "after", [0, 1], [1, 1])
     assert tool["main"]([str(before), str(after)]) == 0
     assert "constant-answer baseline" not in capsys.readouterr().out
+
+
+def test_a_warning_names_the_settings_that_differ(tmp_path, capsys):
+    """Evals in another dtype (model.dtype auto resolves per machine) are flagged, not refused."""
+    tool = runpy.run_path(str(SCRIPT))
+    before = write(tmp_path / "before", [0, 1], [0, 1])
+    after = write(tmp_path / "after", [0, 1], [1, 1])
+    common = {"device": "cpu", "temperature": 0.0, "max_completion_length": 192}
+    (before / "summary.json").write_text(json.dumps(common | {"dtype": "float32"}))
+    (after / "summary.json").write_text(json.dumps(common | {"dtype": "bfloat16"}))
+    assert tool["main"]([str(before), str(after)]) == 0
+    assert "warning: the evals differ in dtype (float32 vs bfloat16)" in capsys.readouterr().err
+
+    (after / "summary.json").write_text(json.dumps(common | {"dtype": "float32"}))
+    assert tool["main"]([str(before), str(after / "samples.jsonl")]) == 0
+    assert "warning" not in capsys.readouterr().err

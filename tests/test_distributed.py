@@ -105,7 +105,9 @@ def make_config(tiny_model, dataset, out: Path, algorithm: str, batch: int, **ov
         **over.pop("training", {}),
     }
     return {
-        "model": {"name_or_path": str(tiny_model)},
+        # float32 compute on every machine: under bfloat16 autocast (``auto`` on a GPU or a CPU
+        # with AVX512-BF16) rounding depends on the micro-batch's shape, which ranks change
+        "model": {"name_or_path": str(tiny_model), "dtype": "float32"},
         "data": {"path": str(dataset)},
         "rewards": over.pop("rewards", [{"name": "toy"}]),
         "algorithm": {"name": algorithm, "params": over.pop("params", {})},

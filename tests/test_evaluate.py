@@ -30,6 +30,7 @@ from rlvr.evaluate import (
     resolve_checkpoint,
 )
 from rlvr.host import create_host
+from rlvr.modeling import resolve_device_dtype
 from rlvr.plot import PlotError, moving_average, plot_run
 from rlvr.records import Params, Reward
 
@@ -225,6 +226,9 @@ def test_evaluate_end_to_end(tiny_model, eval_dir, tmp_path):
     assert len(rows) == 4 * 3 == summary["num_samples"]
     assert summary["num_prompts"] == 4 and summary["k"] == 3
     assert summary["split"] == "test" and summary["data"].endswith("[test]")
+    # model.dtype auto depends on the machine: the summary records what it resolved to
+    device, dtype = resolve_device_dtype("auto")
+    assert (summary["device"], summary["dtype"]) == (device.type, str(dtype)[len("torch.") :])
     assert [r["index"] for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
     assert [r["sample"] for r in rows] == [0, 1, 2] * 4
     for r in rows:

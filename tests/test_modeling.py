@@ -16,6 +16,7 @@ from rlvr.config import ModelConfig
 from rlvr.modeling import (
     ModelLoadError,
     completion_logprobs,
+    cpu_computes_bfloat16,
     gguf_cache_root,
     load_policy,
     resolve_device_dtype,
@@ -102,12 +103,18 @@ def test_build_rejects_bad_head_layout(tmp_path):
 # --------------------------------------------------------------------------- loading
 
 
-def test_resolve_device_dtype():
+@pytest.mark.parametrize("native", [True, False])
+def test_resolve_device_dtype(monkeypatch, native):
+    """``auto`` computes in bfloat16 on a GPU, and on a CPU only where it has the instructions."""
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert cpu_computes_bfloat16() is native
     device, dtype = resolve_device_dtype("auto")
     if torch.cuda.is_available():
         assert (device.type, dtype) == ("cuda", torch.bfloat16)
     else:
-        assert (device.type, dtype) == ("cpu", torch.float32)
+        assert (device.type, dtype) == ("cpu", torch.bfloat16 if native else torch.float32)
+    assert resolve_device_dtype("float32")[1] == torch.float32
     assert resolve_device_dtype("bfloat16")[1] == torch.bfloat16
     with pytest.raises(ValueError):
         resolve_device_dtype("float8")

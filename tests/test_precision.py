@@ -57,11 +57,27 @@ def test_full_fine_tuning_trains_float32_weights_against_a_bfloat16_reference(ma
     assert dtypes(models.policy, trained=False) <= {torch.float32}
     ref = models.reference
     assert ref is not None
-    assert {p.dtype for p in ref.parameters()} == {torch.bfloat16}
-    # the reference is the policy's starting point, rounded to the compute dtype
+    # the reference is the policy's starting point as autocast computes with it: linear
+    # layers rounded to bfloat16, embeddings and norms float32
     policy_w = dict(models.policy.named_parameters())
+    linear = {
+        f"{name}.{p}"
+        for name, m in ref.named_modules()
+        if isinstance(m, torch.nn.Linear)
+        for p in ("weight", "bias")
+    }
+    kinds = set()
     for name, p in ref.named_parameters():
-        assert torch.equal(p, policy_w[name].detach().to(torch.bfloat16)), name
+        dtype = torch.bfloat16 if name in linear else torch.float32
+        kinds.add(dtype)
+        assert torch.equal(p, policy_w[name].detach().to(dtype)), name
+    assert kinds == {torch.bfloat16, torch.float32}
+
+    # so at step 0 the reference computes exactly what the policy computes (the KL term has
+    # no gradient until the policy moves)
+    ids = torch.tensor([[5, 9, 11, 3, 7, 2]])
+    with torch.no_grad(), autocast(CPU, torch.bfloat16):
+        assert torch.equal(ref(ids).logits, models.policy(ids).logits)
 
 
 def test_lora_keeps_the_frozen_base_in_bfloat16_and_trains_float32(make_config, host):

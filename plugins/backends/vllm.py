@@ -16,8 +16,9 @@ How it works:
   to a temporary directory and vLLM starts with dummy weights. Either way the training model's
   weights are pushed into the engine right after it starts (:meth:`VLLMGenerator.sync_weights`),
   so the engine always samples from exactly the model it was given. The engine's dtype is the
-  run's compute dtype (``run.dtype``: float32 on CPU, bfloat16 on CUDA by rlvr's defaults),
-  and the synced weights (float32 where they train) are rounded to it.
+  run's compute dtype (``run.dtype``; by rlvr's defaults bfloat16 on CUDA and on a CPU with
+  native bfloat16, float32 on other CPUs), and the synced weights (float32 where they train)
+  are rounded to it.
 - **Sampling.** Each of the ``len(prompts) * n`` completions is one vLLM request; with
   ``sampling.seed`` set, completion ``k`` gets its own seed derived from ``(seed, k)``, so it
   does not depend on what else is in the batch (same prompts, ``n`` and seed: same
