@@ -207,15 +207,15 @@ class Trainer:
 
         _seed_everything(t.seed)
         device, dtype = resolve_device_dtype(self.model_cfg.dtype)
+        # Built (and checked against its protocol) before any model loads.
+        run = RunInfo.from_config(config, max_steps=self.max_steps, device=device, dtype=dtype)
         if self.dist.is_main:  # auto depends on the machine: say what it chose
             print(
-                f"rlvr: {device.type}, computing in {str(dtype).removeprefix('torch.')} "
+                f"rlvr: {run.device}, computing in {run.dtype} "
                 f"(model.dtype: {self.model_cfg.dtype})",
                 file=sys.stderr,
                 flush=True,
             )
-        # Built (and checked against its protocol) before any model loads.
-        run = RunInfo.from_config(config, max_steps=self.max_steps, device=device, dtype=dtype)
         record = self.host.algorithms[self.algorithm_cfg.name]
         self.algo = build_algorithm(record, self.algorithm_cfg.params, run, self.req)
 
