@@ -22,6 +22,10 @@
 #            examples/models/SmolLM2-135M-Instruct.Q4_1.gguf (93 MB: copy it there first
 #            where the repo travels without it).
 # RLVR_DEVICE=cpu runs the same on the CPU (tiny model only), to check the script itself.
+# RLVR_TESTS_TIMEOUT and RLVR_BENCH_TIMEOUT (seconds, default 200 and 320) bound those parts, so
+# that a short lease is not spent on one of them; a second `run` on the same machine skips
+# the install when /tmp/site already holds rlvr and the .whl/ folder is gone (RLVR_INSTALL=1
+# forces it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,9 +56,9 @@ tests() {
     tests/test_trainer_family.py tests/test_update.py tests/test_run_models.py
     tests/test_train_eval.py tests/test_evaluate.py tests/test_backend_hf.py
     tests/test_algorithms_family.py tests/test_sampler_correction.py
-    tests/test_training_keys.py tests/test_modeling.py}"
+    tests/test_training_keys.py tests/test_modeling.py tests/test_guidance.py}"
   # shellcheck disable=SC2086
-  timeout 200 python3 -m pytest -q -p no:cacheprovider -m "not slow and not vllm" -rfE $files \
+  timeout "${RLVR_TESTS_TIMEOUT:-200}" python3 -m pytest -q -p no:cacheprovider -m "not slow and not vllm" -rfE $files \
     2>&1 | tee "$out/tests.log" | tail -40
 }
 
@@ -62,7 +66,7 @@ bench() {
   local models=vocab150k,qwen0.5b-shape,tiny
   [ -f "$GGUF" ] && models=vocab150k,smollm2,qwen0.5b-shape,tiny
   [ "$device" = cuda ] || models=tiny
-  timeout 320 python3 bench/vs_trl.py --device "$device" --trl-python python3 \
+  timeout "${RLVR_BENCH_TIMEOUT:-320}" python3 bench/vs_trl.py --device "$device" --trl-python python3 \
     --models "${RLVR_BENCH_MODELS:-$models}" --steps 3 --warmup 1 --prompts 4 --generations 8 \
     --max-completion-length 256 --json "$out/vs_trl.json" 2>&1 | tee "$out/vs_trl.md"
 }
@@ -87,11 +91,13 @@ run() {
   local site=/tmp/site parts=("$@")
   [ ${#parts[@]} -gt 0 ] || parts=(tests bench example)
   mkdir -p "$out"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target "$site" .whl/*.whl
-  # rlvr itself (not editable: its entry points must be found on the path)
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade \
-    --target "$site" .
+  if [ -d .whl ] || [ ! -d "$site/rlvr" ] || [ -n "${RLVR_INSTALL:-}" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target "$site" .whl/*.whl
+    # rlvr itself (not editable: its entry points must be found on the path)
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade \
+      --target "$site" .
+  fi
   export PYTHONPATH="$site" HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
   python3 -c "import torch, rlvr; print('torch', torch.__version__, torch.cuda.is_available())" \
     | tee "$out/env.txt"

@@ -138,10 +138,24 @@ def _solution_logprob(model_dir: Path, tiny_model: Path, dataset: Path) -> float
     return sum(total) / len(total)
 
 
-def test_guidance_teaches_answers_the_samples_never_reach(make_config, host, tiny_model, dataset):
-    """A random model never samples the right sum, so GRPO on `answer` alone has nothing to
-    prefer; with guidance every group holds one right answer and the model learns it."""
+@pytest.fixture(scope="module")
+def big_sums(tmp_path_factory) -> Path:
+    """16 sums of five digits: a random model samples one by chance with odds of about
+    512**-5, on any device's random stream (with one-digit sums, CUDA's stream hit one)."""
+    path = tmp_path_factory.mktemp("big") / "sums.jsonl"
+    pairs = [(a, b) for a in (12045, 23156, 34267, 45378) for b in (10203, 20304, 30405, 40506)]
+    rows = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b)} for a, b in pairs]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_guidance_teaches_answers_the_samples_never_reach(make_config, host, tiny_model, big_sums):
+    """A random model never samples the right five-digit sum, so GRPO on `answer` alone has
+    nothing to prefer; with guidance every group holds one right answer and the model learns
+    it."""
+    dataset = big_sums
     kw = dict(rewards=ANSWER, max_steps=8, learning_rate=3e-3, save_steps=8, temperature=1.0)
+    kw["data"] = {"path": str(dataset)}
     plain = make_config(output="plain", **kw)
     guided = make_config(output="guided", guidance={"field": "answer"}, **kw)
     run(plain, host)
