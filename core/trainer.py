@@ -42,11 +42,8 @@ checkpoints, and a checkpoint resumes only on the world size that wrote it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import logging
 import math
-import os
 import signal
 import sys
 import threading
@@ -56,7 +53,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlvr import checkpoint as ckpt
-from rlvr import distributed
+from rlvr import distributed, memory
 from rlvr.config import RunConfig, dump, requirements
 from rlvr.data import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.errors import TrainingError
@@ -116,46 +113,6 @@ class _StopFlag:
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-
-@functools.cache
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or None where the C library has none (macOS, musl)."""
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):
-        return None
-
-
-#: oneDNN primitives kept for reuse (its default is 1,024). See :func:`_cap_onednn_cache`.
-ONEDNN_CACHE_CAPACITY = 256
-
-
-def _cap_onednn_cache() -> None:
-    """Keep fewer compiled oneDNN primitives than oneDNN's default, unless the user chose.
-
-    On a CPU, bfloat16 matmuls run through oneDNN, which compiles a primitive per shape and
-    caches 1,024 of them at about 0.4 MB each. A step's token count sets the shapes, so each
-    step adds new ones and few are used again: a bfloat16 hour's resident memory grew by GBs
-    until the cache was full. 256 still holds every shape a step reuses (its layers repeat
-    the same few), so steps were no slower. oneDNN reads the variable when it builds its
-    cache, at the first primitive, so this must run before the models load.
-    """
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE_CAPACITY))
-
-
-def _return_freed_memory() -> None:
-    """Hand the heap pages that a step freed back to the OS (glibc).
-
-    A step allocates and frees activations whose sizes change with every batch; glibc keeps
-    the freed pages and reuses few of them, so on a CPU the process's resident memory crept up
-    step after step. One ``malloc_trim(0)`` per step returns them (a fraction of a
-    millisecond). With :func:`_cap_onednn_cache`, the SmolLM2 example's peak RSS at step 24
-    in bfloat16 fell from 6,185 to 5,263 MiB, and its steps were not slower (README).
-    """
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 def _section(value: _T | None, name: str) -> _T:
@@ -429,7 +386,7 @@ class Trainer:
             records = self.dist.gather(self._sample_records(ro, batch.advantages))
             if self.log is not None:
                 self.log.log_samples(self.step, [r for part in records for r in part])
-        _return_freed_memory()
+        memory.return_freed_memory()
         return m
 
     def _eval_due(self) -> bool:
@@ -679,7 +636,7 @@ def train(config: RunConfig, host: Host, *, resume: bool = False, progress: bool
     a checkpoint and returns; a second Ctrl-C aborts without saving.
     """
     start = time.perf_counter()
-    _cap_onednn_cache()
+    memory.cap_onednn_cache()
     with distributed.data_parallel() as dist:
         trainer = Trainer(config, host, resume=resume, progress=progress)
         metrics = trainer.run()

@@ -21,10 +21,11 @@ from test_trainer import make_config as make_config  # noqa: E402
 from test_trainer import run  # noqa: E402
 from test_trainer import tiny_model as tiny_model  # noqa: E402
 
-from rlvr import trainer  # noqa: E402
+import rlvr.modeling  # noqa: E402
+from rlvr import memory  # noqa: E402
 
 glibc = pytest.mark.skipif(
-    trainer._malloc_trim() is None, reason="this C library has no malloc_trim (glibc only)"
+    memory.malloc_trim() is None, reason="this C library has no malloc_trim (glibc only)"
 )
 
 
@@ -41,7 +42,7 @@ def test_freed_heap_pages_go_back_to_the_os():
     last = blocks[-1]
     del blocks
     held = resident_mib()
-    trainer._return_freed_memory()
+    memory.return_freed_memory()
     returned = held - resident_mib()
     assert returned > 150, f"only {returned:.0f} MiB of about 250 went back"
     assert last.sum() == 16_384
@@ -49,7 +50,7 @@ def test_freed_heap_pages_go_back_to_the_os():
 
 def test_every_step_returns_freed_memory(make_config, host, monkeypatch):
     calls = []
-    monkeypatch.setattr(trainer, "_return_freed_memory", lambda: calls.append(1))
+    monkeypatch.setattr(memory, "return_freed_memory", lambda: calls.append(1))
     run(make_config(max_steps=3), host)
     assert len(calls) == 3
 
@@ -57,7 +58,7 @@ def test_every_step_returns_freed_memory(make_config, host, monkeypatch):
 def test_training_caps_onednn_cache_unless_the_user_chose(make_config, host, monkeypatch):
     monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
     run(make_config(max_steps=1, output="first"), host)
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(trainer.ONEDNN_CACHE_CAPACITY)
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(memory.ONEDNN_CACHE_CAPACITY)
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64")
     run(make_config(max_steps=1, output="second"), host)
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
@@ -65,9 +66,9 @@ def test_training_caps_onednn_cache_unless_the_user_chose(make_config, host, mon
 
 SHAPES = """
 import ctypes, os, sys, torch
-import rlvr.trainer
+import rlvr.memory
 if sys.argv[1] == "rlvr":
-    rlvr.trainer._cap_onednn_cache()
+    rlvr.memory.cap_onednn_cache()
 torch.set_num_threads(1)
 def resident():
     return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -83,7 +84,7 @@ print(resident() - start)
 
 @glibc
 @pytest.mark.skipif(
-    not __import__("rlvr.modeling").modeling.cpu_computes_bfloat16(),
+    not rlvr.modeling.cpu_computes_bfloat16(),
     reason="bfloat16 runs through oneDNN's compiled primitives only on AVX512-BF16/AMX CPUs",
 )
 def test_the_capped_onednn_cache_holds_less_memory():
