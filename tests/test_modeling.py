@@ -598,21 +598,26 @@ def _grouped_batch(vocab: int, seed: int = 0):
     return prompt_ids, prompt_mask, completion_ids, completion_mask
 
 
+_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=_CUDA)])
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
-def test_packed_prompts_give_the_rows_own_results(attention, monkeypatch):
+def test_packed_prompts_give_the_rows_own_results(attention, device, monkeypatch):
     """Rows sharing a prompt, packed into one sequence (prompt once, then each completion under
     a mask that hides the others), give each row's log-probs, entropies, parameter gradients
-    and hidden states (prefix_hidden) of the row-by-row passes."""
+    and hidden states (prefix_hidden) of the row-by-row passes. On a GPU too, where ``sdpa``
+    takes the mask through another kernel than the row-by-row passes."""
     from rlvr import modeling
 
-    model = _llama(tie=True)
+    model = _llama(tie=True).to(device)
     model.config._attn_implementation = attention
-    batch = _grouped_batch(model.config.vocab_size)
+    batch = tuple(t.to(device) for t in _grouped_batch(model.config.vocab_size))
     packings = []
     pack = modeling._pack
     monkeypatch.setattr(modeling, "_pack", lambda *a: packings.append(pack(*a)) or packings[-1])
     monkeypatch.setattr(modeling, "_layer_work", lambda body, rows, width: rows)  # always pack
-    w = torch.randn(batch[2].shape, generator=torch.Generator().manual_seed(1))
+    w = torch.randn(batch[2].shape, generator=torch.Generator().manual_seed(1)).to(device)
     results = {}
     model.train()
     for packed in (False, True):
