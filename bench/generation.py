@@ -109,6 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-num-seqs", type=int, nargs="+", default=[256])
     parser.add_argument("--kv-gb", type=float, nargs="+", default=[2.0])
     parser.add_argument(
+        "--enforce-eager",
+        choices=("true", "false", "auto"),
+        nargs="+",
+        default=["auto"],
+        help="vllm's enforce_eager to try (auto: the backend's default, eager on CPU; false: "
+        "torch.compile), one engine per value",
+    )
+    parser.add_argument(
         "--dtype",
         choices=("float32", "bfloat16"),
         default="float32",
@@ -174,39 +182,49 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
         default_threads = torch.get_num_threads()
-        for max_num_seqs in args.max_num_seqs:
-            for kv in args.kv_gb:
-                torch.set_num_threads(default_threads)
-                params = VLLMParams(max_num_seqs=max_num_seqs, kv_cache_space_gb=kv)
-                start = time.perf_counter()
-                gen = VLLMGenerator(params, run, model, tokenizer)
-                startup = time.perf_counter() - start
-                try:
-                    for t in threads:
-                        torch.set_num_threads(t)
-                        secs, tokens = timed(
-                            lambda gen=gen: gen.generate(prompts, args.n, sampling), args.repeats
-                        )
-                        rate = tokens / secs
-                        ratio = f", {rate / hf_rate[t]:.2f}x hf" if t in hf_rate else ""
-                        print(
-                            f"vllm  threads={t} max_num_seqs={max_num_seqs} kv={kv}GiB: {tokens} "
-                            f"tokens in {secs:.2f}s = {rate:,.0f} tok/s{ratio}"
-                        )
-                    torch.set_num_threads(default_threads)
-                    sync = []
-                    for _ in range(args.sync_repeats):
-                        start = time.perf_counter()
-                        gen.sync_weights(model)
-                        sync.append(time.perf_counter() - start)
-                    print(
-                        f"vllm  engine start {startup:.1f}s; sync_weights mean "
-                        f"{statistics.mean(sync) * 1e3:.0f} ms over {len(sync)} "
-                        f"(min {min(sync) * 1e3:.0f}, max {max(sync) * 1e3:.0f})"
+        engines = [
+            (max_num_seqs, kv, eager)
+            for max_num_seqs in args.max_num_seqs
+            for kv in args.kv_gb
+            for eager in args.enforce_eager
+        ]
+        for max_num_seqs, kv, eager in engines:
+            torch.set_num_threads(default_threads)
+            params = VLLMParams(
+                max_num_seqs=max_num_seqs,
+                kv_cache_space_gb=kv,
+                enforce_eager=None if eager == "auto" else eager == "true",
+            )
+            start = time.perf_counter()
+            gen = VLLMGenerator(params, run, model, tokenizer)
+            startup = time.perf_counter() - start
+            try:
+                for t in threads:
+                    torch.set_num_threads(t)
+                    secs, tokens = timed(
+                        lambda gen=gen: gen.generate(prompts, args.n, sampling), args.repeats
                     )
-                finally:
-                    gen.close()
-                    gc.collect()
+                    rate = tokens / secs
+                    ratio = f", {rate / hf_rate[t]:.2f}x hf" if t in hf_rate else ""
+                    print(
+                        f"vllm  threads={t} max_num_seqs={max_num_seqs} kv={kv}GiB "
+                        f"enforce_eager={eager}: {tokens} "
+                        f"tokens in {secs:.2f}s = {rate:,.0f} tok/s{ratio}"
+                    )
+                torch.set_num_threads(default_threads)
+                sync = []
+                for _ in range(args.sync_repeats):
+                    start = time.perf_counter()
+                    gen.sync_weights(model)
+                    sync.append(time.perf_counter() - start)
+                print(
+                    f"vllm  engine start {startup:.1f}s; sync_weights mean "
+                    f"{statistics.mean(sync) * 1e3:.0f} ms over {len(sync)} "
+                    f"(min {min(sync) * 1e3:.0f}, max {max(sync) * 1e3:.0f})"
+                )
+            finally:
+                gen.close()
+                gc.collect()
     return 0
 
 
