@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import os
 import statistics
 import sys
@@ -182,12 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
 
         default_threads = torch.get_num_threads()
-        engines = [
-            (max_num_seqs, kv, eager)
-            for max_num_seqs in args.max_num_seqs
-            for kv in args.kv_gb
-            for eager in args.enforce_eager
-        ]
+        engines = itertools.product(args.max_num_seqs, args.kv_gb, args.enforce_eager)
         for max_num_seqs, kv, eager in engines:
             torch.set_num_threads(default_threads)
             params = VLLMParams(
