@@ -52,8 +52,8 @@ class VLLMParams(Params):
     cpu_threads: int | None = Field(
         None,
         ge=1,
-        description="CPU: torch threads while generating (None: leave as is); on a 2-core host "
-        "1 was fastest for the in-process engine",
+        description="CPU: torch threads while generating (None: leave as is, one per core); "
+        "1 when another job shares a small host's cores",
     )
     max_model_len: int | None = Field(
         None, ge=1, description="None: max_prompt_length + max_completion_length"
