@@ -219,7 +219,9 @@ def cmd_rewards(args: argparse.Namespace) -> int:
     from rlvr.score_file import score_file
 
     host = _host()
-    config = load_config(args.config, host, overrides=args.overrides, require=("rewards",))
+    config = load_config(
+        args.config, host, overrides=args.overrides, require=("rewards",), training=False
+    )
     workers = args.workers if args.workers is not None else config.training.reward_workers
     report = score_file(
         config, host, args.input, args.output, workers=workers, batch_size=args.batch_size
@@ -249,7 +251,11 @@ def _torchrun(argv: Sequence[str] | None, nproc: int) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     host = _host()
     config = load_config(
-        args.config, host, overrides=args.overrides, require=("model", "data", "rewards")
+        args.config,
+        host,
+        overrides=args.overrides,
+        require=("model", "data", "rewards"),
+        training=False,
     )
     from rlvr.evaluate import evaluate, headline
 
@@ -276,7 +282,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     base = None
     if args.config is not None:
-        base = load_config(args.config, _host(), require=("model",)).model
+        base = load_config(args.config, _host(), require=("model",), training=False).model
     out = export_merged(resolve_checkpoint(args.checkpoint), args.output, base=base)
     print(f"wrote {out}")
     return 0

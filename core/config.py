@@ -494,9 +494,12 @@ def load_config(
     *,
     overrides: Sequence[str] = (),
     require: tuple[str, ...] = (),
+    training: bool = True,
 ) -> RunConfig:
     """Read, override, validate and cross-check a config; raise :class:`ConfigError` with all
-    problems. ``require`` names the sections the calling command needs.
+    problems. ``require`` names the sections the calling command needs; ``training=False``
+    (evaluation, scoring, export) drops the warnings about settings that cannot learn: a greedy
+    eval is what ``training.temperature: 0`` is for there.
 
     Relative paths in a file resolve against its directory, those given in ``overrides``
     against the current directory (a dict ``source`` is taken as written)."""
@@ -511,7 +514,9 @@ def load_config(
     keys = [key_path(o.split("=", 1)[0]) for o in overrides if "=" in o]
     config_dir = Path(label).absolute().parent if label is not None else None
     try:
-        return validate(data, host, require=require, config_dir=config_dir, set_keys=keys)
+        return validate(
+            data, host, require=require, config_dir=config_dir, set_keys=keys, training=training
+        )
     except ConfigError as exc:
         raise ConfigError(with_origins(exc.problems, overrides), source=label) from None
 
@@ -523,8 +528,10 @@ def validate(
     require: tuple[str, ...] = (),
     config_dir: Path | None = None,
     set_keys: Sequence[str] = (),
+    training: bool = True,
 ) -> RunConfig:
-    """Validate a config dict against the registry; cross-checks run when the schema passes.
+    """Validate a config dict against the registry; cross-checks run when the schema passes,
+    and with ``training`` the warnings of :func:`learning_warnings`.
 
     Plugin params validators find ``config_dir`` in their validation context
     (``info.context["config_dir"]``) to resolve relative paths: the config file's directory,
@@ -548,7 +555,7 @@ def validate(
     problems = cross_check(config, host)
     if problems:
         raise ConfigError(problems)
-    for message in learning_warnings(config, host):
+    for message in learning_warnings(config, host) if training else []:
         warnings.warn(message, ConfigWarning, stacklevel=2)
     return config
 

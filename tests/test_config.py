@@ -265,3 +265,12 @@ def test_settings_that_cannot_learn_warn(host):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a config that can learn: no warning
         load_config({**group, "rewards": [{"name": "format"}]}, host)
+
+
+def test_commands_that_do_not_train_do_not_warn_about_learning(host):
+    """`rlvr eval --set training.temperature=0` is a greedy eval, not a mistake."""
+    greedy = {"algorithm": {"name": "grpo"}, "training": {"temperature": 0}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = load_config(greedy, host, training=False)
+    assert config.training.temperature == 0

@@ -360,6 +360,20 @@ def test_cli_eval(tiny_model, eval_dir, tmp_path, capsys):
     assert "single file" in capsys.readouterr().err
 
 
+def test_cli_greedy_eval_of_a_training_config_does_not_warn(tiny_model, eval_dir, tmp_path, capsys):
+    """The README's eval of a training config, greedy: no warning that grpo cannot learn."""
+    raw = _raw(tiny_model, eval_dir, tmp_path, rewards=[{"name": "answer"}])
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({**raw, "algorithm": {"name": "grpo"}}))
+    code = main(["eval", str(cfg), "--limit", "2", "--set", "training.temperature=0"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "accuracy" in err and "warning" not in err
+    # the same config trains with a warning: temperature 0 makes every group uniform
+    assert main(["validate", str(cfg), "--set", "training.temperature=0"]) == 0
+    assert "samples greedily" in capsys.readouterr().err
+
+
 def test_eval_reports_reward_failures_and_goes_on(tiny_model, eval_dir, tmp_path, capsys):
     """A reward that raises on one row: the eval finishes, those samples get the fallback, the
     error is printed once with its traceback and recorded beside the samples with its row."""
