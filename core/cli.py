@@ -25,6 +25,8 @@ NPROC_HELP = (
     "-m rlvr ...; for several nodes run torchrun itself)"
 )
 TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
+#: The commands that load a model (or its tokenizer): they check the installation first.
+MODEL_COMMANDS = ("train", "eval", "export", "validate")
 
 
 def _add_config(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
@@ -125,6 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     try:
+        if args.command in MODEL_COMMANDS:
+            from rlvr.installation import check_installation
+
+            check_installation()
         return _COMMANDS[args.command](args)
     except ConfigError as exc:
         print(exc.format(), file=sys.stderr)
