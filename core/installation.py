@@ -10,6 +10,7 @@ say what to uninstall.
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import importlib.util
 
@@ -24,7 +25,7 @@ def torchvision_problem() -> str | None:
     if importlib.util.find_spec("torchvision") is None:
         return None
     try:
-        import torchvision  # noqa: F401
+        importlib.import_module("torchvision")
     except Exception as exc:  # a broken C extension raises RuntimeError, OSError or ImportError
         import torch
 
