@@ -306,7 +306,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     from rlvr.scaffold import new_plugin
 
     path = new_plugin(args.name, kind=args.kind, directory=args.dir)
-    print(f"wrote {path}\nnext: pip install -e {path} && pytest {path}")
+    print(f"wrote {path}\nnext: pip install -e '{path}[test]' && python -m pytest {path}")
     return 0
 
 

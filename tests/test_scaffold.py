@@ -190,7 +190,11 @@ def test_render_substitutes_everything():
 def test_cli(tmp_path, capsys):
     assert cli.main(["new", "plugin", "cli_made", "--kind", "backend", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert f"wrote {tmp_path / 'rlvr-cli-made'}" in out and "pip install -e" in out
+    made = tmp_path / "rlvr-cli-made"
+    assert f"wrote {made}" in out
+    # pytest from the test extra, run by this environment's python (a pytest elsewhere on PATH
+    # would not see rlvr)
+    assert f"next: pip install -e '{made}[test]' && python -m pytest {made}" in out
     assert cli.main(["new", "plugin", "Bad Name", "--kind", "reward", "--dir", str(tmp_path)]) == 3
     assert "error: invalid plugin name 'bad name'" in capsys.readouterr().err
     assert issubclass(ScaffoldError, PluginError) and issubclass(ScaffoldError, ValueError)
