@@ -98,18 +98,18 @@ def main() -> None:
     from rlvr.update import PolicyUpdate
 
     if args.unfused:
-        import rlvr.modeling
+        import rlvr.logprobs
 
-        rlvr.modeling._fusable_head = lambda model: None
+        rlvr.logprobs._fusable_head = lambda model: None
     if args.no_share:
-        import rlvr.modeling
+        import rlvr.logprobs
 
-        rlvr.modeling.shared_layers = lambda model: 0
+        rlvr.logprobs.shared_layers = lambda model: 0
     if args.no_pack:
-        import rlvr.modeling
+        import rlvr.logprobs
 
-        rlvr.modeling._pack = lambda *a: None
-        rlvr.modeling.packs_prompts = lambda model: False
+        rlvr.logprobs._pack = lambda *a: None
+        rlvr.logprobs.packs_prompts = lambda model: False
     if args.no_skip:
         PolicyUpdate._active = lambda self, batch: batch  # type: ignore[method-assign]
     totals: dict[str, float] = defaultdict(float)

@@ -25,11 +25,11 @@ completions of T tokens after P prompt tokens, on a model with a realistic vocab
   ``log_softmax(-1).gather(...)`` (what a straightforward implementation does);
 - ``naive+keep``: the same, but only the last ``T + 1`` positions' logits
   (``logits_to_keep``), which isolates the effect of the chunked normalisation;
-- ``rlvr unfused``: :func:`rlvr.modeling.completion_logprobs` with ``fuse_head=False``
+- ``rlvr unfused``: :func:`rlvr.logprobs.completion_logprobs` with ``fuse_head=False``
   (``logits_to_keep`` plus a chunked custom autograd function that never materialises a
   float32 ``[N, T, V]`` tensor; the model's own ``[N, T + 1, V]`` logits and their gradient
   still exist);
-- ``rlvr``: :func:`rlvr.modeling.completion_logprobs` as trained (the head fused into the
+- ``rlvr``: :func:`rlvr.logprobs.completion_logprobs` as trained (the head fused into the
   chunked function: no logits tensor of the batch at all).
 
 Peak memory is the process's peak RSS above its RSS just before the pass (the model and
@@ -246,7 +246,7 @@ def _logprob_model(vocab: int, hidden: int, layers: int, dtype: str = "float32")
 def child_logprobs(spec: dict) -> dict:
     import torch
 
-    from rlvr.modeling import completion_logprobs
+    from rlvr.logprobs import completion_logprobs
 
     n, p, t, vocab = spec["n"], spec["prompt"], spec["tokens"], spec["vocab"]
     model = _logprob_model(vocab, spec["hidden"], spec["layers"], spec["dtype"])

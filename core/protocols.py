@@ -118,7 +118,7 @@ class RolloutBatch:
     step: int = 0
     #: ``[N, P + T, H]``: what enters the first decoder layer training changes (LoRA on the top
     #: layers only), computed once by the trainer's no-grad pass so later passes skip the
-    #: frozen layers below it (:func:`rlvr.modeling.shared_layers`). Algorithms ignore it.
+    #: frozen layers below it (:func:`rlvr.logprobs.shared_layers`). Algorithms ignore it.
     frozen_hidden: torch.Tensor | None = None
 
     def __len__(self) -> int:

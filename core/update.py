@@ -135,13 +135,8 @@ class PolicyUpdate:
         total_updates: int,
         dist: Dist | None = None,
     ) -> None:
-        from rlvr.modeling import (
-            autocast,
-            completion_logprobs,
-            packs_prompts,
-            prefix_hidden,
-            shared_layers,
-        )
+        from rlvr.logprobs import completion_logprobs, packs_prompts, prefix_hidden, shared_layers
+        from rlvr.modeling import autocast
 
         self._autocast_to = autocast
         self._completion_logprobs = completion_logprobs
@@ -239,7 +234,7 @@ class PolicyUpdate:
         """Row indices of each micro-batch. With several micro-batches the rows go longest
         first (prompt + completion tokens), so rows of similar length share a micro-batch and
         :func:`trim` cuts most of their padding; where the passes pack a group's completions
-        behind one prompt (:func:`rlvr.modeling.packs_prompts`), whole groups go longest first
+        behind one prompt (:func:`rlvr.logprobs.packs_prompts`), whole groups go longest first
         instead, so a group's rows share a micro-batch. The order changes no result: every loss
         is a sum over rows normalised by the whole step's counts (docs/algorithms.md)."""
         n = len(batch)

@@ -1,7 +1,7 @@
 """The ``vllm`` backend on a real (CPU) vLLM engine and a tiny random Qwen2 model.
 
 One engine serves the whole module (start-up takes ~5-15 s). Its outputs are checked against
-the ``hf`` backend and :func:`rlvr.modeling.completion_logprobs` on the same weights, before
+the ``hf`` backend and :func:`rlvr.logprobs.completion_logprobs` on the same weights, before
 and after an in-place weight sync. Observed on the CPU build (float32): greedy tokens identical,
 sampled-token log-probabilities within ~2e-6 of the training model's; asserted below 1e-4.
 """
@@ -25,7 +25,7 @@ if importlib.util.find_spec("vllm") is None:
 
 import torch  # noqa: E402
 
-from rlvr.modeling import completion_logprobs  # noqa: E402
+from rlvr.logprobs import completion_logprobs  # noqa: E402
 from rlvr.plugins.backends.params import HFParams, VLLMParams  # noqa: E402
 from rlvr.plugins.backends.params import vllm_available as available  # noqa: E402
 from rlvr.plugins.backends.vllm import VLLMGenerator, completion_seed  # noqa: E402

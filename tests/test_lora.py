@@ -30,8 +30,8 @@ from rlvr import lora  # noqa: E402
 from rlvr.checkpoint import latest_checkpoint  # noqa: E402
 from rlvr.config import ConfigError  # noqa: E402
 from rlvr.evaluate import SAMPLES_NAME  # noqa: E402
+from rlvr.logprobs import completion_logprobs  # noqa: E402
 from rlvr.metrics import read_metrics  # noqa: E402
-from rlvr.modeling import completion_logprobs  # noqa: E402
 
 pytest.importorskip("peft")
 
@@ -124,7 +124,7 @@ def test_shared_bottom_layers_give_the_same_logprobs_and_gradients(tiny_model):
     """With adapters on the top layer only, starting from ``prefix_hidden`` (the bottom layer
     run once, without gradients) gives the full forward's log-probs, with and without the
     adapters, and the same adapter gradients; rows of different padding included."""
-    from rlvr.modeling import prefix_hidden, shared_layers
+    from rlvr.logprobs import prefix_hidden, shared_layers
 
     policy = _top_layer_policy(tiny_model, [1])
     model = lora.forward_model(policy)
@@ -165,7 +165,7 @@ def test_shared_bottom_layers_give_the_same_logprobs_and_gradients(tiny_model):
 def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, host, monkeypatch):
     """GRPO with a KL term and LoRA on the top layer: the no-grad pass computes the bottom
     layer once and the update starts from it; the metrics are a full forward's."""
-    from rlvr import modeling
+    from rlvr import logprobs
     from rlvr.trainer import Trainer
 
     top = {"lora": {"r": 4, "target_modules": ["q_proj", "v_proj"], "layers_to_transform": [1]}}
@@ -184,7 +184,7 @@ def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, 
             trainer.close()
 
     calls = {"top": 0, "full": 0}
-    top_layers, fused = modeling._top_layers, modeling._fused_logprobs
+    top_layers, fused = logprobs._top_layers, logprobs._fused_logprobs
 
     def count_top(*args, **kwargs):
         calls["top"] += 1
@@ -194,12 +194,12 @@ def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, 
         calls["full"] += args[-1] is None
         return fused(*args, **kwargs)
 
-    monkeypatch.setattr(modeling, "_top_layers", count_top)
-    monkeypatch.setattr(modeling, "_fused_logprobs", count_full)
+    monkeypatch.setattr(logprobs, "_top_layers", count_top)
+    monkeypatch.setattr(logprobs, "_fused_logprobs", count_full)
     with_sharing, shared = steps("shared")
     # each step (one micro-batch): the bottom layer once, the reference and the update from it
     assert calls == {"top": 2 * 3, "full": 0}, calls
-    monkeypatch.setattr(modeling, "shared_layers", lambda model: 0)
+    monkeypatch.setattr(logprobs, "shared_layers", lambda model: 0)
     without, none = steps("full")
     assert (shared, none) == (1, 0)
     assert with_sharing[-1]["kl"] > 0

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from rlvr.config import TrainingConfig
-from rlvr.modeling import completion_logprobs, load_policy
+from rlvr.logprobs import completion_logprobs
+from rlvr.modeling import load_policy
 from rlvr.protocols import RolloutBatch
 from rlvr.update import PolicyUpdate
 
@@ -93,7 +94,7 @@ def test_sorted_micro_batches_change_nothing(tiny, packs, monkeypatch):
     """Micro-batches of 2 rows go longest first (whole groups, where the passes pack a group
     behind its prompt); the old log-probs come back in the batch's row order and the update
     equals one pass over the whole batch."""
-    from rlvr import modeling
+    from rlvr import logprobs
 
     # A float64 model: the identity is exact, and float32 forward passes of rows padded to
     # other lengths differed by up to 8e-5 relative on a 16-core x86 host (1e-6 on 2 cores).
@@ -101,8 +102,8 @@ def test_sorted_micro_batches_change_nothing(tiny, packs, monkeypatch):
     f64 = torch.float64
     batch = _batch(512, groups_share_prompts=packs)
     packed = []
-    pack = modeling._pack
-    monkeypatch.setattr(modeling, "_pack", lambda *a: packed.append(pack(*a)) or packed[-1])
+    pack = logprobs._pack
+    monkeypatch.setattr(logprobs, "_pack", lambda *a: packed.append(pack(*a)) or packed[-1])
     split = _update(tiny().to(f64), prompts=1, dtype=f64)
     whole = _update(tiny().to(f64), prompts=3, dtype=f64)
     assert split.packs and whole.packs  # sdpa, full attention, fusable head

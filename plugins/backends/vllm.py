@@ -29,7 +29,7 @@ How it works:
   :attr:`rlvr.protocols.Generation.logprobs`. With ``logprobs_mode: processed`` (default) they
   are those of the distribution actually sampled from: logits after repetition penalty and
   temperature, renormalised after top-k/top-p/min-p. With temperature 1 and no top-k/top-p/min-p
-  they equal ``rlvr.modeling.completion_logprobs(..., temperature=T)`` of the same weights
+  they equal ``rlvr.logprobs.completion_logprobs(..., temperature=T)`` of the same weights
   (greedy: ``temperature=1``) up to kernel rounding; with top-k/top-p they are larger by the
   renormalisation. ``raw`` gives the plain log-softmax of the logits (no temperature).
 - **Weight sync.** :meth:`VLLMGenerator.sync_weights` streams the model's ``state_dict`` (Hugging
