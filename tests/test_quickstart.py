@@ -2,7 +2,7 @@
 examples/quickstart.yaml``, and the ``answer`` reward rises from chance to mostly right.
 
 An honest end-to-end test of learning: the warm-started model is right only by chance (the
-answer digit it writes is random), so the rise comes from RL alone. 2 to 9 minutes on 2 CPU
+answer digit it writes is random), so the rise comes from RL alone. About 15 s on 2 idle CPU
 cores. The figures asserted are the ones the READMEs document (measured with 2 threads, torch
 2.13.0+cpu); the tolerance covers other CPUs, thread counts and versions, whose floating-point
 sums differ and lead the run onto another trajectory. The model and data are built in a
