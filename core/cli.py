@@ -89,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", help="checkpoint dir (default: the config's model)")
     p.add_argument("--split", default=None, help="eval split (default data.eval_split)")
     p.add_argument("-k", type=int, default=1, help="samples per prompt for pass@k")
+    p.add_argument(
+        "--greedy",
+        action="store_true",
+        help="decode greedily, as the in-training eval does by default (the same as --set "
+        "training.temperature=0; otherwise the training sampling settings)",
+    )
     p.add_argument("--limit", type=int, default=None, help="evaluate the first N prompts")
     p.add_argument("--output", default=None, help="samples JSONL (default OUTPUT_DIR/eval)")
     p.add_argument("--metric", default=None, help="reward label that decides correctness")
@@ -256,10 +262,11 @@ def _torchrun(argv: Sequence[str] | None, nproc: int) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     host = _host()
+    greedy = ["training.temperature=0"] if args.greedy else []
     config = load_config(
         args.config,
         host,
-        overrides=args.overrides,
+        overrides=[*args.overrides, *greedy],
         require=("model", "data", "rewards"),
         training=False,
     )

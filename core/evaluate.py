@@ -22,7 +22,8 @@ generator, and :class:`rlvr.scoring.Scorer` for the rewards. Decisions, all expl
 - **Sampling**: the ``training`` section's temperature, top-p/top-k/min-p, repetition penalty
   and ``max_completion_length``, for every ``k`` (``k=1`` included), so pass@1 is the expected
   success of one sample at the training temperature. For greedy decoding, set
-  ``training.temperature=0`` (then ``k > 1`` repeats the same completion and only warns).
+  ``training.temperature=0`` (``rlvr eval --greedy`` does; then ``k > 1`` repeats the same
+  completion and only warns).
   Seeds derive from ``training.seed``.
 - **Correctness** (for pass@k): the reward labelled ``metric`` (default: the first reward
   whose name is ``answer``, else the first reward) scored ``>= threshold`` (default: that

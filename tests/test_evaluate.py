@@ -367,8 +367,17 @@ def test_cli_greedy_eval_of_a_training_config_does_not_warn(tiny_model, eval_dir
     cfg.write_text(yaml.safe_dump({**raw, "algorithm": {"name": "grpo"}}))
     code = main(["eval", str(cfg), "--limit", "2", "--set", "training.temperature=0"])
     assert code == 0
-    err = capsys.readouterr().err
-    assert "accuracy" in err and "warning" not in err
+    captured = capsys.readouterr()
+    assert "accuracy" in captured.err and "warning" not in captured.err
+    # --greedy is that --set: the same completions, temperature 0 in the summary
+    assert (
+        main(["eval", str(cfg), "--limit", "2", "--greedy", "--output", str(tmp_path / "g")]) == 0
+    )
+    greedy = json.loads(capsys.readouterr().out)
+    assert greedy["temperature"] == 0 == json.loads(captured.out)["temperature"]
+    assert greedy["reward"] == json.loads(captured.out)["reward"]
+    default = tmp_path / "run" / "eval" / "samples.jsonl"
+    assert (tmp_path / "g" / "samples.jsonl").read_text() == default.read_text()
     # the same config trains with a warning: temperature 0 makes every group uniform
     assert main(["validate", str(cfg), "--set", "training.temperature=0"]) == 0
     assert "samples greedily" in capsys.readouterr().err
