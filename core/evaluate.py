@@ -577,7 +577,9 @@ def _sample_and_score(
     if progress and dist.is_main:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(prompts), desc="rlvr eval", unit="prompt", dynamic_ncols=True)
+        bar = tqdm(  # no bar where stderr is no terminal (a log file)
+            total=len(prompts), desc="rlvr eval", unit="prompt", dynamic_ncols=True, disable=None
+        )
     try:
         for call, first in enumerate(range(0, len(prompts), per_call)):
             every = list(range(first, min(first + per_call, len(prompts))))

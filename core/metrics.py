@@ -355,8 +355,15 @@ class MetricsLogger:
         if progress:
             from tqdm.auto import tqdm
 
+            # disable=None: no bar where stderr is no terminal (a log file, CI), whose every
+            # redraw would be another line; the step lines below are printed either way.
             self._bar = tqdm(
-                total=max_steps, initial=start_step, desc="rlvr", unit="step", dynamic_ncols=True
+                total=max_steps,
+                initial=start_step,
+                desc="rlvr",
+                unit="step",
+                dynamic_ncols=True,
+                disable=None,
             )
 
     def _start_wandb(self, config: Mapping[str, Any] | None, resume: bool) -> Any:
