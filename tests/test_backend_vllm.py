@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import logging
 import os
 import subprocess
 import sys
@@ -28,7 +29,12 @@ import torch  # noqa: E402
 from rlvr.logprobs import completion_logprobs  # noqa: E402
 from rlvr.plugins.backends.params import HFParams, VLLMParams  # noqa: E402
 from rlvr.plugins.backends.params import vllm_available as available  # noqa: E402
-from rlvr.plugins.backends.vllm import VLLMGenerator, completion_seed  # noqa: E402
+from rlvr.plugins.backends.vllm import (  # noqa: E402
+    _RELOAD_LOGGER,
+    QuietRotaryReload,
+    VLLMGenerator,
+    completion_seed,
+)
 from rlvr.protocols import Generation, RunInfo, SamplingParams  # noqa: E402
 from rlvr.weights import hf_weights  # noqa: E402
 
@@ -182,6 +188,36 @@ def test_greedy_matches_hf_before_and_after_sync(engine, hf, tiny):
     assert same_completions(after, hf.generate(prompts, 1, greedy))
     assert after.token_ids != before.token_ids  # the sync did change the engine's weights
     assert max_gap(model, prompts, after, 1, 1.0) < LOGP_TOL
+
+
+def test_only_the_rotary_cache_reload_warning_is_dropped():
+    def record(layer: str) -> logging.LogRecord:
+        return logging.LogRecord(
+            _RELOAD_LOGGER, logging.WARNING, "", 0, "%s: Failed to load weights", (layer,), None
+        )
+
+    quiet = QuietRotaryReload()
+    assert not quiet.filter(record("RotaryEmbedding"))
+    assert quiet.filter(record("QKVParallelLinear"))  # a real failure still shows
+
+
+@pytest.mark.slow
+def test_weight_sync_does_not_warn_about_the_rotary_cache(engine, tiny, monkeypatch):
+    """vLLM warns at every sync that the rotary embedding loaded no weights (its cache is none;
+    the greedy test above shows nothing is lost): the warning is dropped, nothing else."""
+    _, model, _, _ = tiny
+    dropped, shown = [], []
+    keep = QuietRotaryReload.filter
+
+    def counting(self, record):
+        kept = keep(self, record)
+        (shown if kept else dropped).append(record.getMessage())
+        return kept
+
+    monkeypatch.setattr(QuietRotaryReload, "filter", counting)
+    engine.sync_weights(model)
+    assert dropped and set(dropped) == {"RotaryEmbedding: Failed to load weights"}
+    assert not [m for m in shown if "RotaryEmbedding" in m]
 
 
 @pytest.mark.slow

@@ -70,6 +70,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,29 @@ _live_engines = 0
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+#: The logger of vLLM's in-place weight reload.
+_RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
+
+class QuietRotaryReload(logging.Filter):
+    """Drops vLLM's "RotaryEmbedding: Failed to load weights", logged at every weight sync.
+
+    The rotary embedding's cos/sin cache is no checkpoint weight, so a reload finds none for it
+    and vLLM puts its own cache back: nothing is lost (greedy completions match ``hf`` after a
+    sync, ``tests/test_backend_vllm.py``). The same warning for any other layer still shows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (
+            record.msg == "%s: Failed to load weights" and record.args == ("RotaryEmbedding",)
+        )
+
+
+def _quiet_rotary_reload() -> None:
+    reload_logger = logging.getLogger(_RELOAD_LOGGER)
+    if not any(isinstance(f, QuietRotaryReload) for f in reload_logger.filters):
+        reload_logger.addFilter(QuietRotaryReload())
 
 
 def completion_seed(seed: int, index: int) -> int:
@@ -257,6 +281,7 @@ class VLLMGenerator:
             kwargs["enable_sleep_mode"] = True
 
         set_num_threads = torch.set_num_threads
+        _quiet_rotary_reload()
         try:
             with _preserved_rng(), _torch_threads(params.cpu_threads if self.on_cpu else None):
                 from vllm import LLM
