@@ -56,7 +56,8 @@ tests() {
     tests/test_trainer_family.py tests/test_update.py tests/test_run_models.py
     tests/test_train_eval.py tests/test_evaluate.py tests/test_backend_hf.py
     tests/test_algorithms_family.py tests/test_sampler_correction.py
-    tests/test_training_keys.py tests/test_modeling.py tests/test_guidance.py}"
+    tests/test_training_keys.py tests/test_modeling.py tests/test_logprobs.py
+    tests/test_guidance.py}"
   # shellcheck disable=SC2086
   timeout "${RLVR_TESTS_TIMEOUT:-200}" python3 -m pytest -q -p no:cacheprovider -m "not slow and not vllm" -rfE $files \
     2>&1 | tee "$out/tests.log" | tail -40
