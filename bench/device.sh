@@ -13,7 +13,10 @@
 #   bench    bench/vs_trl.py --device cuda: rlvr vs TRL's GRPOTrainer on identical work,
 #            bfloat16 autocast in both. RLVR_BENCH_MODELS picks the models (default, the
 #            open questions first: vocab150k (the lean head's GPU memory), smollm2 when its
-#            GGUF is there (TRL's row is missing), qwen0.5b-shape, tiny).
+#            GGUF is there (TRL's row is missing), qwen0.5b-shape, tiny). RLVR_BENCH_ARGS adds
+#            arguments (default --rlvr-rows: rlvr once more without packing a group behind
+#            its prompt, to see whether packing is what makes rlvr's training part slower than
+#            TRL's on a GPU; set it empty to skip that run).
 #   example  examples/gsm8k_smollm2.yaml with the hf backend for RLVR_EXAMPLE_MINUTES (default
 #            2) of wall time, greedy in-training eval on the first RLVR_EXAMPLE_EVAL (96) test
 #            questions at the start and the end (the budget keeps room for the closing
@@ -67,9 +70,11 @@ bench() {
   local models=vocab150k,qwen0.5b-shape,tiny
   [ -f "$GGUF" ] && models=vocab150k,smollm2,qwen0.5b-shape,tiny
   [ "$device" = cuda ] || models=tiny
+  # shellcheck disable=SC2086  # RLVR_BENCH_ARGS splits into arguments
   timeout "${RLVR_BENCH_TIMEOUT:-320}" python3 bench/vs_trl.py --device "$device" --trl-python python3 \
     --models "${RLVR_BENCH_MODELS:-$models}" --steps 3 --warmup 1 --prompts 4 --generations 8 \
-    --max-completion-length 256 --json "$out/vs_trl.json" 2>&1 | tee "$out/vs_trl.md"
+    --max-completion-length 256 ${RLVR_BENCH_ARGS---rlvr-rows} --json "$out/vs_trl.json" 2>&1 \
+    | tee "$out/vs_trl.md"
 }
 
 example() {

@@ -158,6 +158,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--trl-python", help="a python that imports trl (default: the bench's own venv)"
     )
+    parser.add_argument(
+        "--rlvr-rows",
+        action="store_true",
+        help="also time rlvr with each completion's prompt in its own row (no packing of a "
+        "group behind its prompt, as TRL computes it): what packing buys on this device",
+    )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--child", nargs=2, metavar=("FRAMEWORK", "SPEC"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -201,7 +207,17 @@ def work_spec(args: argparse.Namespace, model_dir: Path, data: Path, out: Path) 
         "precision": args.precision,
         "trace_memory": args.trace_memory,
         "seed": 0,
+        "pack": True,
     }
+
+
+def rows_only() -> None:
+    """rlvr's passes without packing: every completion's row holds its own prompt (the
+    ``--no-pack`` of ``bench/step_profile.py``)."""
+    import rlvr.logprobs
+
+    rlvr.logprobs._pack = lambda *a: None  # type: ignore[assignment]
+    rlvr.logprobs.packs_prompts = lambda model: False  # type: ignore[assignment]
 
 
 def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
@@ -384,6 +400,8 @@ def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
     from rlvr.metrics import read_metrics
     from rlvr.trainer import Trainer
 
+    if not spec["pack"]:
+        rows_only()
     counts: list[dict[str, float]] = []
 
     class CountingTrainer(Trainer):
@@ -609,35 +627,42 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
             )
             print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             out: dict[str, Any] = {}
-            for framework, python in (("rlvr", sys.executable), ("trl", trl_python)):
-                spec = work_spec(args, model_dir, data, root / f"{name}-{framework}")
+            runs = [("rlvr", "rlvr", sys.executable, True)]
+            if args.rlvr_rows:
+                runs.append(("rlvr rows", "rlvr", sys.executable, False))
+            runs.append(("trl", "trl", trl_python, True))
+            for label, framework, python, pack in runs:
+                spec = work_spec(args, model_dir, data, root / f"{name}-{label.replace(' ', '-')}")
+                spec["pack"] = pack
                 isolate = framework == "trl" and not args.trl_python
                 raw = run_child(python, framework, spec, isolate=isolate)
                 if raw is None:
                     continue
                 peaks = {k: v for k, v in raw.items() if k.startswith(("peak_", "traced_"))}
-                out[framework] = {**summarize(raw["steps"], args.warmup), **peaks}
-                print(_row(framework, out[framework], peak_key), flush=True)
-            for framework in ("rlvr", "trl"):
-                if "traced_at_peak_mb" in out.get(framework, {}):
-                    print(f"\n{framework}: alive at its traced peak, MiB by allocating operation")
-                    for label, mb in out[framework]["traced_at_peak_mb"].items():
-                        print(f"  {mb:8.1f}  {label}")
+                out[label] = {**summarize(raw["steps"], args.warmup), **peaks}
+                print(_row(label, out[label], peak_key), flush=True)
+            for label in ("rlvr", "rlvr rows", "trl"):
+                if "traced_at_peak_mb" in out.get(label, {}):
+                    print(f"\n{label}: alive at its traced peak, MiB by allocating operation")
+                    for op, mb in out[label]["traced_at_peak_mb"].items():
+                        print(f"  {mb:8.1f}  {op}")
             results[name] = out
-            if len(out) < 2:
-                continue
-            a, b = out["rlvr"], out["trl"]
-            keys = ("step", "generation", "training", "tokens_per_s", peak_key, "mean_length")
-            ratio = {k: a[k] / b[k] if b[k] else float("nan") for k in keys}
-            out["ratio"] = ratio
-            print(
-                f"| rlvr/TRL | {ratio['step']:.2f}x | {ratio['generation']:.2f}x | "
-                f"{ratio['training']:.2f}x | | {ratio['tokens_per_s']:.2f}x | "
-                f"{ratio[peak_key]:.2f}x | | | | {ratio['mean_length']:.2f}x |"
-            )
-            for key in ("completions", "prompt_tokens"):
-                if a[key] != b[key]:
-                    print(f"WARNING: {key} per step differ (rlvr {a[key]}, TRL {b[key]})")
+            b = out.get("trl")
+            for label, key in (("rlvr", "ratio"), ("rlvr rows", "ratio_rows")):
+                a = out.get(label)
+                if a is None or b is None:
+                    continue
+                keys = ("step", "generation", "training", "tokens_per_s", peak_key, "mean_length")
+                ratio = {k: a[k] / b[k] if b[k] else float("nan") for k in keys}
+                out[key] = ratio
+                print(
+                    f"| {label}/TRL | {ratio['step']:.2f}x | {ratio['generation']:.2f}x | "
+                    f"{ratio['training']:.2f}x | | {ratio['tokens_per_s']:.2f}x | "
+                    f"{ratio[peak_key]:.2f}x | | | | {ratio['mean_length']:.2f}x |"
+                )
+                for what in ("completions", "prompt_tokens"):
+                    if a[what] != b[what]:
+                        print(f"WARNING: {what} per step differ ({label} {a[what]}, TRL {b[what]})")
     return results
 
 

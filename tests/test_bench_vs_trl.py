@@ -153,3 +153,18 @@ def test_traced_memory_is_the_peak_of_live_tensors(vs_trl):
     at_peak = result["traced_at_peak_mb"]
     assert at_peak.get("aten::ones", 0) == pytest.approx(12.0, abs=0.01)
     assert at_peak.get("aten::mul", 0) == pytest.approx(8.0, abs=0.01)
+
+
+def test_rlvr_rows_runs_rlvr_without_packing(vs_trl, tmp_path, monkeypatch):
+    """``--rlvr-rows``: a third run, rlvr with every completion's prompt in its own row."""
+    import rlvr.logprobs
+
+    monkeypatch.setattr(rlvr.logprobs, "_pack", rlvr.logprobs._pack)  # restored after
+    monkeypatch.setattr(rlvr.logprobs, "packs_prompts", rlvr.logprobs.packs_prompts)
+    assert vs_trl.parse_args(["--rlvr-rows"]).rlvr_rows
+    args = vs_trl.parse_args([])
+    assert not args.rlvr_rows
+    assert vs_trl.work_spec(args, tmp_path, tmp_path, tmp_path)["pack"] is True
+    vs_trl.rows_only()
+    assert rlvr.logprobs._pack(None, None, None, None, None) is None
+    assert rlvr.logprobs.packs_prompts(object()) is False
