@@ -25,7 +25,7 @@
 #            examples/models/SmolLM2-135M-Instruct.Q4_1.gguf (93 MB: copy it there first
 #            where the repo travels without it).
 # RLVR_DEVICE=cpu runs the same on the CPU (tiny model only), to check the script itself.
-# RLVR_TESTS_TIMEOUT and RLVR_BENCH_TIMEOUT (seconds, default 200 and 320) bound those parts, so
+# RLVR_TESTS_TIMEOUT and RLVR_BENCH_TIMEOUT (seconds, default 200 and 450) bound those parts, so
 # that a short lease is not spent on one of them; a second `run` on the same machine skips
 # the install when /tmp/site already holds rlvr and the .whl/ folder is gone (RLVR_INSTALL=1
 # forces it).
@@ -71,7 +71,7 @@ bench() {
   [ -f "$GGUF" ] && models=vocab150k,smollm2,qwen0.5b-shape,tiny
   [ "$device" = cuda ] || models=tiny
   # shellcheck disable=SC2086  # RLVR_BENCH_ARGS splits into arguments
-  timeout "${RLVR_BENCH_TIMEOUT:-320}" python3 bench/vs_trl.py --device "$device" --trl-python python3 \
+  timeout "${RLVR_BENCH_TIMEOUT:-450}" python3 bench/vs_trl.py --device "$device" --trl-python python3 \
     --models "${RLVR_BENCH_MODELS:-$models}" --steps 3 --warmup 1 --prompts 4 --generations 8 \
     --max-completion-length 256 ${RLVR_BENCH_ARGS---rlvr-rows} --json "$out/vs_trl.json" 2>&1 \
     | tee "$out/vs_trl.md"
