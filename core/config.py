@@ -555,8 +555,9 @@ def validate(
     problems = cross_check(config, host)
     if problems:
         raise ConfigError(problems)
-    for message in learning_warnings(config, host) if training else []:
-        warnings.warn(message, ConfigWarning, stacklevel=2)
+    if training:
+        for message in learning_warnings(config, host):
+            warnings.warn(message, ConfigWarning, stacklevel=2)
     return config
 
 

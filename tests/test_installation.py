@@ -15,17 +15,34 @@ BROKEN = 'raise RuntimeError("operator torchvision::nms does not exist")\n'
 
 
 @pytest.fixture
-def broken_torchvision(tmp_path, monkeypatch):
-    """A torchvision package on the path whose import fails as the mismatched build does."""
-    package = tmp_path / "site" / "torchvision"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text(BROKEN)
-    dist = tmp_path / "site" / "torchvision-0.28.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    monkeypatch.delitem(sys.modules, "torchvision", raising=False)
-    return package
+def fake_torchvision(tmp_path, monkeypatch):
+    """Writes a ``torchvision`` package with the given ``__init__`` onto the path; whatever the
+    test imported of it leaves ``sys.modules`` afterwards (transformers would find it)."""
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+    saved = sys.modules.pop("torchvision", None)
+
+    def write(init: str):
+        package = site / "torchvision"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(init)
+        dist = site / "torchvision-0.28.0.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n"
+        )
+        return package
+
+    yield write
+    sys.modules.pop("torchvision", None)
+    if saved is not None:
+        sys.modules["torchvision"] = saved
+
+
+@pytest.fixture
+def broken_torchvision(fake_torchvision):
+    """A torchvision whose import fails as the mismatched build does."""
+    return fake_torchvision(BROKEN)
 
 
 def test_a_torchvision_that_does_not_load_is_named_with_the_fix(broken_torchvision):
@@ -36,12 +53,8 @@ def test_a_torchvision_that_does_not_load_is_named_with_the_fix(broken_torchvisi
     assert UNINSTALL in problem
 
 
-def test_no_problem_when_torchvision_loads_or_is_absent(tmp_path, monkeypatch):
-    package = tmp_path / "site" / "torchvision"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    monkeypatch.delitem(sys.modules, "torchvision", raising=False)
+def test_no_problem_when_torchvision_loads_or_is_absent(fake_torchvision, monkeypatch):
+    fake_torchvision("")
     assert torchvision_problem() is None
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     assert torchvision_problem() is None
