@@ -1,7 +1,6 @@
 """Where one training step's time goes, on a real config (default: the SmolLM2 GSM8K example).
 
     python bench/step_profile.py --model DIR_OR_GGUF --steps 3 --threads 1
-    python bench/step_profile.py --model DIR --set algorithm.params.dynamic_sampling=false
     python bench/step_profile.py --model DIR --unfused   # the log-probs path before fusing
     python bench/step_profile.py --model DIR --no-skip   # passes for inert rows too (before)
     python bench/step_profile.py --model DIR --no-share  # every pass runs every layer (before)

@@ -182,7 +182,9 @@ def _host() -> Host:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     host = _host()
-    config = _load(args, host)
+    # The same sections and defaults as train: validate promises train's checks, and a config
+    # without `algorithm:` trains with grpo's group-size and reference-model rules.
+    config = _load(args, host, require=TRAIN_SECTIONS)
     print(dump(config), end="")
     return 0
 

@@ -31,6 +31,23 @@ def smollm2_gguf() -> Path:
     return SMOLLM2_GGUF
 
 
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny random model directory (built once per session)."""
+    from rlvr.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture
+def train_sections(tmp_path, tiny_model_dir) -> str:
+    """YAML for the `model:` and `data:` sections that `rlvr train` and `validate` need, so a
+    test's config can add just the sections it is about."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"prompt": "What is 1 + 1?", "answer": "2"}\n')
+    return f"model: {{name_or_path: {tiny_model_dir}}}\ndata: {{path: {rows}}}\n"
+
+
 @pytest.fixture
 def fake_dist(tmp_path, monkeypatch):
     """Install a fake distribution: ``fake_dist("pkg", "mod", {"ep": "mod"}, source)``.

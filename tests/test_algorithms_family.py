@@ -186,12 +186,12 @@ def test_vapo_warns_when_length_adaptive_lambda_is_zero_for_every_completion(hos
         _validate(host, "vapo", {"length_adaptive_alpha": None}, max_completion_length=8)
 
 
-def test_rlvr_validate_cli_prints_the_vapo_lambda_warning(tmp_path, capsys):
+def test_rlvr_validate_cli_prints_the_vapo_lambda_warning(tmp_path, capsys, train_sections):
     from rlvr.cli import main
 
     config = tmp_path / "config.yaml"
     config.write_text(
-        "algorithm: {name: vapo}\n"
+        train_sections + "rewards: [{name: answer}]\nalgorithm: {name: vapo}\n"
         "training: {num_generations: 4, max_steps: 100, max_completion_length: 8}\n"
     )
     assert main(["validate", str(config)]) == 0
@@ -199,9 +199,12 @@ def test_rlvr_validate_cli_prints_the_vapo_lambda_warning(tmp_path, capsys):
     assert len(lines) == 1 and "length_adaptive_alpha: null" in lines[0], lines
 
 
-def test_rlvr_validate_cli_rejects_a_lone_completion_for_vapo(tmp_path):
+def test_rlvr_validate_cli_rejects_a_lone_completion_for_vapo(tmp_path, train_sections):
     config = tmp_path / "config.yaml"
-    config.write_text("algorithm: {name: vapo}\ntraining: {num_generations: 1, max_steps: 100}\n")
+    config.write_text(
+        train_sections + "rewards: [{name: answer}]\nalgorithm: {name: vapo}\n"
+        "training: {num_generations: 1, max_steps: 100}\n"
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "rlvr.cli", "validate", str(config)],
         capture_output=True,

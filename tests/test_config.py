@@ -197,25 +197,34 @@ def test_json_schema_is_a_union_on_name(host):
     assert "tolerance" in text and "discriminator" in text
 
 
-def test_validate_command(tmp_path, capsys):
+def test_validate_command(tmp_path, capsys, train_sections):
     path = tmp_path / "c.yaml"
-    path.write_text("rewards:\n  - name: answer\n")
+    path.write_text(train_sections + "rewards:\n  - name: answer\n")
     assert main(["validate", str(path), "--set", "rewards[0].weight=3"]) == 0
     out = capsys.readouterr().out
     assert "weight: 3" in out and "correct:" in out  # resolved, params defaults filled in
-    path.write_text("rewards:\n  - name: anser\n")
+    assert "name: grpo" in out and "name: hf" in out  # train's default algorithm and backend
+    # ... and their rules: grpo needs a group, though the config names no algorithm.
+    assert main(["validate", str(path), "--set", "training.num_generations=1"]) == 2
+    assert "grpo compares completions of the same prompt" in capsys.readouterr().err
+    path.write_text(train_sections + "rewards:\n  - name: anser\n")
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "rewards[0].name" in err and "did you mean 'answer'" in err
+    # A section train needs is a problem for validate too, reported with the others.
+    path.write_text("rewards:\n  - name: anser\n")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "3 problems" in err and "model: this command needs a `model:` section" in err
     assert main(["schema"]) == 0
     assert "length_penalty" in capsys.readouterr().out
 
 
-def test_each_entry_reports_its_own_problems(tmp_path, capsys):
+def test_each_entry_reports_its_own_problems(tmp_path, capsys, train_sections):
     """One plugin entry's failure never hides another's, and each problem has its own path."""
     path = tmp_path / "c.yaml"
     path.write_text(
-        "rewards:\n"
+        train_sections + "rewards:\n"
         "  - {name: anwser}\n"
         "  - {name: format, params: {no_such_param: 3}}\n"
         "  - {name: length_penalty, weight: heavy}\n"
