@@ -13,6 +13,7 @@ prompts, and hand them out in a deterministic, resumable order.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,7 +54,17 @@ def load_rows(data: Any, *, split: str | None = None) -> list[dict[str, Any]]:
                 f"data.path {data.path!r}: unsupported file type {path.suffix!r}; use a .json, "
                 ".jsonl or .parquet file, a directory of them, or a hub dataset name"
             )
-        ds = datasets.load_dataset(kind, data_files=str(path), split="train")
+        if path.suffix.lower() == ".jsonl":
+            _check_jsonl(path, data.path)
+        elif path.stat().st_size == 0:
+            raise DataError(f"data.path {data.path!r} is an empty file: it holds no rows")
+        try:
+            ds = datasets.load_dataset(kind, data_files=str(path), split="train")
+        except Exception as exc:  # datasets wraps the parser's error in a generation error
+            cause = exc.__cause__ or exc
+            raise DataError(
+                f"data.path {data.path!r} cannot be read as {kind}: {type(cause).__name__}: {cause}"
+            ) from None
     elif path.is_dir():
         try:
             ds = datasets.load_dataset(str(path), split=split)
@@ -75,6 +86,35 @@ def load_rows(data: Any, *, split: str | None = None) -> list[dict[str, Any]]:
     if not rows:
         raise DataError(f"data.path {data.path!r} (split {split!r}) has no rows")
     return rows
+
+
+def _check_jsonl(path: Path, written: str) -> None:
+    """Each non-blank line is one JSON object, and there is one at least: a bad line is named
+    by its number, where the ``datasets`` parser would report a row index in a traceback."""
+    rows = 0
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"data.path {written!r} is not UTF-8 text ({exc.reason})") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"data.path {written!r}: line {number} is not valid JSON ({exc.msg} at "
+                f"column {exc.colno}); each line must hold one JSON object, e.g. "
+                '{"prompt": "...", "answer": "..."}'
+            ) from None
+        if not isinstance(row, dict):
+            raise DataError(
+                f"data.path {written!r}: line {number} is a JSON {type(row).__name__}, not "
+                'an object; each line must hold one JSON object, e.g. {"prompt": "..."}'
+            )
+        rows += 1
+    if not rows:
+        raise DataError(f"data.path {written!r} is empty: it holds no JSON rows")
 
 
 # --------------------------------------------------------------------------- field checks

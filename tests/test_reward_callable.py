@@ -218,3 +218,11 @@ def test_check_function_is_lenient_when_it_cannot_tell(tmp_path):
     dynamic.write_text("def __getattr__(name):\n    return print\n")
     assert check_function(f"{dynamic}:anything") is None
     assert check_function("os.path:join") is None  # a submodule: left to the worker
+
+
+def test_check_function_reports_a_syntax_error_with_its_line(tmp_path):
+    """A file that cannot compile fails validation, not every reward call during training."""
+    broken = tmp_path / "broken.py"
+    broken.write_text("import re\n\ndef reward(completions, **kwargs)\n    return [1.0]\n")
+    problem = check_function(f"{broken}:reward")
+    assert problem == f"{str(broken)!r} line 3: SyntaxError: expected ':'; fix the file"

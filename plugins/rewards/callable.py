@@ -192,14 +192,10 @@ class CallableReward:
 # --------------------------------------------------------------------------- config check
 
 
-def _defined_names(source: str) -> set[str] | None:
-    """Top-level names a module's source defines (also inside top-level ``if``/``try``/
-    ``with`` blocks), or None when that cannot be told without running it (a syntax error, a
-    star import, a module ``__getattr__``)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
+def _defined_names(tree: ast.Module) -> set[str] | None:
+    """Top-level names a module defines (also inside top-level ``if``/``try``/``with``
+    blocks), or None when that cannot be told without running it (a star import, a module
+    ``__getattr__``)."""
     names: set[str] = set()
     pending = list(tree.body)
     while pending:
@@ -259,7 +255,11 @@ def check_function(spec: str) -> str | None:
         source = Path(origin).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return f"cannot read {origin!r}: {exc}"
-    names = _defined_names(source)
+    try:
+        tree = ast.parse(source, filename=origin)
+    except SyntaxError as exc:  # else every call of the reward would fail with it, in training
+        return f"{origin!r} line {exc.lineno}: SyntaxError: {exc.msg}; fix the file"
+    names = _defined_names(tree)
     head = attr.split(".")[0]
     if names is None or head in names:
         return None
