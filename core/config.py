@@ -186,7 +186,7 @@ class TrainingConfig(Section):
     num_generations: int = Field(8, ge=1, description="completions sampled per prompt")
     max_prompt_length: int | None = Field(512, ge=1)
     max_completion_length: int = Field(256, ge=1)
-    max_steps: int = Field(-1, description="optimizer steps; -1 = num_train_epochs")
+    max_steps: int = Field(-1, description="optimizer steps (>= 1); -1 = num_train_epochs")
     max_minutes: float | None = Field(
         None,
         gt=0,
@@ -252,6 +252,17 @@ class TrainingConfig(Section):
         description="one completion of each group is the row's own solution, the other "
         "num_generations - 1 are sampled (null: all sampled)",
     )
+
+    @field_validator("max_steps")
+    @classmethod
+    def _steps(cls, value: int) -> int:
+        # TRL reads any value below 1 as "use num_train_epochs"; 0 more likely means a mistake.
+        if value == 0 or value < -1:
+            raise ValueError(
+                f"{value} is no step count; give the number of optimizer steps (>= 1), or -1 to "
+                "train for num_train_epochs"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> TrainingConfig:
@@ -606,9 +617,30 @@ def _plugin_params(
         try:
             values.append(model.model_validate(raw, context={"config_dir": base}))
         except ValidationError as exc:
-            problems += pydantic_problems(exc, f"{path}.params", model)
+            found = pydantic_problems(exc, f"{path}.params", model)
+            problems += [(p, _owner_hint(kind, record.name, p, m, host)) for p, m in found]
             values.append(Params())
     return values, problems
+
+
+def _owner_hint(kind: str, name: str, path: str, msg: str, host: Host) -> str:
+    """An unknown key that another plugin of the same kind has (``dynamic_sampling`` under
+    grpo): say which, since the fix is the plugin's name rather than the key."""
+    key = path.rsplit(".", 1)[-1]
+    if not msg.startswith("unknown key") or "did you mean" in msg:
+        return msg
+    owners = [
+        n for n, r in host.records[kind].items() if n != name and key in r.params.model_fields
+    ]
+    if not owners:
+        return msg
+    names = " and ".join(owners)
+    if kind == "reward":
+        hint = f"it is a param of the {names} reward{'s' if len(owners) > 1 else ''}"
+    else:
+        hint = f"it is a param of {names} (set {kind}.name: {owners[0]})"
+    head, sep, tail = msg.partition(" -- ")
+    return f"{head}; {hint}{sep}{tail}"
 
 
 def _with_defaults(data: dict[str, Any], require: tuple[str, ...]) -> dict[str, Any]:

@@ -6,6 +6,8 @@ Two tables, applied to the raw config dict before validation (:func:`move_trl_ke
   instead; each one present gives a one-line :class:`ConfigWarning`.
 - :data:`TRL_ALGORITHM_KEYS`: TRL keys that are an algorithm's params in rlvr (``beta``,
   ``epsilon``...); moved to ``algorithm.params`` when the configured algorithm has them.
+
+``reward_weights`` is a problem that spells out the ``rewards[i].weight`` entries to write.
 """
 
 from __future__ import annotations
@@ -60,9 +62,9 @@ def move_trl_keys(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
         if key in training:
             training.pop(key)
             warnings.warn(f"training.{key} is ignored: {why}", ConfigWarning, stacklevel=2)
+    problems = _reward_weights(training)
     algo = data.get("algorithm")
     record = host.algorithms.get(str(algo.get("name"))) if isinstance(algo, dict) else None
-    problems = []
     for key in TRL_ALGORITHM_KEYS:
         if key not in training or record is None or key not in record.params.model_fields:
             continue
@@ -73,3 +75,17 @@ def move_trl_keys(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
             problems.append((f"training.{key}", msg))
         params.setdefault(key, training.pop(key))
     return problems
+
+
+def _reward_weights(training: dict[str, Any]) -> list[tuple[str, str]]:
+    """TRL's ``reward_weights`` list is each ``rewards[]`` entry's ``weight`` in rlvr: a problem
+    that spells out the entries to write (dropped silently, the weights would be lost)."""
+    if "reward_weights" not in training:
+        return []
+    weights = training.pop("reward_weights")
+    if isinstance(weights, list) and weights:
+        spelled = ", ".join(f"rewards[{i}].weight: {w}" for i, w in enumerate(weights))
+        fix = f"set {spelled}"
+    else:
+        fix = "set each entry's weight"
+    return [("training.reward_weights", f"rlvr weighs each rewards[] entry on its own: {fix}")]

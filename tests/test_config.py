@@ -166,6 +166,42 @@ def test_trl_block_pastes_into_training(host):
     assert config.algorithm.params.beta == 0.1 and config.training.learning_rate == 1e-5
     data = {"algorithm": {"name": "grpo", "params": {"beta": 0.2}}, "training": {"beta": 0.1}}
     assert "keep only one" in problems(data, host)["training.beta"]
+    # TRL's reward_weights: the message spells out the rlvr entries (not "did you mean
+    # reward_workers", and never dropped: the weights would be lost).
+    data = {"rewards": [{"name": "answer"}, {"name": "format"}]}
+    data["training"] = {"reward_weights": [1.0, 0.5]}
+    assert problems(data, host)["training.reward_weights"] == (
+        "rlvr weighs each rewards[] entry on its own: "
+        "set rewards[0].weight: 1.0, rewards[1].weight: 0.5"
+    )
+
+
+def test_a_key_of_another_plugin_names_that_plugin():
+    """The fix for dapo's dynamic_sampling under grpo is the algorithm's name, not the key."""
+    host = create_host()  # the built-ins
+    data = {"algorithm": {"name": "grpo", "params": {"dynamic_sampling": True}}}
+    msg = problems(data, host)["algorithm.params.dynamic_sampling"]
+    assert msg.startswith(
+        "unknown key 'dynamic_sampling'; it is a param of dapo and vapo (set algorithm.name: dapo)"
+        " -- valid keys: epsilon,"
+    )
+    data = {"backend": {"name": "hf", "params": {"gpu_memory_utilization": 0.5}}}
+    msg = problems(data, host)["backend.params.gpu_memory_utilization"]
+    assert "; it is a param of vllm (set backend.name: vllm) -- valid keys" in msg
+    data = {"rewards": [{"name": "answer", "params": {"tolerance": 0.01}}]}
+    msg = problems(data, host)["rewards[0].params.tolerance"]
+    assert "; it is a param of the numbers and length_penalty rewards -- valid keys" in msg
+    # A near-miss of the plugin's own key keeps its did-you-mean alone.
+    data = {"algorithm": {"name": "grpo", "params": {"epsilonn": 0.2}}}
+    msg = problems(data, host)["algorithm.params.epsilonn"]
+    assert "did you mean 'epsilon'" in msg and "param of" not in msg
+
+
+def test_max_steps_is_a_count_or_minus_one(host):
+    assert load_config({"training": {"max_steps": -1}}, host).training.max_steps == -1
+    for bad in (0, -5):
+        msg = problems({"training": {"max_steps": bad}}, host)["training.max_steps"]
+        assert msg.startswith(f"{bad} is no step count; give the number of optimizer steps")
 
 
 def test_overrides():
