@@ -4,7 +4,9 @@ The weights come back with the models (:mod:`rlvr.run_models`); :func:`restore` 
 rest: optimizer (whole, or FSDP shards resharded to this run's ranks), scheduler, value model,
 this rank's RNG states, and the trainer state it returns (step, data position, ...). What a
 resume changes on purpose (another world size, another ``max_steps``) is accepted with a
-warning that says what differs from the original run.
+warning that says what differs from the original run; :func:`config_changes` lists every config
+key that differs from the checkpoint's, and a change to the weights' identity (the model, its
+LoRA adapters) stops the resume before anything loads.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from rlvr import checkpoint as ckpt
 from rlvr import distributed
@@ -40,6 +44,49 @@ def resume_point(output_dir: Path, resume: bool) -> Path | None:
     return None
 
 
+#: Keys whose change makes the checkpoint's weights another model's: no resume across them.
+_WEIGHT_KEYS = ("model.name_or_path", "model.gguf_file", "model.revision", "model.lora")
+
+
+def config_changes(checkpoint: Path, config_text: str) -> list[str]:
+    """``key: old -> new`` for every config key that differs between the config saved in
+    ``checkpoint`` (``rlvr_config.yaml``) and ``config_text`` (both resolved YAML). Raises
+    :class:`TrainingError` when one of them changes what the saved weights are."""
+    saved = checkpoint / "rlvr_config.yaml"
+    if not saved.is_file():
+        return []
+    before = _flat(yaml.safe_load(saved.read_text(encoding="utf-8")))
+    after = _flat(yaml.safe_load(config_text))
+    missing = "(unset)"
+    changes = {
+        key: f"{key}: {before.get(key, missing)!r} -> {after.get(key, missing)!r}"
+        for key in sorted(before.keys() | after.keys())
+        if before.get(key, missing) != after.get(key, missing)
+    }
+    fatal = [text for key, text in changes.items() if key.startswith(_WEIGHT_KEYS)]
+    if fatal:
+        raise TrainingError(
+            f"cannot resume from {checkpoint}: its weights belong to another model setup "
+            f"({'; '.join(fatal)}). Resume with the config the run was started with (saved as "
+            f"{saved}), or set training.output_dir to a new directory for a new run"
+        )
+    return list(changes.values())
+
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts and lists as ``{"a.b[0].c": value}``."""
+    if isinstance(node, dict):
+        items = [(f"{prefix}.{k}" if prefix else str(k), v) for k, v in node.items()]
+    elif isinstance(node, list):
+        items = [(f"{prefix}[{i}]", v) for i, v in enumerate(node)]
+    else:
+        return {prefix: node}
+    out: dict[str, Any] = {}
+    for key, value in items:
+        out.update(_flat(value, key) if isinstance(value, dict | list) and value else {key: value})
+    return out
+
+
 def restore(
     path: Path,
     *,
@@ -57,17 +104,26 @@ def restore(
     distributed.check_resume(path, dist, sharded=sharded)
     shards = path / distributed.OPTIMIZER_DIR
     rng_file = path / ckpt.rank_rng_file(dist.rank)
-    state = ckpt.load_checkpoint(
-        path,
-        optimizer=None if shards.is_dir() else optimizer,
-        scheduler=scheduler,
-        value_model=value_model,
-        # A rank the saving run did not have: every step reseeds from (seed, step, rank).
-        restore_rng=rng_file.is_file(),
-        rank=dist.rank,
-    )
-    if shards.is_dir():  # resharded to this run's ranks
-        distributed.load_sharded_optimizer(policy, optimizer, shards)
+    try:
+        state = ckpt.load_checkpoint(
+            path,
+            optimizer=None if shards.is_dir() else optimizer,
+            scheduler=scheduler,
+            value_model=value_model,
+            # A rank the saving run did not have: every step reseeds from (seed, step, rank).
+            restore_rng=rng_file.is_file(),
+            rank=dist.rank,
+        )
+        if shards.is_dir():  # resharded to this run's ranks
+            distributed.load_sharded_optimizer(policy, optimizer, shards)
+    except (ValueError, RuntimeError, KeyError) as exc:  # e.g. another algorithm's value model
+        raise TrainingError(
+            f"cannot resume from {path}: its optimizer or value model does not fit this run's "
+            f"({type(exc).__name__}: {exc}). The config differs from the checkpoint's in a way "
+            "that changes what trains (see the warning above); resume with the config the run "
+            f"was started with ({path / 'rlvr_config.yaml'}), or set training.output_dir to a "
+            "new directory for a new run"
+        ) from None
     _warn_changes(state, dist.world_size, prompts_per_step, max_steps)
     logger.info("resumed from %s (step %d)", path, int(state["step"]))
     return state

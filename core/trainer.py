@@ -62,7 +62,7 @@ from rlvr.guidance import Guides
 from rlvr.host import Host, build_algorithm, build_generator
 from rlvr.metrics import MetricsLogger, eval_metrics, reporters, step_metrics
 from rlvr.protocols import RunInfo
-from rlvr.resume import restore, resume_point
+from rlvr.resume import config_changes, restore, resume_point
 from rlvr.reward_errors import RewardErrorLog
 from rlvr.rollout import Rollout, Rollouts, build_batch, sample_record, step_seed
 from rlvr.run_models import load_run_models
@@ -164,6 +164,14 @@ class Trainer:
         t, config = self.t, self.config
         reporters(t.report_to)  # a missing tensorboard/wandb fails now, not after loading
         resume_from = resume_point(self.output_dir, self.resume)
+        if resume_from is not None:  # before anything loads: a changed model stops here
+            changes = config_changes(resume_from, dump(config))
+            if changes and self.dist.is_main:
+                logger.warning(
+                    "resuming with a config that differs from the checkpoint's (which keeps "
+                    "the original as rlvr_config.yaml): %s",
+                    "; ".join(changes),
+                )
         if self.dist.is_main:
             ckpt.clean_leftovers(self.output_dir)
         self.dist.barrier()  # no rank sees files rank 0 writes before every rank checked

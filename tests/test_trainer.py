@@ -285,6 +285,32 @@ def test_resume_needs_a_checkpoint_and_a_new_run_needs_a_new_dir(make_config, ho
         run(config, host)
 
 
+def test_resume_names_what_the_config_changed(make_config, host, caplog):
+    """A resume with another config says what differs; one that makes the weights another
+    model's, or whose optimizer no longer fits, stops with what to do, never a traceback."""
+    first = make_config(output="changed", max_steps=2, save_steps=2)
+    run(first, host)
+    out = Path(first.training.output_dir)
+    more = make_config(output="changed", max_steps=3, save_steps=2, learning_rate=5e-4)
+    with caplog.at_level("WARNING", logger="rlvr.trainer"):
+        run(more, host, resume=True)
+    warned = " ".join(r.getMessage() for r in caplog.records if r.name == "rlvr.trainer")
+    assert "training.learning_rate: 0.001 -> 0.0005" in warned
+    assert "training.max_steps: 2 -> 3" in warned
+    assert "rlvr_config.yaml" in warned  # where the original settings still are
+
+    lora = make_config(output="changed", max_steps=4, model={"lora": {"r": 4}})
+    with pytest.raises(TrainingError, match="its weights belong to another model setup") as info:
+        run(lora, host, resume=True)
+    assert "model.lora" in str(info.value) and "training.output_dir" in str(info.value)
+
+    ppo = make_config("ppo", output="changed", max_steps=4)  # adds a value model
+    with pytest.raises(TrainingError, match="does not fit this run's") as info:
+        run(ppo, host, resume=True)
+    assert "rlvr_config.yaml" in str(info.value)
+    assert latest_checkpoint(out).name == "checkpoint-3"  # nothing already done was lost
+
+
 _KILL_SCRIPT = textwrap.dedent(
     """
     import json, sys
