@@ -480,8 +480,10 @@ PATH_KEYS = {
 def resolve_paths(data: dict[str, Any], base: Path, only: Sequence[str] | None = None) -> None:
     """Make the relative paths of :data:`PATH_KEYS` absolute against ``base`` (in place).
 
-    A value that may be a hub id stays as written unless it exists under ``base`` or looks
-    like a path (:func:`_looks_local`). ``only`` limits this to those dotted keys."""
+    A value that may be a hub id stays as written unless it exists under ``base``, looks like
+    a path (:func:`_looks_local`), or names an entry of a directory that exists under ``base``
+    (``models/tiny-arithm`` beside a ``models/`` directory: a typo, not a hub id to wait on).
+    ``only`` limits this to those dotted keys."""
     for (section, key), hub in PATH_KEYS.items():
         if only is not None and f"{section}.{key}" not in only:
             continue
@@ -492,7 +494,8 @@ def resolve_paths(data: dict[str, Any], base: Path, only: Sequence[str] | None =
         if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
             continue
         candidate = base / value
-        if not hub or candidate.exists() or _looks_local(value):
+        in_local_dir = "/" in value and candidate.parent.is_dir()
+        if not hub or candidate.exists() or _looks_local(value) or in_local_dir:
             node[key] = os.path.normpath(candidate.absolute())
 
 

@@ -14,6 +14,7 @@ Scoring completions with the loaded model (log-probabilities, entropies) is
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import os
 from collections.abc import Iterator
@@ -123,6 +124,15 @@ _EXAMPLE_GGUF_HINT = (
 )
 
 
+def _close_sibling(path: Path) -> str:
+    """``; did you mean '...'?`` when the missing path's directory holds a near-miss."""
+    if not path.parent.is_dir():
+        return ""
+    names = [p.name for p in path.parent.iterdir()]
+    close = difflib.get_close_matches(path.name, names, n=1)
+    return f"; did you mean {str(path.parent / close[0])!r}?" if close else ""
+
+
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
 
@@ -165,7 +175,7 @@ def _resolve_source(cfg: ModelConfig) -> tuple[str, str | None, bool]:
     if _looks_like_path(name):
         where = str(path.resolve())
         written = f" (model.name_or_path: {name!r})" if where != name else ""
-        hint = _EXAMPLE_GGUF_HINT if path.name == _EXAMPLE_GGUF else ""
+        hint = _EXAMPLE_GGUF_HINT if path.name == _EXAMPLE_GGUF else _close_sibling(path)
         raise ModelLoadError(f"model path {where!r} does not exist{written}{hint}")
     return name, cfg.gguf_file, False
 

@@ -100,3 +100,22 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path, capsys, monkey
     assert main(["validate", str(config), "--set", "data.path=other.jsonl"]) == 2
     err = capsys.readouterr().err
     assert f"'{elsewhere / 'other.jsonl'}' does not exist (from --set data.path=other.jsonl)" in err
+
+
+def test_a_typo_in_a_local_model_path_is_not_taken_for_a_hub_id(tmp_path, capsys, model_dir):
+    """``models/tiny-arithm`` beside a ``models/`` directory: reported at once with the near
+    miss, where a hub id would wait on the network first."""
+    import shutil
+
+    shutil.copytree(model_dir, tmp_path / "models" / "tiny-arith")
+    _rows(tmp_path / "rows.jsonl", prompt="What is 1 + 1?", answer="2")
+    config = _write(
+        tmp_path / "run.yaml",
+        "model: {name_or_path: models/tiny-arithm}\n"
+        "data: {path: rows.jsonl}\nrewards: [{name: answer}]\n",
+    )
+    assert main(["validate", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"model path '{tmp_path / 'models' / 'tiny-arithm'}' does not exist" in err
+    assert f"did you mean '{tmp_path / 'models' / 'tiny-arith'}'?" in err
+    assert "hub" not in err
