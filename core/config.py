@@ -390,7 +390,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(text) if p.suffix == ".toml" else yaml.safe_load(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError([("", f"cannot parse {p.name}: {exc}")], source=str(p)) from None
+        msg = str(exc).replace('"<unicode string>"', p.name)  # yaml names no file of its own
+        raise ConfigError([("", f"cannot parse {p.name}: {msg}")], source=str(p)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -552,6 +553,8 @@ def validate(
     or the current directory for an entry whose params were given with ``--set``
     (``set_keys``) or a config that came from no file."""
     data = _with_defaults(data, require)
+    if "training" in data and data["training"] is None:  # `training:` with every key commented out
+        data["training"] = {}
     problems = _missing_sections(data, require) + _unknown_names(data, host)
     problems += move_trl_keys(data, host)
     config = None

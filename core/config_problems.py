@@ -51,6 +51,8 @@ def _describe(err: Any) -> str:
             if isinstance(bound, float)
             else (f"{value!r} is not {op} {bound}")
         )
+    if kind == "model_type":  # not "instance of TrainingConfig": the user wrote no class
+        return f"must be a mapping of settings, e.g. {{key: value}} (got {_clip(repr(value))})"
     if kind == "literal_error":
         return f"{value!r} is not one of {ctx.get('expected')}"
     msg = str(err["msg"]).removeprefix("Value error, ")

@@ -223,7 +223,15 @@ def test_yaml_and_toml_files(tmp_path, host):
     for name in ("c.yaml", "c.toml"):
         assert load_config(tmp_path / name, host).rewards[0].weight == 2
     (tmp_path / "bad.yaml").write_text("rewards: [\n")
-    assert "cannot parse" in problems(tmp_path / "bad.yaml", host)[""]
+    parse = problems(tmp_path / "bad.yaml", host)[""]
+    assert parse.startswith("cannot parse bad.yaml") and "in bad.yaml, line 2" in parse
+    # `training:` with every key commented out is the defaults, not "an instance of a class".
+    (tmp_path / "empty.yaml").write_text("rewards: [{name: numbers}]\ntraining:\n")
+    assert load_config(tmp_path / "empty.yaml", host).training.max_steps == -1
+    (tmp_path / "lora.yaml").write_text("model: {name_or_path: m, lora: true}\n")
+    assert problems(tmp_path / "lora.yaml", host)["model.lora"] == (
+        "must be a mapping of settings, e.g. {key: value} (got True)"
+    )
     assert "does not exist" in problems(tmp_path / "nope.yaml", host)[""]
 
 
