@@ -114,12 +114,14 @@ def key_path(key: str) -> str:
 
 
 def with_origins(problems: list[tuple[str, str]], overrides: Sequence[str]) -> list:
-    """``problems`` with `` (from --set KEY=VALUE)`` added to those at an overridden key."""
+    """``problems`` with `` (from --set KEY=VALUE)`` added to those at an overridden key, under
+    one (a param of an overridden entry) or above one (``traning`` for ``traning.seed=1``)."""
     set_keys = {key_path(o.split("=", 1)[0]): o for o in overrides if "=" in o}
     out = []
     for path, msg in problems:
         for key, item in set_keys.items():
-            if path == key or path.startswith((f"{key}.", f"{key}[")):
+            under = path == key or path.startswith((f"{key}.", f"{key}["))
+            if under or (path and key.startswith((f"{path}.", f"{path}["))):
                 msg += f" (from --set {item})"
                 break
         out.append((path, msg))

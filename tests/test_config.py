@@ -300,6 +300,10 @@ def test_messages_echo_values_and_name_the_override(tmp_path, capsys):
     ) in err
     (line,) = [x for x in err.splitlines() if x.startswith("  rewards[0].wieght")]
     assert line.endswith("(from --set rewards.0.wieght=2)")
+    # A problem above the overridden key (its misspelt section) names the override too.
+    assert main(["validate", str(path), "--set", "traning.seed=1"]) == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("  traning:")]
+    assert "did you mean 'training'?" in line and line.endswith("(from --set traning.seed=1)")
 
 
 def test_eval_steps_is_a_setting_and_trl_eval_strategy_is_ignored_saying_why(host):
