@@ -809,6 +809,12 @@ def learning_warnings(config: RunConfig, host: Host) -> list[str]:
             f"of a prompt are identical and {config.algorithm.name}, which compares them, "
             "learns nothing; use a temperature around 1"
         )
+    t = config.training
+    if t.max_steps > 0 and max(t.warmup_steps, 0) >= t.max_steps:
+        out.append(
+            f"training.warmup_steps: {t.warmup_steps} >= max_steps {t.max_steps}: the learning "
+            "rate never reaches learning_rate; use fewer warm-up steps (or warmup_ratio)"
+        )
     return out
 
 

@@ -319,9 +319,12 @@ def test_settings_that_cannot_learn_warn(host):
         load_config({**group, "training": {"temperature": 0}}, host)
     with pytest.warns(UserWarning, match="every reward has weight 0"):
         load_config({"rewards": [{"name": "format", "weight": 0}]}, host)
+    with pytest.warns(UserWarning, match="warmup_steps: 200 >= max_steps 200: the learning"):
+        load_config({"training": {"warmup_steps": 200, "max_steps": 200}}, host)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a config that can learn: no warning
         load_config({**group, "rewards": [{"name": "format"}]}, host)
+        load_config({"training": {"warmup_steps": 199, "max_steps": 200}}, host)
 
 
 def test_commands_that_do_not_train_do_not_warn_about_learning(host):
