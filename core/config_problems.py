@@ -70,6 +70,7 @@ def _unknown_key_message(key: str, model: type[BaseModel] | None) -> str:
     if model is not None:
         fields = list(model.model_fields)
         close = difflib.get_close_matches(key, fields, n=1)
+        close = close or [f for f in fields if f.startswith(key)][:1]  # `name` -> name_or_path
         if close:
             msg += f"; did you mean {close[0]!r}?"
         msg += f" -- valid keys: {', '.join(fields)}"

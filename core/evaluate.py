@@ -193,12 +193,14 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
 def resolve_checkpoint(checkpoint: str | Path) -> Path:
     """A model directory (or ``.gguf`` file) from ``checkpoint``: itself, or the latest
     complete checkpoint when it is a run's ``output_dir``."""
-    from rlvr.checkpoint import latest_checkpoint
+    from rlvr.checkpoint import latest_checkpoint, list_checkpoints
     from rlvr.lora import is_adapter_checkpoint
 
     path = Path(checkpoint).expanduser()
     if not path.exists():
-        raise EvalError(f"checkpoint {str(checkpoint)!r} does not exist")
+        there = [p.name for p in list_checkpoints(path.parent)] if path.parent.is_dir() else []
+        hint = f" ({path.parent} holds {', '.join(there)})" if there else ""
+        raise EvalError(f"checkpoint {str(checkpoint)!r} does not exist{hint}")
     if path.is_dir() and not (path / "config.json").is_file() and not is_adapter_checkpoint(path):
         latest = latest_checkpoint(path)
         if latest is None:

@@ -228,6 +228,8 @@ def test_yaml_and_toml_files(tmp_path, host):
     # `training:` with every key commented out is the defaults, not "an instance of a class".
     (tmp_path / "empty.yaml").write_text("rewards: [{name: numbers}]\ntraining:\n")
     assert load_config(tmp_path / "empty.yaml", host).training.max_steps == -1
+    (tmp_path / "name.yaml").write_text("model: {name: m}\n")  # a prefix of the real key
+    assert "did you mean 'name_or_path'?" in problems(tmp_path / "name.yaml", host)["model.name"]
     (tmp_path / "lora.yaml").write_text("model: {name_or_path: m, lora: true}\n")
     assert problems(tmp_path / "lora.yaml", host)["model.lora"] == (
         "must be a mapping of settings, e.g. {key: value} (got True)"

@@ -124,6 +124,10 @@ def test_resolve_checkpoint_and_output_paths(tmp_path):
     assert resolve_checkpoint(run / "checkpoint-2") == run / "checkpoint-2"
     with pytest.raises(EvalError, match="does not exist"):
         resolve_checkpoint(tmp_path / "missing")
+    with pytest.raises(
+        EvalError, match=r"does not exist \(.*run holds checkpoint-2, checkpoint-4\)"
+    ):
+        resolve_checkpoint(run / "checkpoint-99")  # the complete ones, to pick from
     with pytest.raises(EvalError, match="neither"):
         resolve_checkpoint(tmp_path)
 
