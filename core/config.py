@@ -167,7 +167,7 @@ class TrainingConfig(Section):
     ``num_generations`` times (in TRL it counts completions).
     """
 
-    output_dir: str = "outputs/run"
+    output_dir: str = Field("outputs/run", min_length=1, description="where the run writes")
     seed: int = 42
     learning_rate: float = Field(1e-6, gt=0)
     adam_beta1: float = 0.9

@@ -199,6 +199,11 @@ def test_a_key_of_another_plugin_names_that_plugin():
 
 def test_max_steps_is_a_count_or_minus_one(host):
     assert load_config({"training": {"max_steps": -1}}, host).training.max_steps == -1
+    # An empty output_dir (`--set training.output_dir=`) would write the run into the cwd.
+    assert (
+        "at least 1 character"
+        in problems({"training": {"output_dir": ""}}, host)["training.output_dir"]
+    )
     for bad in (0, -5):
         msg = problems({"training": {"max_steps": bad}}, host)["training.max_steps"]
         assert msg.startswith(f"{bad} is no step count; give the number of optimizer steps")
