@@ -93,28 +93,34 @@ def _check_jsonl(path: Path, written: str) -> None:
     by its number, where the ``datasets`` parser would report a row index in a traceback."""
     rows = 0
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
+        # Streamed; a text file splits only at \n, \r and \r\n, never at a U+2028 in a string.
+        with path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                rows += _json_row(line, number, written)
     except UnicodeDecodeError as exc:
         raise DataError(f"data.path {written!r} is not UTF-8 text ({exc.reason})") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                f"data.path {written!r}: line {number} is not valid JSON ({exc.msg} at "
-                f"column {exc.colno}); each line must hold one JSON object, e.g. "
-                '{"prompt": "...", "answer": "..."}'
-            ) from None
-        if not isinstance(row, dict):
-            raise DataError(
-                f"data.path {written!r}: line {number} is a JSON {type(row).__name__}, not "
-                'an object; each line must hold one JSON object, e.g. {"prompt": "..."}'
-            )
-        rows += 1
     if not rows:
         raise DataError(f"data.path {written!r} is empty: it holds no JSON rows")
+
+
+def _json_row(line: str, number: int, written: str) -> int:
+    """1 for a line holding one JSON object, 0 for a blank one; else a :class:`DataError`."""
+    if not line.strip():
+        return 0
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"data.path {written!r}: line {number} is not valid JSON ({exc.msg} at column "
+            f'{exc.colno}); each line must hold one JSON object, e.g. {{"prompt": "...", '
+            '"answer": "..."}'
+        ) from None
+    if not isinstance(row, dict):
+        raise DataError(
+            f"data.path {written!r}: line {number} is a JSON {type(row).__name__}, not an "
+            'object; each line must hold one JSON object, e.g. {"prompt": "..."}'
+        )
+    return 1
 
 
 # --------------------------------------------------------------------------- field checks

@@ -5,8 +5,8 @@ rest: optimizer (whole, or FSDP shards resharded to this run's ranks), scheduler
 this rank's RNG states, and the trainer state it returns (step, data position, ...). What a
 resume changes on purpose (another world size, another ``max_steps``) is accepted with a
 warning that says what differs from the original run; :func:`config_changes` lists every config
-key that differs from the checkpoint's, and a change to the weights' identity (the model, its
-LoRA adapters) stops the resume before anything loads.
+key that differs from the checkpoint's, and a change to the LoRA adapters (the saved weights'
+shapes) stops the resume before anything loads.
 """
 
 from __future__ import annotations
@@ -44,8 +44,10 @@ def resume_point(output_dir: Path, resume: bool) -> Path | None:
     return None
 
 
-#: Keys whose change makes the checkpoint's weights another model's: no resume across them.
-_WEIGHT_KEYS = ("model.name_or_path", "model.gguf_file", "model.revision", "model.lora")
+#: Keys whose change gives the saved weights another shape: no resume across them. A changed
+#: ``name_or_path`` is only warned about: the model may have moved, and the checkpoint holds
+#: the weights (or, under LoRA, the adapters) that the run goes on from.
+_WEIGHT_KEYS = ("model.lora",)
 
 
 def config_changes(checkpoint: Path, config_text: str) -> list[str]:
@@ -66,7 +68,7 @@ def config_changes(checkpoint: Path, config_text: str) -> list[str]:
     fatal = [text for key, text in changes.items() if key.startswith(_WEIGHT_KEYS)]
     if fatal:
         raise TrainingError(
-            f"cannot resume from {checkpoint}: its weights belong to another model setup "
+            f"cannot resume from {checkpoint}: its adapters were saved for another LoRA setup "
             f"({'; '.join(fatal)}). Resume with the config the run was started with (saved as "
             f"{saved}), or set training.output_dir to a new directory for a new run"
         )

@@ -300,7 +300,9 @@ def test_resume_names_what_the_config_changed(make_config, host, caplog):
     assert "rlvr_config.yaml" in warned  # where the original settings still are
 
     lora = make_config(output="changed", max_steps=4, model={"lora": {"r": 4}})
-    with pytest.raises(TrainingError, match="its weights belong to another model setup") as info:
+    with pytest.raises(
+        TrainingError, match="its adapters were saved for another LoRA setup"
+    ) as info:
         run(lora, host, resume=True)
     assert "model.lora" in str(info.value) and "training.output_dir" in str(info.value)
 
