@@ -83,10 +83,11 @@ def test_code_exec_scores_a_file(venv, tmp_path):
     assert scored == {name: expected for name, _, expected in ROWS}
 
 
-def test_code_exec_config_checks(venv, tmp_path):
+def test_code_exec_config_checks(venv, tmp_path, train_sections):
     config = tmp_path / "config.yaml"
     config.write_text(
-        "rewards:\n  - name: code_exec\n    timeout: 3\n    params: {timeout_seconds: 5}\n"
+        train_sections
+        + "rewards:\n  - name: code_exec\n    timeout: 3\n    params: {timeout_seconds: 5}\n"
     )
     proc = run_failing(venv, "-m", "rlvr.cli", "validate", config)
     assert "rewards[0].timeout" in proc and "timeout_seconds" in proc
@@ -103,10 +104,10 @@ def run_failing(*cmd) -> str:
 # --------------------------------------------------------------------------- pass_at_k
 
 
-def test_pass_at_k_validates_and_conforms(venv, tmp_path):
+def test_pass_at_k_validates_and_conforms(venv, tmp_path, train_sections):
     config = tmp_path / "config.yaml"
     config.write_text(
-        "algorithm:\n"
+        train_sections + "algorithm:\n"
         "  name: pass_at_k\n"
         "  params: {k: 4, correct_metric: answer}\n"
         "rewards: [{name: answer}, {name: format}]\n"
@@ -117,6 +118,7 @@ def test_pass_at_k_validates_and_conforms(venv, tmp_path):
 
     # k larger than the group: the declared requirement rejects it before any model loads
     config.write_text(
+        train_sections + "rewards: [{name: answer}]\n"
         "algorithm: {name: pass_at_k, params: {k: 8}}\ntraining: {num_generations: 4}\n"
     )
     errors = run_failing(venv, "-m", "rlvr.cli", "validate", config)
