@@ -13,6 +13,7 @@ paths given with ``--set`` against the current directory.
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 import tomllib
@@ -623,30 +624,24 @@ def _plugin_params(
         try:
             values.append(model.model_validate(raw, context={"config_dir": base}))
         except ValidationError as exc:
-            found = pydantic_problems(exc, f"{path}.params", model)
-            problems += [(p, _owner_hint(kind, record.name, p, m, host)) for p, m in found]
+            owner = functools.partial(_owner_hint, host, kind, record.name)
+            problems += pydantic_problems(exc, f"{path}.params", model, owner)
             values.append(Params())
     return values, problems
 
 
-def _owner_hint(kind: str, name: str, path: str, msg: str, host: Host) -> str:
-    """An unknown key that another plugin of the same kind has (``dynamic_sampling`` under
-    grpo): say which, since the fix is the plugin's name rather than the key."""
-    key = path.rsplit(".", 1)[-1]
-    if not msg.startswith("unknown key") or "did you mean" in msg:
-        return msg
+def _owner_hint(host: Host, kind: str, name: str, key: str) -> str | None:
+    """Which other plugins of the same kind have ``key`` (``dynamic_sampling`` under grpo),
+    since the fix is then the plugin's name rather than the key."""
     owners = [
         n for n, r in host.records[kind].items() if n != name and key in r.params.model_fields
     ]
     if not owners:
-        return msg
+        return None
     names = " and ".join(owners)
     if kind == "reward":
-        hint = f"it is a param of the {names} reward{'s' if len(owners) > 1 else ''}"
-    else:
-        hint = f"it is a param of {names} (set {kind}.name: {owners[0]})"
-    head, sep, tail = msg.partition(" -- ")
-    return f"{head}; {hint}{sep}{tail}"
+        return f"it is a param of the {names} reward{'s' if len(owners) > 1 else ''}"
+    return f"it is a param of {names} (set {kind}.name: {owners[0]})"
 
 
 def _with_defaults(data: dict[str, Any], require: tuple[str, ...]) -> dict[str, Any]:

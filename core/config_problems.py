@@ -8,22 +8,28 @@ after a separator, the valid keys; a problem at a key given with ``--set`` says 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
 
 def pydantic_problems(
-    exc: ValidationError, prefix: str, model: type[BaseModel]
+    exc: ValidationError,
+    prefix: str,
+    model: type[BaseModel],
+    elsewhere: Callable[[str], str | None] = lambda key: None,
 ) -> list[tuple[str, str]]:
-    """The errors of validating ``model`` at ``prefix`` (e.g. ``rewards[1].params``)."""
+    """The errors of validating ``model`` at ``prefix`` (e.g. ``rewards[1].params``).
+    ``elsewhere(key)`` says where an unknown key without a near miss does belong, if anywhere
+    (another plugin's params)."""
     problems = []
     for err in exc.errors():
         loc = err["loc"]
         path = _path(prefix, loc)
         if err["type"] == "extra_forbidden":
-            msg = _unknown_key_message(str(loc[-1]), _model_at(model, loc[:-1]))
+            key = str(loc[-1])
+            msg = _unknown_key_message(key, _model_at(model, loc[:-1]), elsewhere(key))
         else:
             msg = _describe(err)
         problems.append((path, msg))
@@ -65,7 +71,9 @@ def _clip(text: str, size: int = 60) -> str:
     return text if len(text) <= size else text[: size - 3] + "..."
 
 
-def _unknown_key_message(key: str, model: type[BaseModel] | None) -> str:
+def _unknown_key_message(
+    key: str, model: type[BaseModel] | None, elsewhere: str | None = None
+) -> str:
     msg = f"unknown key {key!r}"
     if model is not None:
         fields = list(model.model_fields)
@@ -73,6 +81,8 @@ def _unknown_key_message(key: str, model: type[BaseModel] | None) -> str:
         close = close or [f for f in fields if f.startswith(key)][:1]  # `name` -> name_or_path
         if close:
             msg += f"; did you mean {close[0]!r}?"
+        elif elsewhere:
+            msg += f"; {elsewhere}"
         msg += f" -- valid keys: {', '.join(fields)}"
     return msg
 
