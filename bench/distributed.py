@@ -31,7 +31,7 @@ KEYS = ("step_time", "generation_time", "scoring_time", "training_time")
 
 
 def write_inputs(root: Path) -> tuple[Path, Path]:
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr import build_tiny_model
 
     model = build_tiny_model(root / "model", hidden_size=256, num_layers=4, head_dim=64)
     data = root / "data.jsonl"

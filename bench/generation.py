@@ -43,7 +43,7 @@ def build_model(out: Path, shape: str) -> Path:
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    from rlvr.tiny_model import EOS_TOKEN, PAD_TOKEN, build_tokenizer
+    from rlvr.model.tiny import EOS_TOKEN, PAD_TOKEN, build_tokenizer
 
     hidden, layers, heads, kv_heads, inter, vocab = SHAPES[shape]
     tokenizer = build_tokenizer()
@@ -73,7 +73,7 @@ def build_model(out: Path, shape: str) -> Path:
 
 def make_prompts(tokenizer, count: int, seed: int = 0) -> list[list[int]]:
     """``count`` GSM8K-like prompts of varied length, tokenized."""
-    from rlvr.tiny_model import default_corpus
+    from rlvr.model.tiny import default_corpus
 
     lines = [line for line in default_corpus(seed=seed, size=4 * count) if "?" in line]
     return [tokenizer(line.split("?")[0] + "?")["input_ids"] for line in lines[:count]]
@@ -132,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from rlvr import RunInfo, SamplingParams
     from rlvr.plugins.backends.hf import HFGenerator
     from rlvr.plugins.backends.params import HFParams, VLLMParams
     from rlvr.plugins.backends.vllm import VLLMGenerator
-    from rlvr.protocols import RunInfo, SamplingParams
 
     threads = args.threads or [torch.get_num_threads()]
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as tmp:

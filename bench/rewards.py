@@ -17,9 +17,9 @@ import random
 import time
 from pathlib import Path
 
-from rlvr.host import create_host
-from rlvr.records import Sample
-from rlvr.scoring import ScoreEntry, Scorer
+from rlvr import Sample
+from rlvr.api.host import create_host
+from rlvr.rewards.scoring import ScoreEntry, Scorer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "test.jsonl"
 STYLES = [

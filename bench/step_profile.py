@@ -91,24 +91,24 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message=".*optimizer.step.*overridden")  # our timer
-    from rlvr.config import load_config
-    from rlvr.host import create_host
-    from rlvr.trainer import Trainer
-    from rlvr.update import PolicyUpdate
+    from rlvr import load_config
+    from rlvr.api.host import create_host
+    from rlvr.training.trainer import Trainer
+    from rlvr.training.update import PolicyUpdate
 
     if args.unfused:
-        import rlvr.logprobs
+        import rlvr.model.logprobs
 
-        rlvr.logprobs._fusable_head = lambda model: None
+        rlvr.model.logprobs._fusable_head = lambda model: None
     if args.no_share:
-        import rlvr.logprobs
+        import rlvr.model.logprobs
 
-        rlvr.logprobs.shared_layers = lambda model: 0
+        rlvr.model.logprobs.shared_layers = lambda model: 0
     if args.no_pack:
-        import rlvr.logprobs
+        import rlvr.model.logprobs
 
-        rlvr.logprobs._pack = lambda *a: None
-        rlvr.logprobs.packs_prompts = lambda model: False
+        rlvr.model.logprobs._pack = lambda *a: None
+        rlvr.model.logprobs.packs_prompts = lambda model: False
     if args.no_skip:
         PolicyUpdate._active = lambda self, batch: batch  # type: ignore[method-assign]
     totals: dict[str, float] = defaultdict(float)

@@ -19,7 +19,7 @@ allocation, with what was alive at that moment by allocating operation: on a CPU
 
 Models (written once to a temp dir; both frameworks load the same directory):
 
-- ``tiny``: :func:`rlvr.tiny_model.build_tiny_model`, hidden 256, 4 layers, vocab 512;
+- ``tiny``: :func:`rlvr.model.tiny.build_tiny_model`, hidden 256, 4 layers, vocab 512;
 - ``vocab150k``: the same layers with a 151,936-token vocabulary (Qwen's size), so memory goes
   to the logits; the tokenizer stays the tiny one (ids it does not know decode to nothing, the
   same in both frameworks, so most completions decode to short strings);
@@ -214,10 +214,10 @@ def work_spec(args: argparse.Namespace, model_dir: Path, data: Path, out: Path) 
 def rows_only() -> None:
     """rlvr's passes without packing: every completion's row holds its own prompt (the
     ``--no-pack`` of ``bench/step_profile.py``)."""
-    import rlvr.logprobs
+    import rlvr.model.logprobs
 
-    rlvr.logprobs._pack = lambda *a: None  # type: ignore[assignment]
-    rlvr.logprobs.packs_prompts = lambda model: False  # type: ignore[assignment]
+    rlvr.model.logprobs._pack = lambda *a: None  # type: ignore[assignment]
+    rlvr.model.logprobs.packs_prompts = lambda model: False  # type: ignore[assignment]
 
 
 def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
@@ -395,10 +395,9 @@ def _sync(spec: dict[str, Any]) -> None:
 
 
 def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
-    from rlvr.config import load_config
-    from rlvr.host import create_host
-    from rlvr.metrics import read_metrics
-    from rlvr.trainer import Trainer
+    from rlvr import load_config, read_metrics
+    from rlvr.api.host import create_host
+    from rlvr.training.trainer import Trainer
 
     if not spec["pack"]:
         rows_only()
@@ -520,7 +519,7 @@ def ensure_trl_venv() -> Path:
 
 def build_model(name: str, out: Path) -> Path:
     """Write model ``name`` as a plain float32 HF directory (weights + tokenizer) at ``out``."""
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr import build_tiny_model
 
     if name == "tiny":
         return build_tiny_model(out, hidden_size=256, num_layers=4)
@@ -542,8 +541,8 @@ def build_model(name: str, out: Path) -> Path:
         return out
     if not GGUF.is_file():
         raise SystemExit(f"{GGUF} is missing; fetch it first: bash examples/fetch_smollm2.sh")
-    from rlvr.config import ModelConfig
-    from rlvr.modeling import load_policy
+    from rlvr import load_policy
+    from rlvr.config.schema import ModelConfig
 
     model, tokenizer = load_policy(ModelConfig(name_or_path=str(GGUF)), dtype=None)
     model.save_pretrained(out)

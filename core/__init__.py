@@ -1,13 +1,251 @@
 """rlvr: reinforcement learning of language models with verifiable rewards.
 
-Plugins import :data:`hookimpl` to implement the hooks of :mod:`rlvr.hookspecs`.
+This module is rlvr's whole public API: what a plugin author needs (the hook marker, the records a
+plugin registers, the runtime types its factories return or receive, the algorithm base class and
+its params, the reward-extraction helpers) and what a script needs (load a config, train,
+evaluate). ``rlvr.functional`` (the pure math) and ``rlvr.testing`` (the plugin test kit) are the
+two public submodules; every other module is internal and may change without notice.
+
+Every name but :data:`hookimpl` resolves on first use (PEP 562), so a plugin module loads only
+what it touches: ``from rlvr import hookimpl, Reward`` never loads torch, and the pytest plugin
+``rlvr.testing`` costs nothing in a test session that does not use it.
 """
 
-import pluggy
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from rlvr.api.hookspecs import hookimpl
 
 __version__ = "0.1.0"
 
-#: The one marker every rlvr plugin (built-in or third-party) uses.
-hookimpl = pluggy.HookimplMarker("rlvr")
+#: Each public name and the internal module that defines it.
+_EXPORTS: dict[str, str] = {
+    "AGGREGATION_MODES": "rlvr.algorithms.params",
+    "LOSS_TYPES": "rlvr.algorithms.params",
+    "GroupParams": "rlvr.algorithms.params",
+    "LossType": "rlvr.algorithms.params",
+    "PolicyGradientParams": "rlvr.algorithms.params",
+    "PolicyLevel": "rlvr.algorithms.params",
+    "ScaleRewards": "rlvr.algorithms.params",
+    "ConfigWarning": "rlvr.api.errors",
+    "RlvrError": "rlvr.api.errors",
+    "TrainingError": "rlvr.api.errors",
+    "Algorithm": "rlvr.api.registration",
+    "Backend": "rlvr.api.registration",
+    "Capabilities": "rlvr.api.registration",
+    "LazyFactory": "rlvr.api.registration",
+    "Params": "rlvr.api.registration",
+    "Requirements": "rlvr.api.registration",
+    "Reward": "rlvr.api.registration",
+    "RewardFn": "rlvr.api.registration",
+    "Sample": "rlvr.api.registration",
+    "AlgorithmImpl": "rlvr.api.runtime",
+    "Generation": "rlvr.api.runtime",
+    "Generator": "rlvr.api.runtime",
+    "LossOutput": "rlvr.api.runtime",
+    "RolloutBatch": "rlvr.api.runtime",
+    "RunInfo": "rlvr.api.runtime",
+    "SamplingParams": "rlvr.api.runtime",
+    "check_request": "rlvr.api.runtime",
+    "ConfigError": "rlvr.config.schema",
+    "RunConfig": "rlvr.config.schema",
+    "load_config": "rlvr.config.schema",
+    "calculations": "rlvr.rewards.calculations",
+    "link_holds": "rlvr.rewards.calculations",
+    "results": "rlvr.rewards.calculations",
+    "Extraction": "rlvr.rewards.extract",
+    "ExtractionParams": "rlvr.rewards.extract",
+    "Percent": "rlvr.rewards.extract",
+    "answer_region": "rlvr.rewards.extract",
+    "extract_answer": "rlvr.rewards.extract",
+    "find_numbers": "rlvr.rewards.extract",
+    "first_number": "rlvr.rewards.extract",
+    "gold_from_gsm8k": "rlvr.rewards.extract",
+    "gold_from_row": "rlvr.rewards.extract",
+    "last_block": "rlvr.rewards.extract",
+    "last_boxed": "rlvr.rewards.extract",
+    "last_number": "rlvr.rewards.extract",
+    "parse_number": "rlvr.rewards.extract",
+    "row_field": "rlvr.rewards.extract",
+    "strip_tags": "rlvr.rewards.extract",
+    "functional": "rlvr.functional",
+    "PolicyGradient": "rlvr.algorithms.base",
+    "GroupRelative": "rlvr.algorithms.base",
+    "kl_shaped_token_rewards": "rlvr.algorithms.base",
+    "last_token_rewards": "rlvr.algorithms.base",
+    "metric_values": "rlvr.algorithms.base",
+    "to_float": "rlvr.algorithms.base",
+    "autocast": "rlvr.model.loading",
+    "eos_token_ids": "rlvr.model.loading",
+    "load_policy": "rlvr.model.loading",
+    "hf_weights": "rlvr.model.weights",
+    "is_peft": "rlvr.model.weights",
+    "unwrap": "rlvr.model.weights",
+    "build_tiny_model": "rlvr.model.tiny",
+    "read_metrics": "rlvr.outputs.metrics",
+    "validate": "rlvr.runs",
+    "train": "rlvr.runs",
+    "evaluate": "rlvr.runs",
+}
 
-__all__ = ["__version__", "hookimpl"]
+if TYPE_CHECKING:
+    from rlvr import functional
+    from rlvr.algorithms.base import (
+        GroupRelative,
+        PolicyGradient,
+        kl_shaped_token_rewards,
+        last_token_rewards,
+        metric_values,
+        to_float,
+    )
+    from rlvr.algorithms.params import (
+        AGGREGATION_MODES,
+        LOSS_TYPES,
+        GroupParams,
+        LossType,
+        PolicyGradientParams,
+        PolicyLevel,
+        ScaleRewards,
+    )
+    from rlvr.api.errors import ConfigWarning, RlvrError, TrainingError
+    from rlvr.api.registration import (
+        Algorithm,
+        Backend,
+        Capabilities,
+        LazyFactory,
+        Params,
+        Requirements,
+        Reward,
+        RewardFn,
+        Sample,
+    )
+    from rlvr.api.runtime import (
+        AlgorithmImpl,
+        Generation,
+        Generator,
+        LossOutput,
+        RolloutBatch,
+        RunInfo,
+        SamplingParams,
+        check_request,
+    )
+    from rlvr.config.schema import ConfigError, RunConfig, load_config
+    from rlvr.model.loading import autocast, eos_token_ids, load_policy
+    from rlvr.model.tiny import build_tiny_model
+    from rlvr.model.weights import hf_weights, is_peft, unwrap
+    from rlvr.outputs.metrics import read_metrics
+    from rlvr.rewards.calculations import calculations, link_holds, results
+    from rlvr.rewards.extract import (
+        Extraction,
+        ExtractionParams,
+        Percent,
+        answer_region,
+        extract_answer,
+        find_numbers,
+        first_number,
+        gold_from_gsm8k,
+        gold_from_row,
+        last_block,
+        last_boxed,
+        last_number,
+        parse_number,
+        row_field,
+        strip_tags,
+    )
+    from rlvr.runs import evaluate, train, validate
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlvr' has no attribute {name!r}")
+    value = importlib.import_module(module)
+    if name != "functional":
+        value = getattr(value, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = [
+    # plugin hooks and what a plugin registers
+    "hookimpl",
+    "Reward",
+    "Algorithm",
+    "Backend",
+    "Params",
+    "Requirements",
+    "Capabilities",
+    "LazyFactory",
+    "RewardFn",
+    "Sample",
+    # what factories return and receive at run time
+    "Generator",
+    "Generation",
+    "SamplingParams",
+    "check_request",
+    "AlgorithmImpl",
+    "RolloutBatch",
+    "LossOutput",
+    "RunInfo",
+    # algorithms: the shared implementation, its params, the pure math
+    "functional",
+    "PolicyGradient",
+    "GroupRelative",
+    "PolicyGradientParams",
+    "GroupParams",
+    "LossType",
+    "ScaleRewards",
+    "PolicyLevel",
+    "LOSS_TYPES",
+    "AGGREGATION_MODES",
+    "metric_values",
+    "kl_shaped_token_rewards",
+    "last_token_rewards",
+    "to_float",
+    # rewards: answer extraction and written calculations
+    "Extraction",
+    "ExtractionParams",
+    "Percent",
+    "extract_answer",
+    "answer_region",
+    "parse_number",
+    "find_numbers",
+    "first_number",
+    "last_number",
+    "last_block",
+    "last_boxed",
+    "strip_tags",
+    "row_field",
+    "gold_from_row",
+    "gold_from_gsm8k",
+    "calculations",
+    "link_holds",
+    "results",
+    # backends: the policy and its weights
+    "load_policy",
+    "eos_token_ids",
+    "autocast",
+    "hf_weights",
+    "unwrap",
+    "is_peft",
+    # scripts: config, runs, outputs
+    "RunConfig",
+    "load_config",
+    "validate",
+    "train",
+    "evaluate",
+    "read_metrics",
+    "build_tiny_model",
+    # errors
+    "RlvrError",
+    "ConfigError",
+    "ConfigWarning",
+    "TrainingError",
+    "__version__",
+]

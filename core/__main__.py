@@ -2,6 +2,6 @@
 
 import sys
 
-from rlvr.cli import main
+from rlvr.cli.main import main
 
 sys.exit(main())

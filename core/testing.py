@@ -5,11 +5,11 @@ rlvr registers this module with pytest through pytest's own entry point (``pytes
 ["rlvr.testing"]`` on top of it is harmless; ``-p no:rlvr.testing`` disables it), so in any
 project where rlvr is installed the fixtures are there without a ``conftest.py``:
 
-- ``rlvr_host``: a fresh :class:`rlvr.host.Host` with every installed plugin (entry points).
+- ``rlvr_host``: a fresh :class:`rlvr.api.host.Host` with every installed plugin (entry points).
 - ``rlvr_host_factory``: ``make(plugins=[...], entrypoints=True)`` builds hosts, e.g. with an
   in-process plugin object and without the installed ones (``entrypoints=False``).
 - ``rlvr_tiny_model``: a directory holding a tiny random model (built once per process by
-  :func:`rlvr.tiny_model.build_tiny_model`; the one :func:`check_backend` uses by default).
+  :func:`rlvr.model.tiny.build_tiny_model`; the one :func:`check_backend` uses by default).
 
 The checks are plain functions a plugin's own tests call; each takes the registered record or
 its name (looked up among the installed plugins) and raises :class:`ConformanceError` (an
@@ -18,12 +18,12 @@ its name (looked up among the installed plugins) and raises :class:`ConformanceE
 - :func:`check_reward`: the params model rejects unknown keys and survives the round trip a
   dumped config makes; the factory pickles by reference (as the reward workers need) and
   builds; the reward returns a finite float or None for every sample. Returns the values.
-- :func:`check_algorithm`: builds it with a :class:`~rlvr.protocols.RunInfo`, runs ``select``,
-  ``prepare`` and ``loss`` on a synthetic :class:`~rlvr.protocols.RolloutBatch` holding only
+- :func:`check_algorithm`: builds it with a :class:`~rlvr.api.runtime.RunInfo`, runs ``select``,
+  ``prepare`` and ``loss`` on a synthetic :class:`~rlvr.api.runtime.RolloutBatch` holding only
   the tensors its requirements ask for; the loss must be finite, differentiable, zero-gradient
   on padding, and additive over micro-batches.
 - :func:`check_backend`: builds it on a tiny model and checks that ``generate`` returns a
-  well-formed :class:`~rlvr.protocols.Generation` (counts, group layout, lengths, EOS and
+  well-formed :class:`~rlvr.api.runtime.Generation` (counts, group layout, lengths, EOS and
   truncation flags, texts, logprobs as its capabilities declare).
 - :func:`validate_config`: a config dict validated against the installed plugins.
 
@@ -49,8 +49,8 @@ except ImportError:  # pragma: no cover - rlvr.testing used outside a test run
     pytest = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from rlvr.host import Host
-    from rlvr.records import Algorithm, Backend, Capabilities, Requirements, Reward, Sample
+    from rlvr.api.host import Host
+    from rlvr.api.registration import Algorithm, Backend, Capabilities, Requirements, Reward, Sample
 
 # Nothing of rlvr (pydantic, torch) is imported here: pytest loads this module in every test
 # session of an environment where rlvr is installed, so it must cost nothing until used.
@@ -71,7 +71,7 @@ if pytest is not None:
     @pytest.fixture
     def rlvr_host() -> Host:
         """A fresh host with every installed plugin (the ``rlvr`` entry points)."""
-        from rlvr.host import create_host
+        from rlvr.api.host import create_host
 
         return create_host()
 
@@ -85,7 +85,7 @@ if pytest is not None:
         """
 
         def make(plugins: Iterable[object] = (), *, entrypoints: bool = True) -> Host:
-            from rlvr.host import create_host
+            from rlvr.api.host import create_host
 
             return create_host(entrypoints=entrypoints, plugins=list(plugins))
 
@@ -105,14 +105,14 @@ def validate_config(
     data: Mapping[str, Any], *, host: Host | None = None, require: tuple[str, ...] = ()
 ) -> Any:
     """Validate a config dict against the installed plugins (or ``host``); return the
-    ``RunConfig``. Raises :class:`rlvr.config.ConfigError` listing every problem.
+    ``RunConfig``. Raises :class:`rlvr.config.schema.ConfigError` listing every problem.
 
     ``require`` names sections that must be present (``rlvr train`` requires
     ``("model", "data", "rewards", "algorithm", "backend")`` and fills in the default
     algorithm and backend).
     """
-    from rlvr.config import validate
-    from rlvr.host import create_host
+    from rlvr.api.host import create_host
+    from rlvr.config.schema import validate
 
     return validate(dict(data), host or create_host(), require=require)
 
@@ -122,7 +122,7 @@ def validate_config(
 
 def _resolve(kind: str, record_or_name: Any, host: Host | None) -> Any:
     """The record to check: given, or found by name among the installed plugins."""
-    from rlvr.host import KINDS, _check_record, create_host
+    from rlvr.api.host import KINDS, _check_record, create_host
 
     expected = KINDS[kind]
     if isinstance(record_or_name, str):
@@ -135,7 +135,7 @@ def _resolve(kind: str, record_or_name: Any, host: Host | None) -> Any:
         record = record_or_name
     else:
         raise TypeError(
-            f"check_{kind} takes an rlvr.records.{expected.__name__} or a {kind} name, "
+            f"check_{kind} takes an rlvr.api.registration.{expected.__name__} or a {kind} name, "
             f"got {record_or_name!r}"
         )
     problem = _check_record(record, expected)
@@ -180,13 +180,13 @@ def _check_params_model(label: str, params: Any) -> None:
             raise _fail(
                 label,
                 f"{model.__name__} did not report the unknown key {_UNKNOWN_KEY!r} as unknown "
-                "(subclass rlvr.records.Params, which sets extra='forbid')",
+                "(subclass rlvr.Params, which sets extra='forbid')",
             ) from None
     else:
         raise _fail(
             label,
             f"{model.__name__} accepts unknown keys, so a typo in a config goes unnoticed; "
-            "subclass rlvr.records.Params (extra='forbid')",
+            "subclass rlvr.Params (extra='forbid')",
         )
     try:
         again = model.model_validate(dumped)
@@ -264,7 +264,7 @@ def default_samples() -> tuple[Sample, ...]:
     right, wrong, unformatted, empty, LaTeX, code, odd characters, very long; with and without
     a token count. Every row holds the fields ``prompt``, ``question`` and ``answer`` (GSM8K's
     ``#### N`` answer)."""
-    from rlvr.records import Sample
+    from rlvr.api.registration import Sample
 
     return tuple(
         Sample(completion=text, prompt=_ROW["prompt"], row=dict(_ROW), num_tokens=tokens)
@@ -295,7 +295,7 @@ def check_reward(
     ``fields(params)``) needs samples whose rows have them. ``params`` is a dict (validated by
     the reward's params model) or a params instance; None means the defaults. With
     ``workers > 0`` the samples are also scored through rlvr's real worker pool
-    (:class:`rlvr.scoring.Scorer`), which must give the same values.
+    (:class:`rlvr.rewards.scoring.Scorer`), which must give the same values.
     """
     record = _resolve("reward", record_or_name, host)
     label = f"reward {record.name!r}"
@@ -313,11 +313,11 @@ def check_reward(
                 f"{list(SAMPLE_FIELDS)}); pass samples=[Sample(completion=..., row={{...}})]",
             )
         samples = default_samples()
-    from rlvr.records import Sample
+    from rlvr.api.registration import Sample
 
     for i, sample in enumerate(samples):
         if not isinstance(sample, Sample):
-            raise TypeError(f"samples[{i}] is {sample!r}, expected an rlvr.records.Sample")
+            raise TypeError(f"samples[{i}] is {sample!r}, expected an rlvr.api.registration.Sample")
         absent = [f for f in fields if f not in sample.row]
         if absent:
             raise _fail(label, f"samples[{i}].row lacks the fields {absent} the reward reads")
@@ -357,7 +357,7 @@ def _check_in_pool(
     expected: list[float | None],
     workers: int,
 ) -> None:
-    from rlvr.scoring import ScoreEntry, Scorer
+    from rlvr.rewards.scoring import ScoreEntry, Scorer
 
     entry = ScoreEntry(label=record.name, factory=record.factory, params=params, fallback=None)
     with Scorer([entry], workers=workers) as scorer:
@@ -386,13 +386,13 @@ def synthetic_batch(
     vocab_size: int = 50,
     seed: int = 0,
 ) -> Any:
-    """A scored :class:`~rlvr.protocols.RolloutBatch` as the trainer hands it to ``select``
+    """A scored :class:`~rlvr.api.runtime.RolloutBatch` as the trainer hands it to ``select``
     and ``prepare``: ``num_groups`` prompts x ``group_size`` completions of varied lengths
     (some truncated), scores that differ within all groups but the last, and only the
     log-probs/values that ``requirements`` ask for."""
     import torch
 
-    from rlvr.protocols import RolloutBatch
+    from rlvr.api.runtime import RolloutBatch
 
     g = torch.Generator().manual_seed(seed)
     n, t = group_size * num_groups, max_completion_length
@@ -441,8 +441,8 @@ def check_algorithm(
     """Check an algorithm plugin on a synthetic batch; return the metrics it reported.
 
     Builds it with ``factory(params, run)`` (``run`` defaults to a small
-    :class:`~rlvr.protocols.RunInfo`), then: the built object has every member of
-    :class:`~rlvr.protocols.AlgorithmImpl` (``build_value_model`` when its requirements ask
+    :class:`~rlvr.api.runtime.RunInfo`), then: the built object has every member of
+    :class:`~rlvr.api.runtime.AlgorithmImpl` (``build_value_model`` when its requirements ask
     for a value model) as the trainer checks it; ``select`` returns None or a bool mask;
     ``prepare`` sets finite ``advantages`` (``[N]`` or ``[N, T]``) without needing tensors its
     requirements did not ask for; ``loss`` is a finite scalar with a finite gradient w.r.t.
@@ -452,9 +452,9 @@ def check_algorithm(
     1 and ``run.max_steps``; the default run has 1000 steps): a step may train only the value
     model (VAPO's value warm-up), but the last one must train the policy.
     """
-    from rlvr.host import algorithm_problems
-    from rlvr.protocols import RunInfo
-    from rlvr.records import Requirements
+    from rlvr.api.host import algorithm_problems
+    from rlvr.api.registration import Requirements
+    from rlvr.api.runtime import RunInfo
 
     record = _resolve("algorithm", record_or_name, host)
     label = f"algorithm {record.name!r}"
@@ -474,7 +474,7 @@ def check_algorithm(
         raise _fail(
             label,
             f"the built object {type(impl).__name__} lacks {', '.join(problems)} "
-            "(see rlvr.protocols.AlgorithmImpl)",
+            "(see rlvr.api.runtime.AlgorithmImpl)",
         )
 
     # The first and the last training step of the run: an algorithm with a schedule (VAPO's
@@ -503,7 +503,7 @@ def _check_algorithm_step(
     loss trains the values)."""
     import torch
 
-    from rlvr.protocols import RolloutBatch
+    from rlvr.api.runtime import RolloutBatch
 
     batch = synthetic_batch(
         req, group_size=run.num_generations, max_completion_length=run.max_completion_length
@@ -657,7 +657,7 @@ PROMPTS = (
 @functools.cache
 def tiny_model_dir() -> Path:
     """A tiny model directory built once per process (removed when the process exits)."""
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr.model.tiny import build_tiny_model
 
     root = Path(tempfile.mkdtemp(prefix="rlvr-testing-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
@@ -689,7 +689,7 @@ def check_backend(
     from the model (replays). A backend whose ``available()`` reports a problem is skipped
     (``pytest.skip``) when ``skip_unavailable``, else fails.
     """
-    from rlvr.records import Capabilities
+    from rlvr.api.registration import Capabilities
 
     record = _resolve("backend", record_or_name, host)
     label = f"backend {record.name!r}"
@@ -697,7 +697,9 @@ def check_backend(
     _check_params_model(label, p)
     caps = record.capabilities
     if not isinstance(caps, Capabilities):
-        raise _fail(label, f"capabilities must be an rlvr.records.Capabilities, got {caps!r}")
+        raise _fail(
+            label, f"capabilities must be an rlvr.api.registration.Capabilities, got {caps!r}"
+        )
     missing = _call(label, "available()", record.available)
     if missing is not None:
         if not isinstance(missing, str):
@@ -708,9 +710,9 @@ def check_backend(
 
     import torch
 
-    from rlvr.config import ModelConfig
-    from rlvr.modeling import eos_token_ids, load_policy
-    from rlvr.protocols import Generator, RunInfo, SamplingParams, missing_members
+    from rlvr.api.runtime import Generator, RunInfo, SamplingParams, missing_members
+    from rlvr.config.schema import ModelConfig
+    from rlvr.model.loading import eos_token_ids, load_policy
 
     directory = Path(model_dir) if model_dir is not None else tiny_model_dir()
     model_cfg = ModelConfig(name_or_path=str(directory), dtype="float32")
@@ -731,7 +733,7 @@ def check_backend(
         raise _fail(
             label,
             f"the generator {type(gen).__name__} lacks {', '.join(missing)} "
-            "(see rlvr.protocols.Generator)",
+            "(see rlvr.api.runtime.Generator)",
         )
 
     cases = [
@@ -779,7 +781,7 @@ def _check_generation(
 ) -> None:
     for attr in ("token_ids", "texts", "truncated", "logprobs"):
         if not hasattr(out, attr):
-            raise _fail(label, f"{where} returned {out!r}, expected an rlvr.protocols.Generation")
+            raise _fail(label, f"{where} returned {out!r}, expected an rlvr.api.runtime.Generation")
     expected = num_prompts * n
     for attr in ("token_ids", "texts", "truncated"):
         got = len(getattr(out, attr))

@@ -25,7 +25,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from rlvr.extract import gold_from_row
+from rlvr import gold_from_row
 
 
 def load(path: str) -> dict[tuple[int, int], dict]:

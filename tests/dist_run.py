@@ -26,11 +26,11 @@ import sys
 from typing import Any
 
 from rlvr import hookimpl
-from rlvr.config import load_config
-from rlvr.host import create_host
-from rlvr.protocols import Generation, SamplingParams
-from rlvr.records import Backend, Capabilities, Params, Reward
-from rlvr.trainer import train
+from rlvr.api.host import create_host
+from rlvr.api.registration import Backend, Capabilities, Params, Reward
+from rlvr.api.runtime import Generation, SamplingParams
+from rlvr.config.schema import load_config
+from rlvr.training.trainer import train
 
 ANSWERS = ["7", "The answer is 5", "12", "x", "4 + 4 = 8", "no idea", "3", "10 10"]
 
@@ -120,7 +120,7 @@ def main(path: str, args: list[str]) -> None:
     host = create_host(plugins=[TestPlugins()])
     config = load_config(raw, host, require=("model", "data", "rewards", "algorithm", "backend"))
     if "--eval" in args:
-        from rlvr.evaluate import evaluate
+        from rlvr.evaluation.evaluate import evaluate
 
         output = args[args.index("--eval") + 1]
         split = raw["data"]["path"]

@@ -59,4 +59,4 @@ def install_editable(python: Path, package: Path) -> None:
 
 def rlvr(python: Path, *args: str | Path, cwd: Path | None = None) -> str:
     """Run the ``rlvr`` command line with the venv's python."""
-    return run(python, "-m", "rlvr.cli", *args, cwd=cwd)
+    return run(python, "-m", "rlvr.cli.main", *args, cwd=cwd)

@@ -17,7 +17,9 @@ from pydantic import ValidationError
 from torch import nn
 
 import rlvr.plugins.algorithms as algorithms
-from rlvr.host import algorithm_problems, create_host
+from rlvr.api.host import algorithm_problems, create_host
+from rlvr.api.registration import Requirements
+from rlvr.api.runtime import RolloutBatch, RunInfo
 from rlvr.plugins.algorithms.params import (
     DAPOParams,
     DrGRPOParams,
@@ -25,8 +27,6 @@ from rlvr.plugins.algorithms.params import (
     PPOParams,
     RLOOParams,
 )
-from rlvr.protocols import RolloutBatch, RunInfo
-from rlvr.records import Requirements
 
 NAMES = ["grpo", "dapo", "dr_grpo", "rloo", "ppo"]
 VOCAB = 16
@@ -378,7 +378,7 @@ def test_dual_clip_caps_negative_advantages(host):
 
 
 def test_config_validation_end_to_end(host):
-    from rlvr.config import ConfigError, validate
+    from rlvr.config.schema import ConfigError, validate
 
     bad = {
         "algorithm": {"name": "dapo", "params": {"overlong_penalty": {"max_length": 512}}},
@@ -581,7 +581,7 @@ def test_prepare_does_not_mutate(host):
 
 
 def test_importance_sampling_correction_needs_sampler_logprobs():
-    from rlvr.config import ConfigError, load_config
+    from rlvr.config.schema import ConfigError, load_config
 
     data = {
         "algorithm": {"name": "grpo", "params": {"importance_sampling_correction": True}},
@@ -600,9 +600,9 @@ def test_importance_sampling_correction_needs_sampler_logprobs():
 
 
 def test_importance_weights_scale_the_policy_loss():
-    from rlvr.plugins.algorithms.base import GroupRelative
+    from rlvr.algorithms.base import GroupRelative
+    from rlvr.api.runtime import RunInfo
     from rlvr.plugins.algorithms.params import GroupParams
-    from rlvr.protocols import RunInfo
 
     run = RunInfo(max_completion_length=4, num_generations=2)
     logp = torch.tensor([[-1.0, -1.0], [-2.0, -2.0]], requires_grad=True)
@@ -650,7 +650,7 @@ def test_importance_weights_scale_the_policy_loss():
 def test_inert_rows_are_the_groups_of_equal_scores(name, params, skips, host):
     """The update skips rows ``inert`` names; for the group-relative algorithms (no KL term)
     those are exactly the groups whose completions all scored the same (zero advantages)."""
-    from rlvr.protocols import RunInfo
+    from rlvr.api.runtime import RunInfo
     from rlvr.testing import synthetic_batch
 
     record = host.algorithms[name]

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from torch import nn
 
 import rlvr.functional as F
-from rlvr.errors import ConfigWarning
+from rlvr.api.errors import ConfigWarning
+from rlvr.api.registration import Requirements
 from rlvr.plugins.algorithms.params import (
     CISPOParams,
     GRPOParams,
@@ -27,7 +28,6 @@ from rlvr.plugins.algorithms.params import (
     ReinforcePPParams,
     VAPOParams,
 )
-from rlvr.records import Requirements
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -133,7 +133,7 @@ def test_requirements(host, name, params, expected):
 
 
 def _validate(host, algorithm, params=None, **training):
-    from rlvr.config import validate
+    from rlvr.config.schema import validate
 
     raw = {
         "rewards": [{"name": "answer"}, {"name": "format"}],
@@ -145,7 +145,7 @@ def _validate(host, algorithm, params=None, **training):
 
 @pytest.mark.parametrize("name", ["gspo", "cispo", "reinforce_pp_baseline", "vapo"])
 def test_group_size_rejected_before_loading(host, name):
-    from rlvr.config import ConfigError
+    from rlvr.config.schema import ConfigError
 
     _validate(host, name)
     with pytest.raises(ConfigError, match=f"{name} compares completions.*num_generations >= 2"):
@@ -157,7 +157,7 @@ def test_reinforce_pp_needs_no_group(host):
 
 
 def test_vapo_config_checks(host):
-    from rlvr.config import ConfigError
+    from rlvr.config.schema import ConfigError
 
     with pytest.raises(ConfigError, match="value_warmup_steps.*max_steps"):
         _validate(host, "vapo", max_steps=50)
@@ -187,7 +187,7 @@ def test_vapo_warns_when_length_adaptive_lambda_is_zero_for_every_completion(hos
 
 
 def test_rlvr_validate_cli_prints_the_vapo_lambda_warning(tmp_path, capsys, train_sections):
-    from rlvr.cli import main
+    from rlvr.cli.main import main
 
     config = tmp_path / "config.yaml"
     config.write_text(
@@ -206,7 +206,7 @@ def test_rlvr_validate_cli_rejects_a_lone_completion_for_vapo(tmp_path, train_se
         "training: {num_generations: 1, max_steps: 100}\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "rlvr.cli", "validate", str(config)],
+        [sys.executable, "-m", "rlvr.cli.main", "validate", str(config)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -470,7 +470,7 @@ def test_conform_to_the_plugin_kit(name, params, rlvr_host):
 
 
 def test_the_plugin_kit_says_when_a_warmup_outlasts_the_run(rlvr_host):
-    from rlvr.protocols import RunInfo
+    from rlvr.api.runtime import RunInfo
     from rlvr.testing import ConformanceError, check_algorithm
 
     run = RunInfo(max_completion_length=8, num_generations=4, max_steps=10)

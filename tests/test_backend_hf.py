@@ -14,12 +14,12 @@ import pytest
 import torch
 
 import rlvr.plugins.backends as backends
-from rlvr.config import ModelConfig
-from rlvr.host import create_host
-from rlvr.modeling import load_policy
+from rlvr.api.host import create_host
+from rlvr.api.runtime import Generation, RunInfo, SamplingParams
+from rlvr.config.schema import ModelConfig
+from rlvr.model.loading import load_policy
+from rlvr.model.tiny import build_tiny_model
 from rlvr.plugins.backends.params import HFParams
-from rlvr.protocols import Generation, RunInfo, SamplingParams
-from rlvr.tiny_model import build_tiny_model
 
 RUN = RunInfo(max_completion_length=12, num_generations=3, seed=0)
 TEXTS = ["What is 1 + 2?", "Natalia has 48 clips.", "hi", "<think>"]
@@ -74,7 +74,7 @@ def test_registered_with_capabilities():
 
 def test_registration_imports_no_torch():
     code = (
-        "import sys, rlvr.plugins.backends as b; from rlvr.host import create_host; "
+        "import sys, rlvr.plugins.backends as b; from rlvr.api.host import create_host; "
         "create_host(entrypoints=False, plugins=[b]); "
         "bad = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]; "
         "assert not bad, bad"

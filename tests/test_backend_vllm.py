@@ -1,7 +1,7 @@
 """The ``vllm`` backend on a real (CPU) vLLM engine and a tiny random Qwen2 model.
 
 One engine serves the whole module (start-up takes ~5-15 s). Its outputs are checked against
-the ``hf`` backend and :func:`rlvr.logprobs.completion_logprobs` on the same weights, before
+the ``hf`` backend and :func:`rlvr.model.logprobs.completion_logprobs` on the same weights, before
 and after an in-place weight sync. Observed on the CPU build (float32): greedy tokens identical,
 sampled-token log-probabilities within ~2e-6 of the training model's; asserted below 1e-4.
 """
@@ -26,7 +26,9 @@ if importlib.util.find_spec("vllm") is None:
 
 import torch  # noqa: E402
 
-from rlvr.logprobs import completion_logprobs  # noqa: E402
+from rlvr.api.runtime import Generation, RunInfo, SamplingParams  # noqa: E402
+from rlvr.model.logprobs import completion_logprobs  # noqa: E402
+from rlvr.model.weights import hf_weights  # noqa: E402
 from rlvr.plugins.backends.params import HFParams, VLLMParams  # noqa: E402
 from rlvr.plugins.backends.params import vllm_available as available  # noqa: E402
 from rlvr.plugins.backends.vllm import (  # noqa: E402
@@ -35,8 +37,6 @@ from rlvr.plugins.backends.vllm import (  # noqa: E402
     VLLMGenerator,
     completion_seed,
 )
-from rlvr.protocols import Generation, RunInfo, SamplingParams  # noqa: E402
-from rlvr.weights import hf_weights  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -57,7 +57,7 @@ PROMPTS = [
 def tiny(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr.model.tiny import build_tiny_model
 
     path = build_tiny_model(
         tmp_path_factory.mktemp("tiny") / "model", hidden_size=128, num_layers=2, head_dim=64
@@ -143,7 +143,7 @@ def test_available_reports_missing_vllm(monkeypatch):
 def test_registered_without_importing_torch_or_vllm():
     code = (
         "import sys\n"
-        "from rlvr.host import create_host\n"
+        "from rlvr.api.host import create_host\n"
         "host = create_host()\n"
         "b = host.backends['vllm']\n"
         "assert b.capabilities.sampler_logprobs and b.capabilities.reference_logprobs\n"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.config import load_config
-from rlvr.host import create_host
+from rlvr.api.host import create_host
+from rlvr.config.schema import load_config
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "vs_trl.py"
 
@@ -157,14 +157,14 @@ def test_traced_memory_is_the_peak_of_live_tensors(vs_trl):
 
 def test_rlvr_rows_runs_rlvr_without_packing(vs_trl, tmp_path, monkeypatch):
     """``--rlvr-rows``: a third run, rlvr with every completion's prompt in its own row."""
-    import rlvr.logprobs
+    import rlvr.model.logprobs
 
-    monkeypatch.setattr(rlvr.logprobs, "_pack", rlvr.logprobs._pack)  # restored after
-    monkeypatch.setattr(rlvr.logprobs, "packs_prompts", rlvr.logprobs.packs_prompts)
+    monkeypatch.setattr(rlvr.model.logprobs, "_pack", rlvr.model.logprobs._pack)  # restored after
+    monkeypatch.setattr(rlvr.model.logprobs, "packs_prompts", rlvr.model.logprobs.packs_prompts)
     assert vs_trl.parse_args(["--rlvr-rows"]).rlvr_rows
     args = vs_trl.parse_args([])
     assert not args.rlvr_rows
     assert vs_trl.work_spec(args, tmp_path, tmp_path, tmp_path)["pack"] is True
     vs_trl.rows_only()
-    assert rlvr.logprobs._pack(None, None, None, None, None) is None
-    assert rlvr.logprobs.packs_prompts(object()) is False
+    assert rlvr.model.logprobs._pack(None, None, None, None, None) is None
+    assert rlvr.model.logprobs.packs_prompts(object()) is False

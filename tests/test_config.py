@@ -9,10 +9,10 @@ import pytest
 from pydantic import Field
 
 from rlvr import hookimpl
-from rlvr.cli import main
-from rlvr.config import ConfigError, apply_overrides, json_schema, load_config
-from rlvr.host import create_host
-from rlvr.records import Algorithm, Backend, Capabilities, Params, Requirements, Reward
+from rlvr.api.host import create_host
+from rlvr.api.registration import Algorithm, Backend, Capabilities, Params, Requirements, Reward
+from rlvr.cli.main import main
+from rlvr.config.schema import ConfigError, apply_overrides, json_schema, load_config
 
 
 class ToleranceParams(Params):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.cli import main
-from rlvr.config import DataConfig
-from rlvr.data import DataError, load_rows
+from rlvr.cli.main import main
+from rlvr.config.schema import DataConfig
+from rlvr.data.prompts import DataError, load_rows
 
 
 def _load(path):

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr.checkpoint import latest_checkpoint
-from rlvr.metrics import read_metrics
+from rlvr.outputs.checkpoint import latest_checkpoint
+from rlvr.outputs.metrics import read_metrics
 
 RUNNER = Path(__file__).with_name("dist_run.py")
 #: Every multi-process run ends within this many seconds, or the test fails (never hangs CI).
@@ -33,7 +33,7 @@ TIMEOUT_S = 300
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr.model.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -259,7 +259,7 @@ def test_adamw_leaves_parameters_no_rank_has_a_gradient_for(tiny_model, dataset,
 def test_reduce_metrics_pools_ranks_like_one_batch():
     import numpy as np
 
-    from rlvr.distributed import reduce_metrics
+    from rlvr.outputs.metrics import reduce_metrics
 
     a, b = np.array([1.0, 2.0, 3.0]), np.array([5.0, 9.0])
     parts = [
@@ -304,7 +304,7 @@ def test_reduce_metrics_pools_ranks_like_one_batch():
 
 
 def comparable(metrics: list[dict]) -> list[dict]:
-    from rlvr.metrics import TIMING_KEYS
+    from rlvr.outputs.metrics import TIMING_KEYS
 
     return [{k: v for k, v in m.items() if k not in TIMING_KEYS} for m in metrics]
 
@@ -515,7 +515,7 @@ def test_a_vllm_engine_per_rank(tmp_path, dataset):
     sync would leave the engine a learning-rate step behind: a gap of ~1e-2). DDP and FSDP
     train alike."""
     pytest.importorskip("vllm")
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr.model.tiny import build_tiny_model
 
     model = build_tiny_model(tmp_path / "model", hidden_size=128, num_layers=2, head_dim=64)
     runs = {}

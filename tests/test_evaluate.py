@@ -1,5 +1,6 @@
-"""rlvr.evaluate (pass@k, eval data and checkpoint resolution, end to end on a tiny model),
-rlvr.plot, and the ``rlvr eval`` / ``rlvr plot`` commands."""
+"""rlvr.evaluation.evaluate (pass@k, eval data and checkpoint resolution, end to end on a tiny
+model),
+rlvr.outputs.plot, and the ``rlvr eval`` / ``rlvr plot`` commands."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import pytest
 import yaml
 
 from rlvr import hookimpl
-from rlvr.checkpoint import COMPLETE
-from rlvr.cli import main
-from rlvr.config import DataConfig, load_config
-from rlvr.evaluate import (
+from rlvr.api.host import create_host
+from rlvr.api.registration import Params, Reward
+from rlvr.cli.main import main
+from rlvr.config.schema import DataConfig, load_config
+from rlvr.evaluation.evaluate import (
     EvalError,
     correctness,
     eval_call_sequences,
@@ -29,10 +31,9 @@ from rlvr.evaluate import (
     pass_at_ks,
     resolve_checkpoint,
 )
-from rlvr.host import create_host
-from rlvr.modeling import resolve_device_dtype
-from rlvr.plot import PlotError, moving_average, plot_run
-from rlvr.records import Params, Reward
+from rlvr.model.loading import resolve_device_dtype
+from rlvr.outputs.checkpoint import COMPLETE
+from rlvr.outputs.plot import PlotError, moving_average, plot_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -178,7 +179,7 @@ class ParityPlugin:
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr.model.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -472,7 +473,7 @@ def test_plot_run_writes_pngs(tmp_path, capsys):
 
 
 def test_plot_reads_algorithm_metrics_by_their_new_and_old_names():
-    from rlvr.plot import _figures
+    from rlvr.outputs.plot import _figures
 
     def panels(keys):
         training = dict((title, series) for title, series, _ in _figures(set(keys))["training"])

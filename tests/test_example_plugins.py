@@ -89,7 +89,7 @@ def test_code_exec_config_checks(venv, tmp_path, train_sections):
         train_sections
         + "rewards:\n  - name: code_exec\n    timeout: 3\n    params: {timeout_seconds: 5}\n"
     )
-    proc = run_failing(venv, "-m", "rlvr.cli", "validate", config)
+    proc = run_failing(venv, "-m", "rlvr.cli.main", "validate", config)
     assert "rewards[0].timeout" in proc and "timeout_seconds" in proc
 
 
@@ -121,7 +121,7 @@ def test_pass_at_k_validates_and_conforms(venv, tmp_path, train_sections):
         train_sections + "rewards: [{name: answer}]\n"
         "algorithm: {name: pass_at_k, params: {k: 8}}\ntraining: {num_generations: 4}\n"
     )
-    errors = run_failing(venv, "-m", "rlvr.cli", "validate", config)
+    errors = run_failing(venv, "-m", "rlvr.cli.main", "validate", config)
     assert "training.num_generations" in errors and "at least 8" in errors
     python_in(
         venv,
@@ -172,7 +172,7 @@ def test_replay_conforms(venv, tmp_path):
 
 
 def test_replay_trains_one_step(venv, tmp_path):
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr.model.tiny import build_tiny_model
 
     model = build_tiny_model(tmp_path / "model")
     rows = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b)} for a in (1, 2) for b in (3, 4)]

@@ -1,4 +1,4 @@
-"""rlvr.extract: number parsing, blocks, boxes and answer-extraction strategies."""
+"""rlvr.rewards.extract: number parsing, blocks, boxes and answer-extraction strategies."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rlvr.extract import (
+from rlvr.rewards.extract import (
     STRATEGIES,
     ExtractionParams,
     extract_answer,

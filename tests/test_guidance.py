@@ -20,9 +20,9 @@ from test_trainer import host as host  # noqa: E402
 from test_trainer import make_config as make_config  # noqa: E402
 from test_trainer import tiny_model as tiny_model  # noqa: E402
 
-from rlvr.config import ConfigError, load_config  # noqa: E402
-from rlvr.data import DataError  # noqa: E402
-from rlvr.metrics import read_metrics  # noqa: E402
+from rlvr.config.schema import ConfigError, load_config  # noqa: E402
+from rlvr.data.prompts import DataError  # noqa: E402
+from rlvr.outputs.metrics import read_metrics  # noqa: E402
 
 ANSWER = [{"name": "answer"}]
 
@@ -189,7 +189,7 @@ def test_a_missing_solution_field_is_reported_before_the_model_loads(make_config
 
 
 def test_rlvr_validate_reports_a_missing_solution_field(make_config, host):
-    from rlvr.preflight import preflight
+    from rlvr.training.preflight import preflight
 
     config = make_config(rewards=[{"name": "toy"}], guidance={"field": "solution"})
     problems = dict(preflight(config, host))

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from rlvr.cli import main
-from rlvr.host import PluginError, create_host
+from rlvr.api.host import PluginError, create_host
+from rlvr.cli.main import main
 
 GOOD = """
 from rlvr import hookimpl
-from rlvr.records import Params, Reward
+from rlvr.api.registration import Params, Reward
 
 class LenParams(Params):
     scale: float = 1.0
@@ -64,7 +64,7 @@ def test_bad_registration_is_recorded(fake_dist):
     source = """
 from rlvr import hookimpl
 from pydantic import BaseModel
-from rlvr.records import Reward
+from rlvr.api.registration import Reward
 
 class Loose(BaseModel):  # accepts unknown keys: not allowed
     x: int = 1
@@ -77,7 +77,7 @@ def rlvr_register_rewards(register):
     fake_dist("rlvr-bad", "rlvr_bad_c", {"bad": "rlvr_bad_c"}, source)
     host = create_host()
     errors = [f.error for f in host.failures]
-    assert any("expected an rlvr.records.Reward" in e for e in errors)
+    assert any("expected an rlvr.api.registration.Reward" in e for e in errors)
     assert any("must reject unknown keys" in e for e in errors)
     assert "loose" not in host.rewards
 
@@ -133,7 +133,7 @@ def test_in_process_plugins_for_tests():
 
         @hookimpl
         def rlvr_register_rewards(self, register):
-            from rlvr.records import Params, Reward
+            from rlvr.api.registration import Params, Reward
 
             register(Reward(name="p", params=Params, factory=dict, description="d"))
 
@@ -153,7 +153,7 @@ def _host_with(record):
 
 
 def test_a_factory_with_the_wrong_arguments_is_refused_when_it_registers(monkeypatch):
-    from rlvr.records import Algorithm, Params
+    from rlvr.api.registration import Algorithm, Params
 
     monkeypatch.delenv("RLVR_STRICT_PLUGINS", raising=False)  # CI sets it
 
@@ -176,9 +176,9 @@ def test_a_factory_with_the_wrong_arguments_is_refused_when_it_registers(monkeyp
 
 
 def test_a_built_object_missing_a_member_is_named_before_training():
-    from rlvr.host import build_algorithm, build_generator
-    from rlvr.protocols import RunInfo
-    from rlvr.records import Algorithm, Backend, Params, Requirements
+    from rlvr.api.host import build_algorithm, build_generator
+    from rlvr.api.registration import Algorithm, Backend, Params, Requirements
+    from rlvr.api.runtime import RunInfo
 
     class NoRounds:  # everything the trainer reads but max_generation_rounds and loss()
         num_iterations = 1

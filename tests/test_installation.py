@@ -8,8 +8,8 @@ import sys
 import pytest
 import yaml
 
-from rlvr.cli import main
-from rlvr.installation import UNINSTALL, torchvision_problem
+from rlvr.cli.main import main
+from rlvr.model.installation import UNINSTALL, torchvision_problem
 
 BROKEN = 'raise RuntimeError("operator torchvision::nms does not exist")\n'
 

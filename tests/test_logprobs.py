@@ -1,4 +1,4 @@
-"""Per-token log-probabilities of completions (:mod:`rlvr.logprobs`): against a float64
+"""Per-token log-probabilities of completions (:mod:`rlvr.model.logprobs`): against a float64
 row-by-row reference, with chunking, gradients, the fused output head, the bottom layers run
 once (``prefix``) and prompts packed once per group."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr.config import ModelConfig
-from rlvr.logprobs import completion_logprobs
-from rlvr.modeling import load_policy
-from rlvr.tiny_model import build_tiny_model
+from rlvr.config.schema import ModelConfig
+from rlvr.model.loading import load_policy
+from rlvr.model.logprobs import completion_logprobs
+from rlvr.model.tiny import build_tiny_model
 
 CPU = torch.device("cpu")
 
@@ -149,7 +149,7 @@ def test_completion_logprobs_gradients(policy, with_entropy):
 
 def test_chunked_logprobs_gradcheck():
     """The hand-written backward passes torch.autograd.gradcheck (float64)."""
-    from rlvr.logprobs import _ChunkedLogProbs
+    from rlvr.model.logprobs import _ChunkedLogProbs
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 5, 7, dtype=torch.float64, generator=g, requires_grad=True)
@@ -204,7 +204,7 @@ def _logprob_grads(model, batch, fuse, *, temperature, with_entropy, w_logp, w_e
 def test_fused_head_equals_model_forward(policy, tmp_path, arch, temperature, with_entropy):
     """The fused head (decoder body + chunked head inside the autograd function) gives the
     log-probs, entropies and every parameter's gradient of the model's own forward."""
-    from rlvr.logprobs import _fusable_head
+    from rlvr.model.logprobs import _fusable_head
 
     if arch == "qwen2-tied":
         model = policy[0]
@@ -239,7 +239,7 @@ def test_fused_head_equals_model_forward(policy, tmp_path, arch, temperature, wi
 
 def test_fused_head_gradcheck():
     """The fused head's hand-written backward (hidden, weight, bias) passes gradcheck."""
-    from rlvr.logprobs import _FusedHeadLogProbs
+    from rlvr.model.logprobs import _FusedHeadLogProbs
 
     g = torch.Generator().manual_seed(0)
     f64 = torch.float64
@@ -271,7 +271,7 @@ def test_fused_head_16bit_compute_sums_the_weight_gradient_in_float32():
     drifts by ~1e-3 relative here, and biases training). Where there is a GPU, CUDA's
     ``addmm(out_dtype=float32)`` path too: its operands are bfloat16 (as in any autocast
     matmul), so it is held to bfloat16's precision, which still catches a wrong accumulation."""
-    from rlvr.logprobs import _FusedHeadLogProbs
+    from rlvr.model.logprobs import _FusedHeadLogProbs
 
     bf16 = torch.bfloat16
     for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
@@ -301,7 +301,7 @@ def test_fused_head_16bit_compute_sums_the_weight_gradient_in_float32():
 
 def test_fused_head_falls_back_to_the_model_forward(policy):
     """Heads the fused path cannot reproduce use the model's forward (same results)."""
-    from rlvr.logprobs import _fusable_head
+    from rlvr.model.logprobs import _fusable_head
 
     model = _llama(tie=False)
     assert _fusable_head(model) is not None
@@ -321,7 +321,7 @@ def test_fused_head_through_peft_lora(policy):
     """A peft LoRA model fuses its (not adapted) head; an adapted head falls back. Both equal
     the model's own forward."""
     peft = pytest.importorskip("peft")
-    from rlvr.logprobs import _fusable_head
+    from rlvr.model.logprobs import _fusable_head
 
     batch = _padded_batch(300, seed=5)
     for targets, fusable in ((["q_proj", "v_proj"], True), (["q_proj", "lm_head"], False)):
@@ -368,7 +368,7 @@ def test_packed_prompts_give_the_rows_own_results(attention, device, monkeypatch
     a mask that hides the others), give each row's log-probs, entropies, parameter gradients
     and hidden states (prefix_hidden) of the row-by-row passes. On a GPU too, where ``sdpa``
     takes the mask through another kernel than the row-by-row passes."""
-    from rlvr import logprobs
+    from rlvr.model import logprobs
 
     model = _llama(tie=True).to(device)
     model.config._attn_implementation = attention
@@ -412,7 +412,7 @@ def test_prompts_are_packed_only_where_it_saves_work():
     sequence grows with its square); nor do rows with no prompt in common, a sliding window
     shorter than the packed sequence, or an attention implementation that cannot take the
     mask."""
-    from rlvr import logprobs
+    from rlvr.model import logprobs
 
     model = _llama(
         tie=True,

@@ -26,12 +26,12 @@ from test_trainer import host as host  # noqa: E402
 from test_trainer import make_config as make_config  # noqa: E402
 from test_trainer import tiny_model as tiny_model  # noqa: E402
 
-from rlvr import lora  # noqa: E402
-from rlvr.checkpoint import latest_checkpoint  # noqa: E402
-from rlvr.config import ConfigError  # noqa: E402
-from rlvr.evaluate import SAMPLES_NAME  # noqa: E402
-from rlvr.logprobs import completion_logprobs  # noqa: E402
-from rlvr.metrics import read_metrics  # noqa: E402
+from rlvr.config.schema import ConfigError  # noqa: E402
+from rlvr.evaluation.evaluate import SAMPLES_NAME  # noqa: E402
+from rlvr.model import lora  # noqa: E402
+from rlvr.model.logprobs import completion_logprobs  # noqa: E402
+from rlvr.outputs.checkpoint import latest_checkpoint  # noqa: E402
+from rlvr.outputs.metrics import read_metrics  # noqa: E402
 
 pytest.importorskip("peft")
 
@@ -83,7 +83,7 @@ def test_lora_config_defaults_and_problems(make_config, monkeypatch):
 def test_layers_to_transform_adapts_only_those_layers(make_config, host):
     """``layers_to_transform`` puts adapters on the named decoder layers only (the layers
     below then need no backward pass); it needs target_modules as names."""
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     with pytest.raises(ConfigError) as err:
         make_config(model={"lora": {"layers_to_transform": [1]}})
@@ -105,8 +105,8 @@ def test_layers_to_transform_adapts_only_those_layers(make_config, host):
 
 def _top_layer_policy(tiny_model: Path, layers: list[int] | None = None):
     """The tiny model with LoRA adapters (random B, so they matter) on ``layers``."""
-    from rlvr.config import LoraConfig, ModelConfig
-    from rlvr.modeling import load_policy
+    from rlvr.config.schema import LoraConfig, ModelConfig
+    from rlvr.model.loading import load_policy
 
     policy, _ = load_policy(ModelConfig(name_or_path=str(tiny_model)), device="cpu")
     cfg = LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"])
@@ -124,7 +124,7 @@ def test_shared_bottom_layers_give_the_same_logprobs_and_gradients(tiny_model):
     """With adapters on the top layer only, starting from ``prefix_hidden`` (the bottom layer
     run once, without gradients) gives the full forward's log-probs, with and without the
     adapters, and the same adapter gradients; rows of different padding included."""
-    from rlvr.logprobs import prefix_hidden, shared_layers
+    from rlvr.model.logprobs import prefix_hidden, shared_layers
 
     policy = _top_layer_policy(tiny_model, [1])
     model = lora.forward_model(policy)
@@ -165,8 +165,8 @@ def test_shared_bottom_layers_give_the_same_logprobs_and_gradients(tiny_model):
 def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, host, monkeypatch):
     """GRPO with a KL term and LoRA on the top layer: the no-grad pass computes the bottom
     layer once and the update starts from it; the metrics are a full forward's."""
-    from rlvr import logprobs
-    from rlvr.trainer import Trainer
+    from rlvr.model import logprobs
+    from rlvr.training.trainer import Trainer
 
     top = {"lora": {"r": 4, "target_modules": ["q_proj", "v_proj"], "layers_to_transform": [1]}}
 
@@ -214,7 +214,7 @@ def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, 
 def test_only_adapters_train_and_the_reference_is_the_base(make_config, host, tiny_model):
     """One step changes the adapters only; the optimizer holds nothing else; the KL to the
     reference is 0 before the first update (adapters start at B = 0) and > 0 after it."""
-    from rlvr.trainer import Trainer
+    from rlvr.training.trainer import Trainer
 
     config = make_config(algo_params=GRPO_KL, model=LORA, max_steps=2)
     trainer = Trainer(config, host, progress=False)
@@ -266,8 +266,8 @@ def test_ppo_and_gradient_checkpointing_with_lora(make_config, host):
 
 def test_reference_pass_equals_the_base_model(tiny_model):
     """``adapters_off`` on a LoRA policy gives the base model's log-probs exactly."""
-    from rlvr.config import LoraConfig, ModelConfig
-    from rlvr.modeling import load_policy
+    from rlvr.config.schema import LoraConfig, ModelConfig
+    from rlvr.model.loading import load_policy
 
     base, _ = load_policy(ModelConfig(name_or_path=str(tiny_model)), device="cpu")
     policy, _ = load_policy(ModelConfig(name_or_path=str(tiny_model)), device="cpu")
@@ -314,8 +314,8 @@ def test_resume_with_lora_gives_the_same_run(make_config, host, monkeypatch):
 def test_eval_and_export_of_an_adapter_checkpoint(make_config, host, tiny_model, tmp_path):
     """``rlvr eval --checkpoint`` on the adapter equals eval of its ``rlvr export``; the export
     is a plain model: the base weights plus the adapters' deltas."""
-    from rlvr.cli import main
-    from rlvr.evaluate import evaluate
+    from rlvr.cli.main import main
+    from rlvr.evaluation.evaluate import evaluate
 
     config = make_config(model=LORA, max_steps=2, learning_rate=5e-2)
     run(config, host)
@@ -400,7 +400,7 @@ def test_vllm_trains_lora_with_merged_weights_and_evals_the_adapter(tiny_model, 
 
     def rlvr(*args: str) -> subprocess.CompletedProcess:
         proc = subprocess.run(
-            [sys.executable, "-m", "rlvr.cli", *args],
+            [sys.executable, "-m", "rlvr.cli.main", *args],
             env=env,
             capture_output=True,
             text=True,

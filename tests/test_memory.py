@@ -21,8 +21,8 @@ from test_trainer import make_config as make_config  # noqa: E402
 from test_trainer import run  # noqa: E402
 from test_trainer import tiny_model as tiny_model  # noqa: E402
 
-import rlvr.modeling  # noqa: E402
-from rlvr import memory  # noqa: E402
+import rlvr.model.loading  # noqa: E402
+from rlvr.training import memory  # noqa: E402
 
 glibc = pytest.mark.skipif(
     memory.malloc_trim() is None, reason="this C library has no malloc_trim (glibc only)"
@@ -66,9 +66,9 @@ def test_training_caps_onednn_cache_unless_the_user_chose(make_config, host, mon
 
 SHAPES = """
 import ctypes, os, sys, torch
-import rlvr.memory
+import rlvr.training.memory
 if sys.argv[1] == "rlvr":
-    rlvr.memory.cap_onednn_cache()
+    rlvr.training.memory.cap_onednn_cache()
 torch.set_num_threads(1)
 def resident():
     return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -84,7 +84,7 @@ print(resident() - start)
 
 @glibc
 @pytest.mark.skipif(
-    not rlvr.modeling.cpu_computes_bfloat16(),
+    not rlvr.model.loading.cpu_computes_bfloat16(),
     reason="bfloat16 runs through oneDNN's compiled primitives only on AVX512-BF16/AMX CPUs",
 )
 def test_the_capped_onednn_cache_holds_less_memory():

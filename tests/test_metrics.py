@@ -1,4 +1,5 @@
-"""The console side of :class:`rlvr.metrics.MetricsLogger`: a progress bar on a terminal only,
+"""The console side of :class:`rlvr.outputs.metrics.MetricsLogger`: a progress bar on a terminal
+only,
 the step lines everywhere."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import io
 import sys
 
-from rlvr.metrics import MetricsLogger, read_metrics
+from rlvr.outputs.metrics import MetricsLogger, read_metrics
 
 
 class _Terminal(io.StringIO):

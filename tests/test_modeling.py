@@ -1,4 +1,5 @@
-"""rlvr.tiny_model and rlvr.modeling: tiny models, loading (GGUF included), log-probabilities."""
+"""rlvr.model.tiny and rlvr.model.loading: tiny models, loading (GGUF included),
+log-probabilities."""
 
 from __future__ import annotations
 
@@ -12,15 +13,15 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import pytest
 import torch
 
-from rlvr.config import ModelConfig
-from rlvr.modeling import (
+from rlvr.config.schema import ModelConfig
+from rlvr.model.loading import (
     ModelLoadError,
     cpu_computes_bfloat16,
     gguf_cache_root,
     load_policy,
     resolve_device_dtype,
 )
-from rlvr.tiny_model import (
+from rlvr.model.tiny import (
     BOS_CHAT,
     EOS_TOKEN,
     PAD_TOKEN,
@@ -188,7 +189,7 @@ def test_a_gguf_tokenizer_is_made_to_agree_with_the_file(tiny_dir, policy, tmp_p
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
-    from rlvr.modeling import _match_gguf_vocabulary
+    from rlvr.model.loading import _match_gguf_vocabulary
 
     _, ref_tok = policy
     path = write_gguf(tiny_dir, tmp_path / "tiny.gguf")

@@ -26,7 +26,7 @@ def venv(tmp_path_factory) -> Path:
 
 def test_keywords_reward_package(venv, tmp_path):
     build_and_install(venv, EXAMPLES / "rlvr-keywords", tmp_path)
-    listing = json.loads(run(venv, "-m", "rlvr.cli", "plugins", "--json"))
+    listing = json.loads(run(venv, "-m", "rlvr.cli.main", "plugins", "--json"))
     (plugin,) = [p for p in listing["plugins"] if p["dist"] == "rlvr-keywords"]
     assert plugin["version"] == "1.0.0"
     assert plugin["registers"][0]["name"] == "keywords"
@@ -48,7 +48,7 @@ def test_keywords_reward_package(venv, tmp_path):
         + "\n"
     )
     out = tmp_path / "scored.jsonl"
-    run(venv, "-m", "rlvr.cli", "rewards", "score", "-c", config, "-i", rows, "-o", out)
+    run(venv, "-m", "rlvr.cli.main", "rewards", "score", "-c", config, "-i", rows, "-o", out)
     scored = [json.loads(line) for line in out.read_text().splitlines()]
     assert scored[0]["rewards"] == {"keywords": 1.0, "numbers": 1.0}
     assert scored[0]["reward"] == 1.5
@@ -66,10 +66,10 @@ def test_rlvr_wheel_layout(tmp_path):
     assert {n.split("/")[0] for n in names} == {"rlvr", "rlvr-0.1.0.dist-info"}
     for module in ("cli", "functional", "host", "plugins/rewards/__init__", "testing"):
         assert f"rlvr/{module}.py" in names
-    # `rlvr new plugin`'s templates are package data (and nothing else of core/templates/).
-    templates = {n for n in names if n.startswith("rlvr/templates/")}
-    assert "rlvr/templates/plugin/reward/__MODULE__/__init__.py" in templates
-    assert "rlvr/templates/plugin/common/pyproject.toml" in templates
+    # `rlvr new plugin`'s templates are package data (and nothing else of core/cli/templates/).
+    templates = {n for n in names if n.startswith("rlvr/cli/templates/")}
+    assert "rlvr/cli/templates/plugin/reward/__MODULE__/__init__.py" in templates
+    assert "rlvr/cli/templates/plugin/common/pyproject.toml" in templates
     assert not any("ruff" in n or "__pycache__" in n for n in templates)
     entry_points = zipfile.ZipFile(wheel).read("rlvr-0.1.0.dist-info/entry_points.txt").decode()
     assert "rewards = rlvr.plugins.rewards" in entry_points

@@ -1,4 +1,5 @@
-"""rlvr.pool and rlvr.scoring: timeouts, crashes, bad values, order, weighting, statistics."""
+"""rlvr.rewards.pool and rlvr.rewards.scoring: timeouts, crashes, bad values, order, weighting,
+statistics."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import bad_rewards as br  # noqa: E402
 
-from rlvr.pool import PoolSpec, RewardPool  # noqa: E402
-from rlvr.records import Sample  # noqa: E402
-from rlvr.scoring import RewardStats, ScoreEntry, Scorer, Scores, merge_summaries  # noqa: E402
+from rlvr.api.registration import Sample  # noqa: E402
+from rlvr.rewards.pool import PoolSpec, RewardPool  # noqa: E402
+from rlvr.rewards.scoring import RewardStats, ScoreEntry, Scorer, Scores, merge_summaries  # noqa: E402
 
 TIMEOUT = 1.0
 SLACK = 2.0  # allowed overhead beyond the timeout (kill, replacement start, the other calls)
@@ -219,8 +220,8 @@ WATCHED = """
 import os, sys, time
 sys.path[:0] = {path!r}
 import bad_rewards as br
-from rlvr.pool import PoolSpec, RewardPool
-from rlvr.records import Sample
+from rlvr.rewards.pool import PoolSpec, RewardPool
+from rlvr.api.registration import Sample
 
 if __name__ == "__main__":
     pool = RewardPool([PoolSpec("bad", br.misbehave, None, timeout=60.0)], workers=1)

@@ -1,4 +1,4 @@
-"""The precision rule (:data:`rlvr.modeling.TRAINED_DTYPE`): with a 16-bit ``model.dtype``
+"""The precision rule (:data:`rlvr.model.loading.TRAINED_DTYPE`): with a 16-bit ``model.dtype``
 (bfloat16 is what ``auto`` picks on CUDA), the weights that train are float32, the passes
 compute in the 16-bit dtype under autocast, and frozen copies stay 16-bit.
 
@@ -22,14 +22,14 @@ from test_trainer import host as host  # noqa: E402
 from test_trainer import make_config as make_config  # noqa: E402
 from test_trainer import tiny_model as tiny_model  # noqa: E402
 
-from rlvr import distributed  # noqa: E402
-from rlvr.checkpoint import latest_checkpoint  # noqa: E402
-from rlvr.config import requirements  # noqa: E402
-from rlvr.host import build_algorithm, build_generator  # noqa: E402
-from rlvr.modeling import autocast  # noqa: E402
-from rlvr.protocols import RunInfo, SamplingParams  # noqa: E402
-from rlvr.run_models import RunModels, load_run_models  # noqa: E402
-from rlvr.trainer import train  # noqa: E402
+from rlvr.api.host import build_algorithm, build_generator  # noqa: E402
+from rlvr.api.runtime import RunInfo, SamplingParams  # noqa: E402
+from rlvr.config.schema import requirements  # noqa: E402
+from rlvr.model.loading import autocast  # noqa: E402
+from rlvr.outputs.checkpoint import latest_checkpoint  # noqa: E402
+from rlvr.parallel import distributed  # noqa: E402
+from rlvr.training.models import RunModels, load_run_models  # noqa: E402
+from rlvr.training.trainer import train  # noqa: E402
 
 CPU = torch.device("cpu")
 BF16 = {"dtype": "bfloat16"}

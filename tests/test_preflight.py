@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.cli import main
+from rlvr.cli.main import main
 
 HAS_WANDB = importlib.util.find_spec("wandb") is not None
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr.model.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -51,12 +51,12 @@ def test_every_preflight_problem_at_once_before_any_weights_load(tmp_path, capsy
     assert ("training.report_to" in err) is not HAS_WANDB
 
     # train reports the same problems, and loads no weights and writes nothing first.
-    import rlvr.modeling
+    import rlvr.model.loading
 
     def no_loading(*args, **kwargs):
         raise AssertionError("weights loaded before the pre-flight problems were reported")
 
-    monkeypatch.setattr(rlvr.modeling, "load_policy", no_loading)
+    monkeypatch.setattr(rlvr.model.loading, "load_policy", no_loading)
     assert main(["train", str(config)]) == 2
     assert capsys.readouterr().err.splitlines()[1:] == err.splitlines()[1:]
     assert not (cfg / "out").exists()

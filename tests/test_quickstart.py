@@ -100,7 +100,7 @@ def _train_and_check(
         f"training.output_dir={out}",
         *sets,
     ]
-    command = [sys.executable, "-m", "rlvr.cli", "train", str(CONFIG), *args]
+    command = [sys.executable, "-m", "rlvr.cli.main", "train", str(CONFIG), *args]
     for item in overrides:
         command += ["--set", item]
     proc = subprocess.run(

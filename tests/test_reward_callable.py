@@ -14,15 +14,15 @@ sys.path.insert(0, str(TESTS))
 
 import trl_rewards  # noqa: E402
 
-from rlvr.config import ConfigError  # noqa: E402
-from rlvr.host import create_host  # noqa: E402
+from rlvr.api.host import create_host  # noqa: E402
+from rlvr.api.registration import Sample  # noqa: E402
+from rlvr.config.schema import ConfigError  # noqa: E402
 from rlvr.plugins.rewards.callable import (  # noqa: E402
     CallableParams,
     CallableReward,
     check_function,
 )
-from rlvr.records import Sample  # noqa: E402
-from rlvr.scoring import ScoreEntry, Scorer  # noqa: E402
+from rlvr.rewards.scoring import ScoreEntry, Scorer  # noqa: E402
 from rlvr.testing import check_reward, validate_config  # noqa: E402
 
 MODULE = "trl_rewards"

@@ -16,12 +16,12 @@ sys.path.insert(0, str(TESTS))  # bad_rewards, importable here and in the reward
 import bad_rewards as br  # noqa: E402
 import test_trainer  # noqa: E402
 
-from rlvr.checkpoint import list_checkpoints  # noqa: E402
-from rlvr.cli import main  # noqa: E402
-from rlvr.records import Sample  # noqa: E402
-from rlvr.reward_errors import ERRORS_FILE, RewardError, RewardErrorLog  # noqa: E402
-from rlvr.scoring import ScoreEntry, Scorer  # noqa: E402
-from rlvr.trainer import train  # noqa: E402
+from rlvr.api.registration import Sample  # noqa: E402
+from rlvr.cli.main import main  # noqa: E402
+from rlvr.outputs.checkpoint import list_checkpoints  # noqa: E402
+from rlvr.rewards.failures import ERRORS_FILE, RewardError, RewardErrorLog  # noqa: E402
+from rlvr.rewards.scoring import ScoreEntry, Scorer  # noqa: E402
+from rlvr.training.trainer import train  # noqa: E402
 
 # The tiny model, the 16-row dataset and the config builder of the trainer tests.
 tiny_model, dataset = test_trainer.tiny_model, test_trainer.dataset

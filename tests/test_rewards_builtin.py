@@ -17,7 +17,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from rlvr.calculations import calculations, results
+from rlvr.api.registration import Reward, Sample
 from rlvr.plugins import rewards as builtin
 from rlvr.plugins.rewards.answer import AnswerParams, AnswerReward
 from rlvr.plugins.rewards.arithmetic import ArithmeticParams, ArithmeticReward
@@ -25,7 +25,7 @@ from rlvr.plugins.rewards.format import FormatParams, FormatReward
 from rlvr.plugins.rewards.length_penalty import LengthPenaltyParams, LengthPenaltyReward
 from rlvr.plugins.rewards.numbers import NumbersParams, NumbersReward
 from rlvr.plugins.rewards.steps import StepsParams, StepsReward
-from rlvr.records import Reward, Sample
+from rlvr.rewards.calculations import calculations, results
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = Path(__file__).resolve().parents[1] / "examples/data/gsm8k"
@@ -494,7 +494,7 @@ def test_arithmetic_reads_pathological_text_in_bounded_time() -> None:
     long for a float is skipped, not an error. In a subprocess, so a regression fails here
     instead of hanging the run."""
     code = (
-        "from rlvr.calculations import calculations, evaluate\n"
+        "from rlvr.rewards.calculations import calculations, evaluate\n"
         "assert calculations('1' + ' +   1' * 300) == []\n"
         "assert calculations('1' + ' + 1' * 300 + ' = 301') == [['1' + ' + 1' * 300, '301']]\n"
         "assert evaluate('9' * 400 + ' * 2') is None\n"

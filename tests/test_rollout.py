@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from rlvr.rollout import Completion, build_batch, step_seed
+from rlvr.rollout.runner import Completion, build_batch, step_seed
 
 
 def completion(group: int, prompt: list[int], tokens: list[int], **kw) -> Completion:

@@ -1,4 +1,4 @@
-"""The models a run holds (:mod:`rlvr.run_models`): which reference model an algorithm with a
+"""The models a run holds (:mod:`rlvr.training.models`): which reference model an algorithm with a
 KL term gets, fresh and on resume, with and without LoRA.
 
 Runs on test_trainer's tiny model (no training: loading only).
@@ -19,9 +19,9 @@ from test_trainer import host as host  # noqa: E402
 from test_trainer import make_config as make_config  # noqa: E402
 from test_trainer import tiny_model as tiny_model  # noqa: E402
 
-from rlvr import distributed  # noqa: E402
-from rlvr.config import requirements  # noqa: E402
-from rlvr.run_models import RunModels, load_run_models, pad_token_id  # noqa: E402
+from rlvr.config.schema import requirements  # noqa: E402
+from rlvr.parallel import distributed  # noqa: E402
+from rlvr.training.models import RunModels, load_run_models, pad_token_id  # noqa: E402
 
 CPU = torch.device("cpu")
 

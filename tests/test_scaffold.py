@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from rlvr import cli
-from rlvr.host import PluginError, create_host
-from rlvr.scaffold import ScaffoldError, check_name, new_plugin, render
+from rlvr.api.host import PluginError, create_host
+from rlvr.cli import main as cli
+from rlvr.cli.scaffold import ScaffoldError, check_name, new_plugin, render
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -171,7 +171,7 @@ def test_names_are_normalised(given, tmp_path):
 def test_templates_ship_as_package_data():
     from importlib import resources
 
-    root = resources.files("rlvr") / "templates" / "plugin"
+    root = resources.files("rlvr.cli") / "templates" / "plugin"
     for kind in KINDS:
         assert (root / kind / "__MODULE__" / "__init__.py").is_file()
         assert (root / kind / "tests" / "test___NAME__.py").is_file()

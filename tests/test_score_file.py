@@ -6,7 +6,7 @@ import json
 
 from conftest import GSM8K_DIR
 
-from rlvr.cli import main
+from rlvr.cli.main import main
 
 
 def test_score_gsm8k_rows_with_a_bad_line(tmp_path, capsys):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from rlvr.cli import main
+from rlvr.cli.main import main
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def test_gsm8k_smollm2_lora_steps_eval_and_plot(gguf, tmp_path, monkeypatch):
     backend = THREADS if importlib.util.find_spec("vllm") else ["backend.name=hf"]
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "rlvr.cli", "train", CONFIG]
+        [sys.executable, "-m", "rlvr.cli.main", "train", CONFIG]
         + _sets([*SHORT, *backend, f"training.output_dir={out}"]),
         cwd=ROOT,
         capture_output=True,

@@ -20,11 +20,11 @@ import torch
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from rlvr import hookimpl
-from rlvr.config import ConfigError
-from rlvr.plugins.algorithms.base import GroupRelative
+from rlvr.algorithms.base import GroupRelative
+from rlvr.api.registration import Algorithm, Backend, Capabilities, Params, Reward, Sample
+from rlvr.api.runtime import Generation, LossOutput
+from rlvr.config.schema import ConfigError
 from rlvr.plugins.algorithms.params import GRPOParams
-from rlvr.protocols import Generation, LossOutput
-from rlvr.records import Algorithm, Backend, Capabilities, Params, Reward, Sample
 from rlvr.testing import (  # noqa: F401 - fixtures, used here before rlvr's pytest11 entry point
     ConformanceError,
     check_algorithm,
@@ -199,7 +199,7 @@ def test_reward_checks_custom_samples_and_fields():
 def test_unknown_names_suggest(rlvr_host):
     with pytest.raises(ConformanceError, match="unknown reward 'fromat'; did you mean 'format'"):
         check_reward("fromat", host=rlvr_host)
-    with pytest.raises(TypeError, match="takes an rlvr.records.Reward or a reward name"):
+    with pytest.raises(TypeError, match="takes an rlvr.api.registration.Reward or a reward name"):
         check_reward(Algorithm("x", GRPOParams, GroupRelative, "x"))
 
 
@@ -364,7 +364,7 @@ class BrokenBackends:
 
 @pytest.fixture(scope="module")
 def fake_host():
-    from rlvr.host import create_host
+    from rlvr.api.host import create_host
 
     return create_host(entrypoints=False, plugins=[BrokenBackends()])
 

@@ -15,10 +15,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import test_trainer  # noqa: E402
 
-from rlvr.config import ConfigError, load_config  # noqa: E402
-from rlvr.evaluate import evaluate, format_checks, is_format_ok  # noqa: E402
-from rlvr.metrics import read_metrics  # noqa: E402
-from rlvr.plot import plot_run  # noqa: E402
+from rlvr.config.schema import ConfigError, load_config  # noqa: E402
+from rlvr.evaluation.evaluate import evaluate, format_checks, is_format_ok  # noqa: E402
+from rlvr.outputs.metrics import read_metrics  # noqa: E402
+from rlvr.outputs.plot import plot_run  # noqa: E402
 
 tiny_model, dataset = test_trainer.tiny_model, test_trainer.dataset
 host, make_config = test_trainer.host, test_trainer.make_config
@@ -75,8 +75,8 @@ def test_format_compliance_is_a_full_match_of_every_format_reward(host):
 
 
 def test_the_format_reward_scores_its_declared_correct_exactly_on_a_full_match(host):
+    from rlvr.api.registration import Sample
     from rlvr.plugins.rewards.format import FormatParams, FormatReward
-    from rlvr.records import Sample
 
     params = FormatParams(tag_score=0.25, tag_penalty=-0.5, prefilled_reasoning=True)
     reward = FormatReward(params)
@@ -199,9 +199,9 @@ def test_max_minutes_keeps_room_for_the_closing_eval_and_runs_it(
     """Steps "take" 10 minutes and evals 5 (a fake clock); the budget is 45. The step-0 eval
     ends at 5, steps 1-3 at 15, 25 and 35; a fourth step would fit (45) but not the eval after
     it (50), so the run saves step 3, evaluates it (as a planned end would) and ends at 40."""
-    import rlvr.trainer as trainer_module
-    from rlvr.checkpoint import latest_checkpoint
-    from rlvr.evaluate import Evaluation
+    import rlvr.training.trainer as trainer_module
+    from rlvr.evaluation.evaluate import Evaluation
+    from rlvr.outputs.checkpoint import latest_checkpoint
 
     now = {"t": 0.0}
     monkeypatch.setattr(trainer_module, "_clock", lambda: now["t"])
@@ -232,7 +232,7 @@ def test_max_minutes_keeps_room_for_the_closing_eval_and_runs_it(
 
 
 def test_summaries_count_correct_and_format_compliant_completions(host):
-    from rlvr.evaluate import Evaluation
+    from rlvr.evaluation.evaluate import Evaluation
 
     config = load_config({"rewards": [{"name": "numbers"}, {"name": "format"}]}, host)
     scored = [(1.0, 1.0), (0.0, 1.0), (1.0, 0.0), (0.0, None)]  # (numbers, format) per sample

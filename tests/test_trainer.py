@@ -23,19 +23,19 @@ import pytest
 import torch
 
 from rlvr import hookimpl
-from rlvr.checkpoint import (
+from rlvr.api.host import create_host
+from rlvr.api.registration import Params, Reward
+from rlvr.config.schema import load_config
+from rlvr.data.prompts import DataError, PromptSampler, PromptSet, check_fields
+from rlvr.outputs.checkpoint import (
     COMPLETE,
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from rlvr.config import load_config
-from rlvr.data import DataError, PromptSampler, PromptSet, check_fields
-from rlvr.host import create_host
-from rlvr.metrics import CORE_KEYS, TIMING_KEYS, ReportError, read_metrics
-from rlvr.records import Params, Reward
-from rlvr.trainer import TrainingError, train
+from rlvr.outputs.metrics import CORE_KEYS, TIMING_KEYS, ReportError, read_metrics
+from rlvr.training.trainer import TrainingError, train
 
 TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
 ALGORITHMS = ["grpo", "dapo", "dr_grpo", "rloo", "ppo"]
@@ -80,7 +80,7 @@ class ToyPlugin:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr.model.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -213,7 +213,7 @@ def test_three_steps_write_metrics(algorithm, make_config, host):
 
 def _interrupt_after(monkeypatch, step: int) -> None:
     """Send ourselves SIGINT (Ctrl-C) right after step ``step`` is logged."""
-    from rlvr.metrics import MetricsLogger
+    from rlvr.outputs.metrics import MetricsLogger
 
     original = MetricsLogger.log
 
@@ -227,7 +227,7 @@ def _interrupt_after(monkeypatch, step: int) -> None:
 
 def _keyboard_interrupt_in_step(monkeypatch, step: int) -> None:
     """Raise KeyboardInterrupt while step ``step`` scores its completions (mid-rollout)."""
-    from rlvr.scoring import Scorer
+    from rlvr.rewards.scoring import Scorer
 
     original = Scorer.score
     calls = {"n": 0}
@@ -292,9 +292,9 @@ def test_resume_names_what_the_config_changed(make_config, host, caplog):
     run(first, host)
     out = Path(first.training.output_dir)
     more = make_config(output="changed", max_steps=3, save_steps=2, learning_rate=5e-4)
-    with caplog.at_level("WARNING", logger="rlvr.trainer"):
+    with caplog.at_level("WARNING", logger="rlvr.training.trainer"):
         run(more, host, resume=True)
-    warned = " ".join(r.getMessage() for r in caplog.records if r.name == "rlvr.trainer")
+    warned = " ".join(r.getMessage() for r in caplog.records if r.name == "rlvr.training.trainer")
     assert "training.learning_rate: 0.001 -> 0.0005" in warned
     assert "training.max_steps: 2 -> 3" in warned
     assert "rlvr_config.yaml" in warned  # where the original settings still are
@@ -316,9 +316,9 @@ def test_resume_names_what_the_config_changed(make_config, host, caplog):
 _KILL_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from rlvr.config import load_config
-    from rlvr.host import create_host
-    from rlvr.trainer import train
+    from rlvr.config.schema import load_config
+    from rlvr.api.host import create_host
+    from rlvr.training.trainer import train
     host = create_host()
     config = load_config(json.loads(sys.argv[1]), host,
                          require=("model", "data", "rewards", "algorithm", "backend"))
@@ -408,8 +408,8 @@ def test_missing_fields_are_reported_before_the_model_loads(make_config, host, t
 
 
 def test_nan_loss_skips_updates_then_stops_with_a_checkpoint(make_config, host, monkeypatch):
-    from rlvr.plugins.algorithms.base import PolicyGradient
-    from rlvr.protocols import LossOutput
+    from rlvr.algorithms.base import PolicyGradient
+    from rlvr.api.runtime import LossOutput
 
     original = PolicyGradient.loss
 
@@ -547,7 +547,7 @@ def test_a_step_where_dynamic_sampling_keeps_nothing_changes_nothing_and_goes_on
         rewards=[{"name": "format"}],
         model={"lora": lora},
     )
-    with caplog.at_level("WARNING", logger="rlvr.rollout"):
+    with caplog.at_level("WARNING", logger="rlvr.rollout.runner"):
         run(config, host)
     lines = read_metrics(config.training.output_dir)
     assert [m["step"] for m in lines] == [1, 2, 3]  # the run went on to max_steps
@@ -672,8 +672,8 @@ def test_sampler_is_seeded_epoch_aware_and_resumable():
 
 
 def test_prompts_use_the_chat_template_and_left_truncate(tiny_model):
-    from rlvr.config import DataConfig, ModelConfig
-    from rlvr.modeling import load_tokenizer
+    from rlvr.config.schema import DataConfig, ModelConfig
+    from rlvr.model.loading import load_tokenizer
 
     tok = load_tokenizer(ModelConfig(name_or_path=str(tiny_model)))
     rows = [{"prompt": "What is 2 + 2?", "answer": "4"}]
@@ -694,7 +694,7 @@ def chat_ids(tok, rows):
 
 
 def test_check_fields_lists_every_problem(host):
-    from rlvr.config import validate
+    from rlvr.config.schema import validate
 
     config = validate({"rewards": [{"name": "toy"}, {"name": "numbers", "label": "num"}]}, host)
     rows = [{"prompt": "a", "answer": "1"}, {"prompt": "b"}, {"answer": "2"}]
@@ -712,8 +712,8 @@ def test_max_minutes_saves_and_stops_before_a_step_that_would_not_fit(
     """Each step "takes" 10 minutes (a fake clock): with a 25-minute budget, step 2 ends at
     20 minutes and a third would end at 30, so the run saves checkpoint-2 and stops; --resume
     (a new process, a new budget) goes on to max_steps."""
-    import rlvr.trainer as trainer_module
-    from rlvr.metrics import MetricsLogger
+    import rlvr.training.trainer as trainer_module
+    from rlvr.outputs.metrics import MetricsLogger
 
     now = {"t": 0.0}
     monkeypatch.setattr(trainer_module, "_clock", lambda: now["t"])

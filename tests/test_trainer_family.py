@@ -27,7 +27,7 @@ from test_trainer import host as host  # noqa: E402
 from test_trainer import make_config as make_config  # noqa: E402
 from test_trainer import tiny_model as tiny_model  # noqa: E402
 
-from rlvr.metrics import read_metrics  # noqa: E402
+from rlvr.outputs.metrics import read_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NEW = ["gspo", "cispo", "reinforce_pp", "reinforce_pp_baseline", "vapo"]
@@ -139,7 +139,13 @@ def test_quickstart_two_steps(name, backend, quickstart, tmp_path):
     sets += [f"algorithm.params.{k}={v}" for k, v in params.items()]
     if backend == "vllm":  # the engine-equals-trainer check below needs float32 agreement
         sets.append("model.dtype=float32")
-    command = [sys.executable, "-m", "rlvr.cli", "train", str(ROOT / "examples/quickstart.yaml")]
+    command = [
+        sys.executable,
+        "-m",
+        "rlvr.cli.main",
+        "train",
+        str(ROOT / "examples/quickstart.yaml"),
+    ]
     for item in sets:
         command += ["--set", item]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -17,11 +17,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import test_trainer  # noqa: E402
 
-from rlvr.checkpoint import list_checkpoints  # noqa: E402
-from rlvr.config import TrainingConfig  # noqa: E402
-from rlvr.errors import RlvrError  # noqa: E402
-from rlvr.trainer import Trainer, train  # noqa: E402
-from rlvr.trl_compat import TRL_IGNORED  # noqa: E402
+from rlvr.api.errors import RlvrError  # noqa: E402
+from rlvr.config.schema import TrainingConfig  # noqa: E402
+from rlvr.config.trl import TRL_IGNORED  # noqa: E402
+from rlvr.outputs.checkpoint import list_checkpoints  # noqa: E402
+from rlvr.training.trainer import Trainer, train  # noqa: E402
 
 tiny_model, dataset = test_trainer.tiny_model, test_trainer.dataset
 host, make_config = test_trainer.host, test_trainer.make_config
@@ -250,7 +250,7 @@ def test_the_schema_walk_covers_every_training_key():
 
 @pytest.mark.parametrize("key", sorted(TRL_IGNORED))
 def test_trl_compat_keys_are_ignored_with_a_warning(key, host):
-    from rlvr.config import load_config
+    from rlvr.config.schema import load_config
 
     with pytest.warns(UserWarning, match=rf"^training\.{key} is ignored: "):
         config = load_config({"training": {key: 1}}, host)
@@ -265,8 +265,8 @@ def _params(keys):
 def test_each_training_key_changes_something(key, make_config, host, tmp_path, monkeypatch, capsys):
     base, changed, observe = PROBES[key]
     if key == "max_bad_steps":  # every loss non-finite: the run stops after max_bad_steps
-        from rlvr.plugins.algorithms.base import PolicyGradient
-        from rlvr.protocols import LossOutput
+        from rlvr.algorithms.base import PolicyGradient
+        from rlvr.api.runtime import LossOutput
 
         loss = PolicyGradient.loss
 

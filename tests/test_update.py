@@ -1,4 +1,4 @@
-"""rlvr.update: micro-batches sorted by length change no result."""
+"""rlvr.training.update: micro-batches sorted by length change no result."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 import pytest
 import torch
 
-from rlvr.config import TrainingConfig
-from rlvr.logprobs import completion_logprobs
-from rlvr.modeling import load_policy
-from rlvr.protocols import RolloutBatch
-from rlvr.update import PolicyUpdate
+from rlvr.api.runtime import RolloutBatch
+from rlvr.config.schema import TrainingConfig
+from rlvr.model.loading import load_policy
+from rlvr.model.logprobs import completion_logprobs
+from rlvr.training.update import PolicyUpdate
 
 
 class _Algorithm:
@@ -82,8 +82,8 @@ def _update(model, prompts: int, dtype: torch.dtype = torch.float32) -> PolicyUp
 
 @pytest.fixture
 def tiny(tmp_path):
-    from rlvr.config import ModelConfig
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr.config.schema import ModelConfig
+    from rlvr.model.tiny import build_tiny_model
 
     path = build_tiny_model(tmp_path / "model")
     return lambda: load_policy(ModelConfig(name_or_path=str(path)), device="cpu")[0]
@@ -94,7 +94,7 @@ def test_sorted_micro_batches_change_nothing(tiny, packs, monkeypatch):
     """Micro-batches of 2 rows go longest first (whole groups, where the passes pack a group
     behind its prompt); the old log-probs come back in the batch's row order and the update
     equals one pass over the whole batch."""
-    from rlvr import logprobs
+    from rlvr.model import logprobs
 
     # A float64 model: the identity is exact, and float32 forward passes of rows padded to
     # other lengths differed by up to 8e-5 relative on a 16-core x86 host (1e-6 on 2 cores).

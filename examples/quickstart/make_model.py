@@ -10,7 +10,7 @@ rows): with the plain 55 questions, "9" is the right answer for 10 of them and "
 RL first learns to answer "9" to everything, a local optimum it leaves slowly.
 ``test.jsonl`` holds the 55 questions once each.
 
-The model: a random-init tiny Qwen2 from :func:`rlvr.tiny_model.build_tiny_model` (head_dim 64,
+The model: a random-init tiny Qwen2 from :func:`rlvr.model.tiny.build_tiny_model` (head_dim 64,
 so vLLM's CPU backend loads it too; untied input/output embeddings) with a BPE tokenizer trained
 on the task's text, so that every digit, ``<answer>`` and ``</answer>`` is one token. Then:
 
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from rlvr.tiny_model import build_tiny_model
+    from rlvr import build_tiny_model
 
     t0 = time.perf_counter()
     torch.set_num_threads(1)  # the same bytes whatever the core count

@@ -11,13 +11,10 @@ documented in docs/algorithms.md.
 
 from __future__ import annotations
 
-import importlib
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
-from rlvr import hookimpl
-from rlvr.errors import ConfigWarning
+from rlvr import Algorithm, ConfigWarning, LazyFactory, PolicyGradientParams, hookimpl
 from rlvr.plugins.algorithms.params import (
     ALGORITHM_PARAMS,
     CISPOParams,
@@ -25,28 +22,14 @@ from rlvr.plugins.algorithms.params import (
     DrGRPOParams,
     GRPOParams,
     GSPOParams,
-    PolicyGradientParams,
     PPOParams,
     ReinforcePPBaselineParams,
     ReinforcePPParams,
     RLOOParams,
     VAPOParams,
 )
-from rlvr.records import Algorithm
 
-
-@dataclass(frozen=True)
-class LazyFactory:
-    """``module:Class`` imported on the first call, so registration never imports torch."""
-
-    target: str
-
-    def __call__(self, params: Any, run: Any) -> Any:
-        module, _, name = self.target.partition(":")
-        return getattr(importlib.import_module(module), name)(params, run)
-
-
-_BASE = "rlvr.plugins.algorithms.base"
+_BASE = "rlvr.algorithms.base"  # GroupRelative: public as rlvr.GroupRelative
 
 ALGORITHMS: tuple[tuple[str, type[PolicyGradientParams], str, str], ...] = (
     (
@@ -72,7 +55,7 @@ ALGORITHMS: tuple[tuple[str, type[PolicyGradientParams], str, str], ...] = (
     (
         "rloo",
         RLOOParams,
-        f"{_BASE}:LeaveOneOut",
+        "rlvr.plugins.algorithms.rloo:LeaveOneOut",
         "RLOO: leave-one-out baseline, clipped ratio, token-level loss",
     ),
     (
@@ -232,7 +215,7 @@ VAPO_MIN_ALPHA_LENGTH = 1.25
 
 
 def _warn_vapo_lambda(params: VAPOParams, max_completion: int | None) -> None:
-    """One :class:`~rlvr.errors.ConfigWarning` when the paper's length-adaptive GAE (meant for
+    """One :class:`~rlvr.api.errors.ConfigWarning` when the paper's length-adaptive GAE (meant for
     completions of hundreds of tokens) would give every completion of this run a lambda near 0:
     the policy then learns from one-step TD errors only, and short answers collapse."""
     alpha = params.length_adaptive_alpha
@@ -277,7 +260,6 @@ def _check_ppo(params: PPOParams, training: Any) -> list[tuple[str, str]]:
 
 __all__ = [
     "ALGORITHMS",
-    "LazyFactory",
     "rlvr_register_algorithms",
     "rlvr_validate_config",
 ]

@@ -1,6 +1,6 @@
 """CISPO (MiniMax-M1): GRPO's group advantages with the clipped-weight REINFORCE surrogate.
 
-Only the surrogate differs from :class:`~rlvr.plugins.algorithms.base.GroupRelative`:
+Only the surrogate differs from :class:`~rlvr.algorithms.base.GroupRelative`:
 ``rlvr.functional.cispo_loss`` instead of the clipped ratio, so no token loses its gradient.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from rlvr import GroupRelative
 from rlvr import functional as F
-from rlvr.plugins.algorithms.base import GroupRelative
 
 
 class CISPO(GroupRelative):

@@ -2,7 +2,7 @@
 
 Clip-Higher (``epsilon_high``), the token-level loss (``loss_type: dapo``) and overlong
 filtering (``mask_truncated_completions``) are plain params of the shared
-:class:`~rlvr.plugins.algorithms.base.PolicyGradient`; only sample selection and reward shaping
+:class:`~rlvr.algorithms.base.PolicyGradient`; only sample selection and reward shaping
 live here.
 """
 
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from rlvr import GroupRelative, RolloutBatch, RunInfo, metric_values, to_float
 from rlvr import functional as F
-from rlvr.plugins.algorithms.base import GroupRelative, _float, metric_values
-from rlvr.protocols import RolloutBatch, RunInfo
 
 
 class DAPO(GroupRelative):
@@ -50,6 +49,6 @@ class DAPO(GroupRelative):
             factor=self.params.overlong_penalty.factor,
         ).to(scores.device)
         if len(penalty):
-            metrics["overlong_penalty/mean"] = _float(penalty.mean())
-            metrics["overlong_penalty/frac"] = _float((penalty < 0).float().mean())
+            metrics["overlong_penalty/mean"] = to_float(penalty.mean())
+            metrics["overlong_penalty/frac"] = to_float((penalty < 0).float().mean())
         return scores + penalty

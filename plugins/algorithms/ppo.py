@@ -1,6 +1,6 @@
 """PPO: token-level GAE advantages from a learned value model, KL to the reference in the reward.
 
-The policy loss is the shared clipped surrogate (:class:`~rlvr.plugins.algorithms.base.
+The policy loss is the shared clipped surrogate (:class:`~rlvr.algorithms.base.
 PolicyGradient`, token-mean); this module adds the token rewards, GAE, the clipped value loss
 and the value model (a copy of the policy's backbone with a scalar head).
 """
@@ -13,14 +13,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlvr import functional as F
-from rlvr.plugins.algorithms.base import (
+from rlvr import (
     PolicyGradient,
-    _float,
+    RolloutBatch,
+    RunInfo,
     kl_shaped_token_rewards,
     last_token_rewards,
+    to_float,
 )
-from rlvr.protocols import RolloutBatch, RunInfo
+from rlvr import functional as F
 
 
 class ValueModel(nn.Module):
@@ -131,8 +132,8 @@ class PPO(PolicyGradient):
             lam=p.lam,
             whiten=p.whiten_advantages,
         )
-        metrics["values/mean"] = _float(F.masked_mean(values, mask))
-        metrics["returns/mean"] = _float(F.masked_mean(returns, mask))
+        metrics["values/mean"] = to_float(F.masked_mean(values, mask))
+        metrics["returns/mean"] = to_float(F.masked_mean(returns, mask))
         return adv, returns
 
     def extra_loss(self, batch, values, mask, num_tokens, metrics):
@@ -153,9 +154,9 @@ class PPO(PolicyGradient):
         loss_clipped = (v_clip - ret).square()
         per_token = 0.5 * torch.maximum(loss_unclipped, loss_clipped)
         value_loss = F.aggregate(per_token, m, "token-mean", num_tokens=num_tokens)
-        metrics["value_loss"] = _float(F.masked_mean(per_token.detach(), m))
-        metrics["value_clip_frac"] = _float(F.masked_mean(loss_clipped > loss_unclipped, m))
-        metrics["values/pred_mean"] = _float(F.masked_mean(v.detach(), m))
+        metrics["value_loss"] = to_float(F.masked_mean(per_token.detach(), m))
+        metrics["value_clip_frac"] = to_float(F.masked_mean(loss_clipped > loss_unclipped, m))
+        metrics["values/pred_mean"] = to_float(F.masked_mean(v.detach(), m))
         return p.vf_coef * value_loss
 
     def build_value_model(self, policy: Any) -> ValueModel:

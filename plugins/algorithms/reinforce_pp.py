@@ -8,8 +8,8 @@ whitens over the batch, and (when ``beta > 0``) adds the KL to the loss like GRP
 
 from __future__ import annotations
 
+from rlvr import PolicyGradient, kl_shaped_token_rewards
 from rlvr import functional as F
-from rlvr.plugins.algorithms.base import PolicyGradient, kl_shaped_token_rewards
 
 
 class ReinforcePP(PolicyGradient):

@@ -5,7 +5,7 @@ params model lives in :mod:`rlvr.plugins.backends.params`; its generator lives i
 own (``hf.py``, ...) that the factory below imports only when a run builds the generator.
 
 Every factory is called as ``factory(params, run, model, tokenizer)`` and returns a
-:class:`rlvr.protocols.Generator`. To add a backend: a params model, a module with the generator,
+:class:`rlvr.api.runtime.Generator`. To add a backend: a params model, a module with the generator,
 a lazy factory here, and one more ``register(...)`` call in :func:`rlvr_register_backends`.
 """
 
@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rlvr import hookimpl
+from rlvr import Backend, Capabilities, hookimpl
 from rlvr.plugins.backends.params import HFParams, VLLMParams, vllm_available
-from rlvr.records import Backend, Capabilities
 
 
 def hf_generator(params: HFParams, run: Any, model: Any, tokenizer: Any) -> Any:

@@ -13,9 +13,8 @@ from typing import Any
 
 import torch
 
-from rlvr.modeling import autocast, eos_token_ids
+from rlvr import Generation, RunInfo, SamplingParams, autocast, check_request, eos_token_ids
 from rlvr.plugins.backends.params import HFParams
-from rlvr.protocols import Generation, RunInfo, SamplingParams, check_request
 
 
 @contextlib.contextmanager
@@ -31,7 +30,7 @@ def _seeded(seed: int | None, device: torch.device) -> Iterator[None]:
 
 
 class HFGenerator:
-    """Sample completions with ``model.generate()`` (see :class:`rlvr.protocols.Generator`).
+    """Sample completions with ``model.generate()`` (see :class:`rlvr.api.runtime.Generator`).
 
     - Prompts are left-padded; completion ``i`` belongs to prompt ``i // n``.
     - At most ``params.batch_size`` sequences go into one ``generate()`` call (all when None).
@@ -77,7 +76,7 @@ class HFGenerator:
         try:
             # A clean generation_config, so no default of the model's leaks into sampling.
             self.model.generation_config = self._base_config(saved_config)
-            # In the run's compute dtype: trained weights are float32 (rlvr.modeling.autocast).
+            # In the run's compute dtype: trained weights are float32 (rlvr.model.loading.autocast).
             with torch.no_grad(), _seeded(sampling.seed, device), autocast(device, self.run.dtype):
                 for start in range(0, len(sequences), batch):
                     chunk = sequences[start : start + batch]

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from rlvr.records import Params
+from rlvr import Params
 
 
 class HFParams(Params):

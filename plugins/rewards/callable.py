@@ -50,8 +50,7 @@ from typing import Any, Literal, TypeGuard
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from rlvr import hookimpl
-from rlvr.records import Params, Sample
+from rlvr import Params, Sample, hookimpl
 
 #: Row fields TRL does not pass on as keyword arguments.
 RESERVED = ("prompt", "completion", "completion_ids")
@@ -96,7 +95,9 @@ class CallableParams(Params):
             raise ValueError(f"{attr!r} (after ':') is not a Python name or dotted attribute")
         if _is_file(target):
             path = Path(target).expanduser()
-            if not path.is_absolute():  # against the config file's directory (see rlvr.config)
+            if (
+                not path.is_absolute()
+            ):  # against the config file's directory (see rlvr.config.schema)
                 path = Path((info.context or {}).get("config_dir") or Path.cwd()) / path
             return f"{path}:{attr}"
         if not all(part.isidentifier() for part in target.split(".")):

@@ -21,7 +21,7 @@ import re
 
 from pydantic import Field, model_validator
 
-from rlvr.records import Params, Sample
+from rlvr import Params, Sample
 
 
 class FormatParams(Params):

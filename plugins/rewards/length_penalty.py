@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rlvr.records import Params, Sample
+from rlvr import Params, Sample
 
 _MODE_FIELDS = {"overlong": ("max_length", "buffer"), "target": ("target_length", "tolerance")}
 

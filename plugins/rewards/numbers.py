@@ -1,7 +1,8 @@
 """``numbers``: a fast numeric check of the answer (no sympy, no math-verify).
 
 The prediction is extracted by the ordered ``strategies`` (default: the answer block first);
-the ``first`` or ``last`` number in it (:func:`rlvr.extract.find_numbers`: ``1,080``, ``-3``,
+the ``first`` or ``last`` number in it (:func:`rlvr.rewards.extract.find_numbers`: ``1,080``,
+``-3``,
 ``$5``, ``50%``, ``\\frac{1}{2}``) is compared with the gold (``row[gold_field]``, GSM8K's
 ``#### N`` detected). It is correct when
 ``|pred - gold| <= max(tolerance, rel_tolerance * |gold|)``.
@@ -16,8 +17,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from rlvr.extract import ExtractionParams, Percent, find_numbers, gold_from_row, parse_number
-from rlvr.records import Sample
+from rlvr import ExtractionParams, Percent, Sample, find_numbers, gold_from_row, parse_number
 
 
 class NumbersParams(ExtractionParams):

@@ -7,7 +7,7 @@ question's own worked solution are a denser signal that cannot be copied: GSM8K'
 ``Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 eggs ... 9 * 2 = <<9*2=18>>18`` has the steps {9, 18},
 and a completion that writes ``16 - 3 - 4 = 9`` has one of them.
 
-Both sides are read by :func:`rlvr.calculations.results`: the values reached by a written
+Both sides are read by :func:`rlvr.rewards.calculations.results`: the values reached by a written
 calculation that holds, so a wrong calculation that happens to end in a reference value
 (``16 - 4 = 9``) counts for nothing. The score is ``hits / max(len(reference), len(own))``:
 the share of the reference's steps reached, and no more than the share of the completion's own
@@ -22,9 +22,7 @@ import functools
 
 from pydantic import Field
 
-from rlvr.calculations import results
-from rlvr.extract import row_field
-from rlvr.records import Params, Sample
+from rlvr import Params, Sample, results, row_field
 
 
 class StepsParams(Params):

@@ -26,8 +26,7 @@ from typing import Any
 
 from pydantic import Field
 
-from rlvr import hookimpl
-from rlvr.records import Params, Reward, Sample
+from rlvr import Params, Reward, Sample, hookimpl
 
 _BLOCK = re.compile(r"```(?:python|py)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 

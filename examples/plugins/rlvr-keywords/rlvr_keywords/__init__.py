@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rlvr import hookimpl
-from rlvr.records import Params, Reward, Sample
+from rlvr import Params, Reward, Sample, hookimpl
 
 
 class KeywordParams(Params):

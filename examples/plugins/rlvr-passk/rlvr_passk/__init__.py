@@ -11,9 +11,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from rlvr import hookimpl
+from rlvr import Algorithm, Requirements, hookimpl
 from rlvr.plugins.algorithms.params import GroupParams
-from rlvr.records import Algorithm, Requirements
 
 
 class PassAtKParams(GroupParams):

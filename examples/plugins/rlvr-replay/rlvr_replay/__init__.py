@@ -10,8 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rlvr import hookimpl
-from rlvr.records import Backend, Capabilities, Params
+from rlvr import Backend, Capabilities, Params, hookimpl
 
 
 class ReplayParams(Params):

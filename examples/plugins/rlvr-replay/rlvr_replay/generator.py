@@ -1,4 +1,4 @@
-"""The ``replay`` generator (see :class:`rlvr.protocols.Generator`)."""
+"""The ``replay`` generator (see :class:`rlvr.api.runtime.Generator`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlvr.protocols import Generation, SamplingParams
+from rlvr import Generation, SamplingParams
 
 
 class ReplayGenerator:

@@ -1,0 +1,203 @@
+"""The records plugins register, and the small runtime types they exchange with rlvr.
+
+A plugin's hook calls ``register(Reward(...))`` (or ``Algorithm``/``Backend``). A record is
+cheap to build: no torch, vllm or sympy import happens until its ``factory`` is called, so
+``rlvr plugins`` and ``rlvr validate`` stay fast. The host fills in ``dist`` (which installed
+distribution provided the record).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from rlvr.api.runtime import AlgorithmImpl, Generator, RunInfo
+
+
+class Params(BaseModel):
+    """Base class for a plugin's params model: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- rewards
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion as a reward sees it.
+
+    ``row`` holds every field of the dataset row (e.g. GSM8K's ``answer``). ``num_tokens`` is
+    the completion's token length when the caller knows it (always during training).
+    """
+
+    completion: str
+    prompt: str = ""
+    row: Mapping[str, Any] = field(default_factory=dict)
+    num_tokens: int | None = None
+
+
+class RewardFn(Protocol):
+    """What a reward factory returns: a picklable callable scoring one sample.
+
+    Returns a float, or ``None`` for "not applicable" (counted as 0 in the weighted sum and
+    left out of that reward's mean).
+    """
+
+    def __call__(self, sample: Sample) -> float | None: ...
+
+
+class RewardFactory(Protocol):
+    """``factory(params)``: builds the reward function inside a reward worker."""
+
+    def __call__(self, params: Any, /) -> RewardFn: ...
+
+
+@dataclass(frozen=True)
+class Reward:
+    """A reward plugin.
+
+    ``factory(params)`` runs inside each reward worker process and must be importable by
+    reference (a module-level function or class), so it can be sent to the workers.
+    ``fields(params)`` names the dataset fields the reward reads, so a dataset lacking one is
+    reported before training starts.
+    """
+
+    name: str
+    params: type[Params]
+    factory: RewardFactory
+    description: str
+    fields: Callable[[Any], tuple[str, ...]] = lambda params: ()
+    dist: str | None = None
+
+
+# --------------------------------------------------------------------------- algorithms
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What an algorithm needs from the rest of the run, checked before any model loads."""
+
+    reference_model: bool = False
+    value_model: bool = False
+    old_logprobs: bool = True
+    sampler_logprobs: bool = False
+    min_group_size: int = 1
+    #: the params key that makes ``reference_model`` true (e.g. ``"beta"``), so a config
+    #: problem about the reference model can point at it
+    reference_model_param: str | None = None
+
+
+class AlgorithmFactory(Protocol):
+    """``factory(params, run)``: builds the algorithm object the trainer drives."""
+
+    def __call__(self, params: Any, run: RunInfo, /) -> AlgorithmImpl: ...
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """An algorithm plugin: ``factory(params, run)`` builds the object the trainer drives.
+
+    ``requirements(params)`` must be cheap (no torch): config validation calls it, and it is
+    the only place the trainer learns what the algorithm needs. The built object's interface
+    is :class:`rlvr.api.runtime.AlgorithmImpl`.
+    """
+
+    name: str
+    params: type[Params]
+    factory: AlgorithmFactory
+    description: str
+    requirements: Callable[[Any], Requirements] = lambda params: Requirements()
+    dist: str | None = None
+
+
+# --------------------------------------------------------------------------- backends
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a generation backend can provide."""
+
+    sampler_logprobs: bool = False
+    reference_logprobs: bool = True
+    #: False for a backend that samples from its own copy of the weights (vLLM, synced after
+    #: each update): under FSDP the trainer then leaves the policy sharded while generating.
+    samples_from_policy: bool = True
+    #: True for a backend that takes any number of sequences in one call and batches them
+    #: within its own memory budget (vLLM's scheduler and KV cache): evaluation then hands it
+    #: large calls (:func:`rlvr.evaluation.evaluate.eval_call_sequences`), which it decodes
+    #: together.
+    schedules_batches: bool = False
+
+
+class BackendFactory(Protocol):
+    """``factory(params, run, model, tokenizer)``: builds the generator on the policy model
+    (a transformers model) and its tokenizer."""
+
+    def __call__(self, params: Any, run: RunInfo, model: Any, tokenizer: Any, /) -> Generator: ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A rollout backend plugin: ``factory(params, run, model, tokenizer)`` builds the
+    generator (:class:`rlvr.api.runtime.Generator`).
+
+    ``available()`` returns ``None`` when the backend can run here, else a message saying what
+    is missing and how to install it (checked by ``rlvr validate`` before anything loads).
+    """
+
+    name: str
+    params: type[Params]
+    factory: BackendFactory
+    description: str
+    capabilities: Capabilities = Capabilities()
+    available: Callable[[], str | None] = lambda: None
+    dist: str | None = None
+
+
+@dataclass(frozen=True)
+class LazyFactory:
+    """A factory named ``"module:attr"``, imported on its first call.
+
+    Registering a plugin must stay cheap (``rlvr plugins`` and ``rlvr validate`` load every
+    plugin): a factory whose module imports torch, vLLM or math-verify is registered as
+    ``LazyFactory("my_pkg.impl:MyAlgorithm")``, and that module loads when a run builds it.
+    """
+
+    target: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
+Record = Reward | Algorithm | Backend
+
+#: How many positional arguments each kind's factory is called with (checked at registration).
+FACTORY_ARGS: dict[type, tuple[str, ...]] = {
+    Reward: ("params",),
+    Algorithm: ("params", "run"),
+    Backend: ("params", "run", "model", "tokenizer"),
+}
+
+__all__ = [
+    "FACTORY_ARGS",
+    "LazyFactory",
+    "Algorithm",
+    "AlgorithmFactory",
+    "Backend",
+    "BackendFactory",
+    "Capabilities",
+    "Params",
+    "Record",
+    "Requirements",
+    "Reward",
+    "RewardFactory",
+    "RewardFn",
+    "Sample",
+]

@@ -1,0 +1,285 @@
+"""The runtime interfaces the trainer drives: what an algorithm and a backend factory return.
+
+The trainer, ``rlvr eval`` and the conformance kit (:mod:`rlvr.testing`) know plugins only
+through these and the records of :mod:`rlvr.api.registration`. Data flows one way:
+backend.generate -> rewards -> algorithm.select -> algorithm.prepare -> algorithm.loss.
+:func:`missing_members` names what a built object lacks, so a plugin that does not implement
+its interface fails when it is built, before the first step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlvr.config.schema import RunConfig
+
+
+@dataclass
+class Generation:
+    """What a backend returns for ``len(prompts) * n`` completions, grouped by prompt.
+
+    Completion ``i`` belongs to prompt ``i // n``. ``token_ids`` exclude the prompt and any
+    padding and include the end-of-sequence token when one was produced. ``truncated[i]`` is
+    True when completion ``i`` hit ``max_tokens`` without an end-of-sequence token.
+    ``logprobs`` (sampled tokens' log-probabilities under the sampler) only from backends that
+    declare ``Capabilities.sampler_logprobs``.
+    """
+
+    token_ids: list[list[int]]
+    texts: list[str]
+    truncated: list[bool]
+    logprobs: list[list[float]] | None = None
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings shared by every backend (from the ``training`` config section)."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+
+    @classmethod
+    def from_training(cls, training: Any, seed: int | None) -> SamplingParams:
+        """The sampling settings of a ``training`` config section, with this call's seed."""
+        return cls(
+            max_tokens=training.max_completion_length,
+            temperature=training.temperature,
+            top_p=training.top_p,
+            top_k=training.top_k or 0,
+            min_p=training.min_p or 0.0,
+            repetition_penalty=training.repetition_penalty,
+            seed=seed,
+        )
+
+
+def check_request(prompts: list[list[int]], n: int, sampling: SamplingParams) -> None:
+    """The argument checks every backend's ``generate`` makes first (shared, not repeated)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1 (got {n})")
+    if sampling.max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1 (got {sampling.max_tokens})")
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """What a backend factory ``factory(params, run, model, tokenizer)`` returns."""
+
+    def generate(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> Generation:
+        """Sample ``n`` completions for each tokenized prompt."""
+        ...
+
+    def sync_weights(self, model: Any) -> None:
+        """Make the next ``generate`` use ``model``'s current weights (after an update)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class RolloutBatch:
+    """``N`` completions (groups of ``G`` per prompt) as tensors, after scoring.
+
+    Token tensors are ``[N, T]``: completions right-padded, prompts ``[N, P]`` left-padded.
+    ``completion_mask`` is 1 on real completion tokens. ``scores`` is the weighted reward sum;
+    ``reward_components[label]`` holds each reward's values (NaN where it returned None).
+    The trainer fills ``old_logp`` / ``ref_logp`` / ``old_values`` when the algorithm's
+    requirements ask for them; ``prepare`` adds ``advantages`` (``[N]`` or ``[N, T]``),
+    ``loss_mask`` and, for value-based algorithms, ``returns``. ``step`` is the training step
+    the batch was generated for (1-based; 0 outside training), for algorithms with schedules.
+    """
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    completion_mask: torch.Tensor
+    group_ids: torch.Tensor
+    scores: torch.Tensor
+    lengths: torch.Tensor
+    truncated: torch.Tensor
+    reward_components: dict[str, torch.Tensor] = field(default_factory=dict)
+    sampler_logp: torch.Tensor | None = None
+    old_logp: torch.Tensor | None = None
+    ref_logp: torch.Tensor | None = None
+    old_values: torch.Tensor | None = None
+    advantages: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+    loss_mask: torch.Tensor | None = None
+    step: int = 0
+    #: ``[N, P + T, H]``: what enters the first decoder layer training changes (LoRA on the top
+    #: layers only), computed once by the trainer's no-grad pass so later passes skip the
+    #: frozen layers below it (:func:`rlvr.model.logprobs.shared_layers`). Algorithms ignore it.
+    frozen_hidden: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return int(self.completion_ids.shape[0])
+
+    def index(self, idx: torch.Tensor) -> RolloutBatch:
+        """The rows ``idx`` (an index or boolean tensor) of every per-sample tensor."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None or isinstance(value, int):
+                out[f.name] = value
+            elif isinstance(value, dict):
+                out[f.name] = {k: v[idx] for k, v in value.items()}
+            else:
+                out[f.name] = value[idx]
+        return RolloutBatch(**out)
+
+    def to(self, device: Any) -> RolloutBatch:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, dict):
+                out[f.name] = {k: v.to(device) for k, v in value.items()}
+            elif value is None or isinstance(value, int):
+                out[f.name] = value
+            else:
+                out[f.name] = value.to(device)
+        return RolloutBatch(**out)
+
+
+@dataclass
+class LossOutput:
+    """A micro-batch's loss (already normalised for gradient accumulation) and its metrics."""
+
+    loss: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class AlgorithmImpl(Protocol):
+    """What an algorithm factory ``factory(params, run)`` returns (``run``: a :class:`RunInfo`).
+
+    What the algorithm needs from the run (reference model, value model, old log-probs...) is
+    the record's ``requirements(params)`` (:class:`rlvr.api.registration.Requirements`), the one
+    source
+    both ``rlvr validate`` and the trainer read. The built-in algorithms share
+    :class:`rlvr.algorithms.base.PolicyGradient`, which sets every attribute below.
+    """
+
+    #: optimizer passes over each generated batch (TRL's ``num_iterations``), >= 1.
+    num_iterations: int
+    #: generation rounds allowed to fill a step when ``select`` filters groups out, >= 1.
+    max_generation_rounds: int
+    #: the value model's learning rate; None: ``training.learning_rate``. Read only when
+    #: ``requirements.value_model`` is set.
+    value_learning_rate: float | None
+
+    def select(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """Boolean ``[N]`` of samples to keep (dynamic sampling), or None to keep all."""
+        ...
+
+    def inert(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """Boolean ``[N]``: rows of a prepared batch whose loss has no gradient (a GRPO group
+        whose completions all scored the same, with no KL or value term), so the update may
+        skip their forward and backward passes; the step's ``num_tokens``/``num_seqs`` still
+        count them. None: skip nothing (what an algorithm without this method gets)."""
+        ...
+
+    def prepare(self, batch: RolloutBatch) -> tuple[RolloutBatch, dict[str, float]]:
+        """Shape rewards, set ``advantages``/``loss_mask`` (and ``returns``); pure, no grad.
+
+        The metrics are logged as ``algo/<algorithm name>/<key>``.
+        """
+        ...
+
+    def loss(
+        self,
+        batch: RolloutBatch,
+        logp: torch.Tensor,
+        *,
+        values: torch.Tensor | None = None,
+        num_tokens: int,
+        num_seqs: int,
+    ) -> LossOutput:
+        """Loss of one micro-batch given the current policy's ``logp`` ``[n, T]``.
+
+        ``num_tokens``/``num_seqs`` count the valid tokens/sequences (by ``loss_mask``) of the
+        whole optimizer step, so that micro-batch losses sum to the full-batch loss.
+        """
+        ...
+
+    def build_value_model(self, policy: Any) -> Any:
+        """Only called when ``requirements.value_model``: a module mapping
+        ``(input_ids, attention_mask)`` to per-position values ``[N, L]``."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Facts about the run that plugin factories may need (no models in here).
+
+    Built by :meth:`from_config` for training and ``rlvr eval`` alike; tests build small ones
+    directly. ``max_steps`` is 0 and ``evaluation`` True under ``rlvr eval``.
+    """
+
+    max_completion_length: int
+    num_generations: int
+    seed: int = 0
+    max_prompt_length: int | None = None
+    temperature: float = 1.0
+    max_steps: int = 0
+    learning_rate: float = 0.0
+    device: str = "cpu"
+    #: the dtype the model computes in (``model.dtype`` resolved). Trained weights are float32
+    #: whatever it is, so a backend generates in this dtype, not in its model's weights' one.
+    dtype: str = "float32"
+    output_dir: str = ""
+    evaluation: bool = False
+
+    @classmethod
+    def from_config(
+        cls,
+        config: RunConfig,
+        *,
+        num_generations: int | None = None,
+        max_steps: int = 0,
+        device: Any = "cpu",
+        dtype: Any = "float32",
+        evaluation: bool = False,
+    ) -> RunInfo:
+        """The run facts of a validated config (``num_generations`` overrides the training
+        section's, as ``rlvr eval -k`` does)."""
+        t = config.training
+        return cls(
+            max_completion_length=t.max_completion_length,
+            num_generations=t.num_generations if num_generations is None else num_generations,
+            seed=t.seed,
+            max_prompt_length=t.max_prompt_length,
+            temperature=t.temperature,
+            max_steps=max_steps,
+            learning_rate=t.learning_rate,
+            device=str(device),
+            dtype=str(dtype).removeprefix("torch."),
+            output_dir=str(t.output_dir),
+            evaluation=evaluation,
+        )
+
+
+def missing_members(obj: object, protocol: type, *, skip: tuple[str, ...] = ()) -> list[str]:
+    """The attributes and methods of ``protocol`` that ``obj`` lacks (methods must be callable),
+    leaving out ``skip``. Used right after a factory builds a plugin object, so that the error
+    names what is missing instead of a crash mid-run."""
+    annotations = getattr(protocol, "__annotations__", {})
+    names = [n for n in dir(protocol) if not n.startswith("_")] + list(annotations)
+    missing = []
+    for name in dict.fromkeys(names):
+        if name in skip:
+            continue
+        if not hasattr(obj, name):
+            missing.append(name)
+        elif name not in annotations and not callable(getattr(obj, name)):
+            missing.append(f"{name}()")
+    return missing

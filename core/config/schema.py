@@ -1,0 +1,826 @@
+"""The run config: one YAML (or TOML) file, validated as a whole before anything loads.
+
+The core sections are a static, typed model (:class:`RunConfig`); each plugin entry's
+``params`` is validated on its own against that plugin's params model, so one entry's failure
+never hides another's and every problem carries its own path (``rewards[1].params.tolerance``).
+All problems are reported at once.
+
+Relative paths (``model.name_or_path``, ``data.path``, ``data.eval_path``,
+``training.output_dir``) written in a config file resolve against that file's directory;
+paths given with ``--set`` against the current directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.util
+import os
+import re
+import tomllib
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    SkipValidation,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from rlvr.api.errors import ConfigWarning, RlvrError
+from rlvr.api.host import Host
+from rlvr.api.registration import Params, Requirements
+from rlvr.config.problems import key_path, pydantic_problems, sort_problems, with_origins
+from rlvr.config.trl import move_trl_keys
+
+SECTIONS = ("model", "data", "rewards", "algorithm", "backend", "training")
+DEFAULT_ALGORITHM = "grpo"
+DEFAULT_BACKEND = "hf"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LoraConfig(Section):
+    """LoRA adapters (peft) trained instead of the whole policy.
+
+    Defaults follow the usual RL-with-LoRA recipe: rank 16 on every linear layer of the
+    decoder (attention and MLP) learns about as well as full fine-tuning at a much higher
+    learning rate, and ``alpha = 2 r`` keeps the update scale independent of the rank.
+    """
+
+    r: int = Field(16, ge=1, description="adapter rank")
+    alpha: int = Field(32, ge=1, description="scaling: the update is (alpha / r) * B A")
+    dropout: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="dropout on the adapters' input; 0 keeps two passes of the same weights "
+        "equal (the ratios of PPO-style losses assume so)",
+    )
+    target_modules: str | list[str] = Field(
+        "all-linear",
+        description="'all-linear' (every linear layer but the output head), or module names "
+        "(e.g. [q_proj, k_proj, v_proj, o_proj])",
+    )
+    modules_to_save: list[str] | None = Field(
+        None, description="modules trained in full beside the adapters (e.g. [lm_head])"
+    )
+    use_rslora: bool = Field(False, description="scale by alpha / sqrt(r) instead of alpha / r")
+    layers_to_transform: list[int] | None = Field(
+        None,
+        description="adapt only these decoder layers (0-based; null: all). Adapting only the "
+        "top layers also spares the backward pass through the layers below (faster on CPU)",
+    )
+
+    @field_validator("target_modules")
+    @classmethod
+    def _some_modules(cls, value: str | list[str]) -> str | list[str]:
+        if not value:
+            raise ValueError("no modules named; use 'all-linear' or name some (e.g. [q_proj])")
+        return value
+
+    @model_validator(mode="after")
+    def _layers_need_names(self) -> LoraConfig:
+        if self.layers_to_transform is not None:
+            if isinstance(self.target_modules, str):
+                raise ValueError(
+                    "layers_to_transform needs target_modules as a list of module names "
+                    "(e.g. [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]), "
+                    "not 'all-linear'"
+                )
+            if not self.layers_to_transform or min(self.layers_to_transform) < 0:
+                raise ValueError("layers_to_transform: a non-empty list of layer indices >= 0")
+        return self
+
+
+class ModelConfig(Section):
+    """Which policy to train."""
+
+    name_or_path: str = Field(description="hub id, local directory, or a .gguf file")
+    gguf_file: str | None = Field(None, description="GGUF file inside name_or_path, if any")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="auto: bfloat16 on CUDA and on a CPU with AVX512-BF16 or AMX, else float32",
+    )
+    trust_remote_code: bool = False
+    revision: str | None = None
+    attn_implementation: str | None = None
+    lora: LoraConfig | None = Field(
+        None, description="train LoRA adapters instead of every weight (absent: full fine-tuning)"
+    )
+
+
+class DataConfig(Section):
+    """Where prompts come from; every field of a row reaches the rewards."""
+
+    path: str = Field(description="a .json/.jsonl/.parquet file or directory, or a hub dataset")
+    split: str = "train"
+    prompt_field: str = "prompt"
+    system_prompt: str | None = None
+    chat_template: bool | None = Field(
+        None, description="use the tokenizer's chat template (default: when it has one)"
+    )
+    eval_path: str | None = Field(None, description="eval data (default: same path)")
+    eval_split: str | None = "test"
+    max_samples: int | None = Field(None, ge=1, description="use only the first N rows")
+    shuffle: bool = True
+
+
+class GuidanceConfig(Section):
+    """Off-policy guidance: each group has one completion that is the row's own solution.
+
+    For a model whose samples are rarely right, so that most groups hold no correct
+    completion to prefer (see :mod:`rlvr.rollout.guidance`).
+    """
+
+    field: str = Field(description="the row field holding a worked solution, e.g. GSM8K's `answer`")
+    remove: str | None = Field(
+        None,
+        description="a regex whose matches are removed from the solution first, e.g. "
+        "'<<[^>]*>>' for GSM8K's calculator annotations",
+    )
+
+    @field_validator("remove")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+
+class TrainingConfig(Section):
+    """Optimisation and sampling settings, named as in TRL's GRPOConfig.
+
+    One deliberate difference: ``per_device_train_batch_size`` counts *prompts*, each sampled
+    ``num_generations`` times (in TRL it counts completions).
+    """
+
+    output_dir: str = Field("outputs/run", min_length=1, description="where the run writes")
+    seed: int = 42
+    learning_rate: float = Field(1e-6, gt=0)
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    weight_decay: float = 0.0
+    optim: Literal["adamw_torch", "adamw_torch_fused", "adamw", "sgd"] = "adamw_torch"
+    lr_scheduler_type: Literal[
+        "linear", "cosine", "constant", "constant_with_warmup", "cosine_with_min_lr"
+    ] = "linear"
+    warmup_ratio: float = Field(0.0, ge=0, le=1)
+    warmup_steps: int = Field(0, ge=0)
+    max_grad_norm: float = 1.0
+    per_device_train_batch_size: int = Field(8, ge=1, description="prompts per micro-batch")
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    num_generations: int = Field(8, ge=1, description="completions sampled per prompt")
+    max_prompt_length: int | None = Field(512, ge=1)
+    max_completion_length: int = Field(256, ge=1)
+    max_steps: int = Field(-1, description="optimizer steps (>= 1); -1 = num_train_epochs")
+    max_minutes: float | None = Field(
+        None,
+        gt=0,
+        description="wall-time budget of this process (model loading included): no step starts "
+        "that would end past it, judged by the longest step so far; the run saves and stops "
+        "(--resume continues it). null: no limit",
+    )
+    num_train_epochs: float = Field(1.0, gt=0)
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int | None = Field(None, ge=0)
+    min_p: float | None = Field(None, ge=0, le=1)
+    repetition_penalty: float = Field(1.0, gt=0)
+    logging_steps: int = Field(1, ge=1)
+    save_steps: int = Field(500, ge=1)
+    save_total_limit: int | None = Field(None, ge=1)
+    report_to: list[str] | str = "none"
+    gradient_checkpointing: bool = False
+    parallelism: Literal["ddp", "fsdp"] = Field(
+        "ddp",
+        description="with several ranks (torchrun): ddp replicates the policy, fsdp shards it "
+        "per decoder layer (FSDP2)",
+    )
+    fsdp_cpu_offload: bool = Field(
+        False, description="fsdp: keep sharded parameters and optimizer state in CPU memory"
+    )
+    log_samples_steps: int = Field(10, ge=1, description="write sample completions every N steps")
+    reward_workers: int = Field(2, ge=0, description="reward worker processes (0: in-process)")
+    max_bad_steps: int = Field(3, ge=1, description="stop after this many non-finite losses")
+    max_reward_error_frac: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="stop (with a checkpoint) when more than this fraction of one reward's "
+        "calls in a step fail or time out; 1 never stops",
+    )
+    eval_steps: int | None = Field(
+        None,
+        ge=1,
+        description="evaluate on the eval split every N steps and at the end (null: never)",
+    )
+    eval_on_start: bool = Field(True, description="with eval_steps: also evaluate at step 0")
+    eval_limit: int | None = Field(
+        200, ge=1, description="with eval_steps: the first N eval prompts (null: all)"
+    )
+    eval_sampling: Literal["greedy", "train"] = Field(
+        "greedy",
+        description="with eval_steps: greedy (one completion per prompt) or the training "
+        "temperature/top_p/top_k/min_p with eval_num_generations completions per prompt",
+    )
+    eval_num_generations: int = Field(
+        1, ge=1, description="with eval_sampling: train: completions per prompt (pass@k)"
+    )
+    eval_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="completions per generation call when evaluating (rlvr eval and "
+        "eval_steps); null: a training step's worth, or at least 256 with a backend that "
+        "schedules its own batches (vllm)",
+    )
+    guidance: GuidanceConfig | None = Field(
+        None,
+        description="one completion of each group is the row's own solution, the other "
+        "num_generations - 1 are sampled (null: all sampled)",
+    )
+
+    @field_validator("max_steps")
+    @classmethod
+    def _steps(cls, value: int) -> int:
+        # TRL reads any value below 1 as "use num_train_epochs"; 0 more likely means a mistake.
+        if value == 0 or value < -1:
+            raise ValueError(
+                f"{value} is no step count; give the number of optimizer steps (>= 1), or -1 to "
+                "train for num_train_epochs"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingConfig:
+        if self.eval_sampling == "greedy" and self.eval_num_generations > 1:
+            raise ValueError(
+                f"eval_num_generations: {self.eval_num_generations} with eval_sampling: greedy "
+                "repeats one completion; set eval_sampling: train to sample several, or "
+                "eval_num_generations: 1"
+            )
+        if self.guidance is not None and self.num_generations < 2:
+            raise ValueError(
+                "guidance replaces one of num_generations completions per prompt by the "
+                "row's solution, so it needs num_generations >= 2 (one sampled at least)"
+            )
+        reports = [self.report_to] if isinstance(self.report_to, str) else self.report_to
+        bad = [r for r in reports if r not in {"none", "tensorboard", "wandb", "all"}]
+        if bad:
+            raise ValueError(f"report_to: unknown {bad}; use any of none, tensorboard, wandb, all")
+        return self
+
+
+#: A plugin's params: validated on their own against the plugin's model (see :func:`validate`),
+#: then stored as that model's instance, and dumped with all its fields.
+PluginParams = SerializeAsAny[SkipValidation[Params]]
+
+
+class PluginEntry(Section):
+    """An ``algorithm:`` or ``backend:`` entry: a plugin name and that plugin's params."""
+
+    name: str
+    params: PluginParams = Field(default_factory=Params)
+
+
+class RewardEntry(PluginEntry):
+    """One ``rewards[]`` entry: the reward plugin, its params, and how it counts."""
+
+    label: str | None = Field(None, description="name in logs (default: the reward's name)")
+    weight: float = 1.0
+    timeout: float = Field(10.0, gt=0, description="seconds per call before the fallback")
+    fallback: float = Field(0.0, description="value of a call that times out or crashes")
+    on_error: Literal["fallback", "raise"] = Field(
+        "fallback", description="a call that raises: use the fallback, or stop the run"
+    )
+
+    @property
+    def key(self) -> str:
+        return self.label or self.name
+
+
+class RunConfig(Section):
+    """A whole run config. Sections a command does not need may be absent (None)."""
+
+    model: ModelConfig | None = None
+    data: DataConfig | None = None
+    rewards: list[RewardEntry] = Field(default_factory=list)
+    algorithm: PluginEntry | None = None
+    backend: PluginEntry | None = None
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+
+
+class ConfigError(RlvrError):
+    """A config with problems; ``problems`` lists ``(path, message)`` pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str | None = None):
+        self.problems = problems
+        self.source = source
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        head = f"{self.source}: " if self.source else ""
+        n = len(self.problems)
+        lines = [f"{head}{n} problem{'s' if n != 1 else ''} in the config:"]
+        lines += [f"  {path or '(top level)'}: {msg}" for path, msg in self.problems]
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- JSON schema
+
+
+def _entry_model(kind: str, record: Any, base: type[BaseModel]) -> type[BaseModel]:
+    return create_model(
+        f"{kind.title()}_{record.name}",
+        __base__=base,
+        __doc__=record.description,
+        name=(Literal[record.name], ...),  # type: ignore[arg-type]  # a Literal built at runtime
+        params=(record.params, Field(default_factory=record.params)),
+    )
+
+
+def _union(kind: str, host: Host, base: type[BaseModel]) -> Any:
+    models = [_entry_model(kind, r, base) for r in host.records[kind].values()]
+    if not models:
+        return base
+    if len(models) == 1:
+        return models[0]
+    return Annotated[Union[tuple(models)], Field(discriminator="name")]  # noqa: UP007
+
+
+def json_schema(host: Host) -> dict[str, Any]:
+    """The JSON Schema of a run config for the plugins ``host`` has loaded (for editors):
+    :class:`RunConfig` with each plugin entry a union discriminated on ``name``."""
+    # Types built at runtime: mypy cannot check them as annotations.
+    reward: Any = _union("reward", host, RewardEntry)
+    algorithm: Any = _union("algorithm", host, PluginEntry)
+    backend: Any = _union("backend", host, PluginEntry)
+    model = create_model(
+        "RunConfig",
+        __base__=RunConfig,
+        rewards=(list[reward], Field(default_factory=list)),
+        algorithm=(algorithm | None, None),
+        backend=(backend | None, None),
+    )
+    return model.model_json_schema()
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML or TOML config file into a dict (a clear error if it is not one)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError([("", f"config file {str(p.absolute())!r} does not exist")])
+    text = p.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text) if p.suffix == ".toml" else yaml.safe_load(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        msg = str(exc).replace('"<unicode string>"', p.name)  # yaml names no file of its own
+        raise ConfigError([("", f"cannot parse {p.name}: {msg}")], source=str(p)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([("", "the top level must be a mapping of sections")], source=str(p))
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``--set a.b.c=value`` overrides (values parsed as YAML; ``rewards[1].weight``
+    and ``rewards.1.weight`` both address a list item)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError([("--set", f"{item!r} is not KEY=VALUE (e.g. training.seed=1)")])
+        key, raw = item.split("=", 1)
+        parts = key.replace("[", ".").replace("]", "").strip(".").split(".")
+        value = _parse_value(raw)
+        node: Any = data
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(
+                        [(key, f"no list item {part!r} (the list has {len(node)}) (from --set)")]
+                    )
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    node = node.setdefault(part, {})
+                    if node is None:
+                        node = data_set(data, parts[: i + 1], {})
+            else:
+                raise ConfigError(
+                    [(key, f"{'.'.join(parts[:i])} is not a section or list (from --set)")]
+                )
+    return data
+
+
+def _parse_value(raw: str) -> Any:
+    """A ``--set`` value as YAML, plus what YAML 1.1 misses: ``1e-3`` is a float."""
+    value = yaml.safe_load(raw) if raw.strip() else ""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
+
+
+def data_set(data: dict[str, Any], parts: list[str], value: Any) -> Any:
+    node = data
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    node[parts[-1]] = value
+    return value
+
+
+# --------------------------------------------------------------------------- relative paths
+
+_DATA_SUFFIXES = (".json", ".jsonl", ".parquet")
+
+
+def _looks_local(value: str) -> bool:
+    """A path rather than a hub id (``org/name``): starts with ``.``, ``/`` or ``~``, has more
+    than one ``/``, or names a file by its suffix."""
+    return (
+        value.startswith((".", "/", "~"))
+        or value.count("/") > 1
+        or "\\" in value
+        or value.endswith((".gguf", *_DATA_SUFFIXES))
+    )
+
+
+#: The config keys that hold paths, and whether a value may instead be a hub id.
+PATH_KEYS = {
+    ("model", "name_or_path"): True,
+    ("data", "path"): True,
+    ("data", "eval_path"): True,
+    ("training", "output_dir"): False,
+}
+
+
+def resolve_paths(data: dict[str, Any], base: Path, only: Sequence[str] | None = None) -> None:
+    """Make the relative paths of :data:`PATH_KEYS` absolute against ``base`` (in place).
+
+    A value that may be a hub id stays as written unless it exists under ``base``, looks like
+    a path (:func:`_looks_local`), or names an entry of a directory that exists under ``base``
+    (``models/tiny-arithm`` beside a ``models/`` directory: a typo, not a hub id to wait on).
+    ``only`` limits this to those dotted keys."""
+    for (section, key), hub in PATH_KEYS.items():
+        if only is not None and f"{section}.{key}" not in only:
+            continue
+        node = data.get(section)
+        if not isinstance(node, dict):
+            continue
+        value = node.get(key)
+        if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
+            continue
+        candidate = base / value
+        in_local_dir = "/" in value and candidate.parent.is_dir()
+        if not hub or candidate.exists() or _looks_local(value) or in_local_dir:
+            node[key] = os.path.normpath(candidate.absolute())
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def load_config(
+    source: str | Path | dict[str, Any],
+    host: Host,
+    *,
+    overrides: Sequence[str] = (),
+    require: tuple[str, ...] = (),
+    training: bool = True,
+) -> RunConfig:
+    """Read, override, validate and cross-check a config; raise :class:`ConfigError` with all
+    problems. ``require`` names the sections the calling command needs; ``training=False``
+    (evaluation, scoring, export) drops the warnings about settings that cannot learn: a greedy
+    eval is what ``training.temperature: 0`` is for there.
+
+    Relative paths in a file resolve against its directory, those given in ``overrides``
+    against the current directory (a dict ``source`` is taken as written)."""
+    label = None if isinstance(source, dict) else str(source)
+    data = dict(source) if isinstance(source, dict) else read_file(source)
+    if label is not None:
+        resolve_paths(data, Path(label).absolute().parent)
+    data = apply_overrides(data, list(overrides))
+    set_keys = {key_path(o.split("=", 1)[0]): o for o in overrides if "=" in o}
+    if label is not None:
+        resolve_paths(data, Path.cwd(), only=list(set_keys))
+    keys = [key_path(o.split("=", 1)[0]) for o in overrides if "=" in o]
+    config_dir = Path(label).absolute().parent if label is not None else None
+    try:
+        return validate(
+            data, host, require=require, config_dir=config_dir, set_keys=keys, training=training
+        )
+    except ConfigError as exc:
+        raise ConfigError(with_origins(exc.problems, overrides), source=label) from None
+
+
+def validate(
+    data: dict[str, Any],
+    host: Host,
+    *,
+    require: tuple[str, ...] = (),
+    config_dir: Path | None = None,
+    set_keys: Sequence[str] = (),
+    training: bool = True,
+) -> RunConfig:
+    """Validate a config dict against the registry; cross-checks run when the schema passes,
+    and with ``training`` the warnings of :func:`learning_warnings`.
+
+    Plugin params validators find ``config_dir`` in their validation context
+    (``info.context["config_dir"]``) to resolve relative paths: the config file's directory,
+    or the current directory for an entry whose params were given with ``--set``
+    (``set_keys``) or a config that came from no file."""
+    data = _with_defaults(data, require)
+    if "training" in data and data["training"] is None:  # `training:` with every key commented out
+        data["training"] = {}
+    problems = _missing_sections(data, require) + _unknown_names(data, host)
+    problems += move_trl_keys(data, host)
+    config = None
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        known = {p for p, _ in problems}
+        problems += [p for p in pydantic_problems(exc, "", RunConfig) if p[0] not in known]
+    params, found = _plugin_params(data, host, config_dir, set_keys)
+    problems += found
+    if problems or config is None:
+        raise ConfigError(sort_problems(problems, SECTIONS))
+    for entry, value in zip(_entries(config), params, strict=True):
+        entry.params = value
+    problems = cross_check(config, host)
+    if problems:
+        raise ConfigError(problems)
+    if training:
+        for message in learning_warnings(config, host):
+            warnings.warn(message, ConfigWarning, stacklevel=2)
+    return config
+
+
+def _entries(config: RunConfig) -> list[PluginEntry]:
+    """The plugin entries of ``config``, in the order of :func:`_raw_entries`."""
+    return [*config.rewards, *(e for e in (config.algorithm, config.backend) if e is not None)]
+
+
+def _raw_entries(data: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """``(kind, path, entry dict)`` of every plugin entry in ``data``."""
+    rewards = data.get("rewards")
+    out = [("reward", f"rewards[{i}]", e) for i, e in enumerate(rewards or [])]
+    out += [(k, k, data[k]) for k in ("algorithm", "backend") if data.get(k) is not None]
+    return out
+
+
+def _plugin_params(
+    data: dict[str, Any], host: Host, config_dir: Path | None, set_keys: Sequence[str]
+) -> tuple[list[Params], list]:
+    """Each entry's params validated against its plugin's model; problems at their paths."""
+    values: list[Params] = []
+    problems: list[tuple[str, str]] = []
+    if not isinstance(data.get("rewards", []), list):
+        return values, problems
+    for kind, path, entry in _raw_entries(data):
+        record = host.records[kind].get(str(entry.get("name"))) if isinstance(entry, dict) else None
+        if record is None:
+            values.append(Params())
+            continue  # reported by _unknown_names
+        model: type[Params] = record.params
+        raw = entry.get("params")
+        if raw is None:
+            need = [k for k, f in model.model_fields.items() if f.is_required()]
+            if need:
+                msg = f"required field is missing: this plugin needs {', '.join(need)}"
+                problems.append((f"{path}.params", msg))
+                values.append(Params())
+                continue
+            raw = {}
+        if not isinstance(raw, dict):
+            problems.append((f"{path}.params", f"must be a mapping of params (got {raw!r})"))
+            values.append(Params())
+            continue
+        overridden = any(k.startswith(f"{path}.params") for k in set_keys)
+        base = Path.cwd() if config_dir is None or overridden else config_dir
+        try:
+            values.append(model.model_validate(raw, context={"config_dir": base}))
+        except ValidationError as exc:
+            owner = functools.partial(_owner_hint, host, kind, record.name)
+            problems += pydantic_problems(exc, f"{path}.params", model, owner)
+            values.append(Params())
+    return values, problems
+
+
+def _owner_hint(host: Host, kind: str, name: str, key: str) -> str | None:
+    """Which other plugins of the same kind have ``key`` (``dynamic_sampling`` under grpo),
+    since the fix is then the plugin's name rather than the key."""
+    owners = [
+        n for n, r in host.records[kind].items() if n != name and key in r.params.model_fields
+    ]
+    if not owners:
+        return None
+    names = " and ".join(owners)
+    if kind == "reward":
+        return f"it is a param of the {names} reward{'s' if len(owners) > 1 else ''}"
+    return f"it is a param of {names} (set {kind}.name: {owners[0]})"
+
+
+def _with_defaults(data: dict[str, Any], require: tuple[str, ...]) -> dict[str, Any]:
+    data = dict(data)
+    for section, default in (("algorithm", DEFAULT_ALGORITHM), ("backend", DEFAULT_BACKEND)):
+        if section in require and data.get(section) is None:
+            data[section] = {"name": default}
+    return data
+
+
+def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tuple[str, str]]:
+    problems = []
+    for section in require:
+        if data.get(section) in (None, [], {}):
+            problems.append((section, f"this command needs a `{section}:` section"))
+    for key in data:
+        if key not in SECTIONS:
+            hint = difflib.get_close_matches(key, SECTIONS, n=1)
+            msg = f"unknown section {key!r}"
+            msg += f"; did you mean {hint[0]!r}?" if hint else ""
+            problems.append((key, msg + f" -- sections: {', '.join(SECTIONS)}"))
+    return problems
+
+
+def _unknown_names(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
+    """Plugin names that are not registered, with did-you-mean and failed plugins."""
+    problems = []
+    rewards = data.get("rewards")
+    if rewards is not None and not isinstance(rewards, list):
+        return [("rewards", "must be a list of {name, weight, params} entries")]
+    for kind, path, entry in _raw_entries(data):
+        if not isinstance(entry, dict):
+            problems.append((path, f"must be a mapping with a `name` (got {entry!r})"))
+        elif "name" not in entry:
+            names = ", ".join(sorted(host.records[kind]))
+            problems.append((f"{path}.name", f"missing; available {kind}s: {names}"))
+        elif entry["name"] not in host.records[kind]:
+            problems.append((f"{path}.name", host.unknown_message(kind, str(entry["name"]))))
+    return problems
+
+
+# --------------------------------------------------------------------------- cross checks
+
+
+def requirements(config: RunConfig, host: Host) -> Requirements:
+    """The configured algorithm's requirements (defaults when no algorithm is configured)."""
+    if config.algorithm is None:
+        return Requirements()
+    record = host.algorithms[config.algorithm.name]
+    return record.requirements(config.algorithm.params)
+
+
+def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+    """Checks no single section can make: the generic ones here, the rest from plugins."""
+    problems: list[tuple[str, str]] = []
+    labels: dict[str, int] = {}
+    for i, entry in enumerate(config.rewards):
+        if entry.key in labels:
+            problems.append(
+                (
+                    f"rewards[{i}].label",
+                    f"{entry.key!r} is already used by rewards[{labels[entry.key]}]; give each "
+                    "entry of the same reward a distinct `label`",
+                )
+            )
+        labels.setdefault(entry.key, i)
+    if config.backend is not None:
+        missing = host.backends[config.backend.name].available()
+        if missing:
+            problems.append(("backend.name", missing))
+    if config.algorithm is not None:
+        problems += _algorithm_checks(config, host)
+    problems += _lora_checks(config)
+    problems += host.validate_hooks(config)
+    return problems
+
+
+PEFT_INSTALL_HINT = "LoRA needs peft: pip install 'rlvr[lora]'"
+
+
+def peft_missing() -> str | None:
+    """Why LoRA cannot run here (peft is not installed), or None."""
+    return None if importlib.util.find_spec("peft") is not None else PEFT_INSTALL_HINT
+
+
+def _lora_checks(config: RunConfig) -> list[tuple[str, str]]:
+    """LoRA needs peft, and works with one process or DDP (FSDP would shard the adapters)."""
+    if config.model is None or config.model.lora is None:
+        return []
+    problems = []
+    missing = peft_missing()
+    if missing:
+        problems.append(("model.lora", missing))
+    if config.training.parallelism == "fsdp":
+        problems.append(
+            (
+                "training.parallelism",
+                "fsdp does not support model.lora; use ddp (the default): with LoRA only the "
+                "small adapters have gradients and optimizer state, most of what FSDP saves",
+            )
+        )
+    return problems
+
+
+def _algorithm_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+    """The algorithm's :class:`Requirements` against the training settings and backend."""
+    assert config.algorithm is not None
+    problems = []
+    req = requirements(config, host)
+    name = config.algorithm.name
+    n = config.training.num_generations
+    if n < req.min_group_size:
+        problems.append(
+            (
+                "training.num_generations",
+                f"{name} compares completions of the same prompt and needs at least "
+                f"{req.min_group_size} per prompt (got {n}); set training.num_generations "
+                f">= {req.min_group_size}",
+            )
+        )
+    if config.backend is None:
+        return problems
+    caps = host.backends[config.backend.name].capabilities
+    bname = config.backend.name
+    if req.sampler_logprobs and config.training.guidance is not None:
+        problems.append(
+            (
+                "training.guidance",
+                f"these {name} params correct for the sampler's log-probabilities "
+                "(importance_sampling_correction), and a guide completion was never sampled; "
+                "turn one of them off",
+            )
+        )
+    if req.sampler_logprobs and not caps.sampler_logprobs:
+        problems.append(
+            (
+                "backend.name",
+                f"{name} needs the sampler's log-probabilities, which backend {bname!r} "
+                "does not return; use a backend that does (e.g. vllm)",
+            )
+        )
+    if req.reference_model and not caps.reference_logprobs:
+        key = req.reference_model_param
+        path = f"algorithm.params.{key}" if key else "algorithm"
+        fix = f"set {path}: 0" if key else "use a backend that can, or another algorithm"
+        problems.append(
+            (
+                path,
+                f"these {name} params need a reference model, which backend {bname!r} "
+                f"cannot provide; {fix}",
+            )
+        )
+    return problems
+
+
+def learning_warnings(config: RunConfig, host: Host) -> list[str]:
+    """Settings that validate but cannot learn anything."""
+    out = []
+    if config.rewards and all(e.weight == 0 for e in config.rewards):
+        out.append("every reward has weight 0: all completions score 0 and nothing is learned")
+    req = requirements(config, host)
+    greedy = config.training.temperature == 0 or config.training.top_k == 1
+    if config.algorithm is not None and req.min_group_size > 1 and greedy:
+        out.append(
+            f"training.temperature: 0 (or top_k: 1) samples greedily, so the completions "
+            f"of a prompt are identical and {config.algorithm.name}, which compares them, "
+            "learns nothing; use a temperature around 1"
+        )
+    t = config.training
+    if t.max_steps > 0 and max(t.warmup_steps, 0) >= t.max_steps:
+        out.append(
+            f"training.warmup_steps: {t.warmup_steps} >= max_steps {t.max_steps}: the learning "
+            "rate never reaches learning_rate; use fewer warm-up steps (or warmup_ratio)"
+        )
+    return out
+
+
+def dump(config: RunConfig) -> str:
+    """The resolved config (defaults filled in) as YAML."""
+    data = config.model_dump(mode="json", exclude_none=False)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

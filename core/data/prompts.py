@@ -1,0 +1,383 @@
+"""Prompts for training: load the rows, check the fields the rewards need, build and tokenise
+prompts, and hand them out in a deterministic, resumable order.
+
+- :func:`load_rows`: a local ``.json``/``.jsonl``/``.parquet`` file or directory, or a hub
+  dataset name, as a list of dicts (every field of a row later reaches the rewards).
+- :func:`check_fields` / :func:`require_fields`: rows lacking a field that the prompt or a
+  configured reward needs, reported before any model loads.
+- :class:`PromptSet`: the prompt text of each row (system prompt, chat template or plain text)
+  and its token ids, left-truncated to ``max_prompt_length``, built lazily.
+- :class:`PromptSampler`: a seeded permutation per epoch; its whole state is one integer
+  (prompts handed out so far), saved in checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlvr.api.errors import RlvrError
+
+logger = logging.getLogger("rlvr.data.prompts")
+
+_FILE_KINDS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+
+
+class DataError(RlvrError, ValueError):
+    """The dataset cannot be used as configured (missing fields, no rows, bad prompts)."""
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_rows(data: Any, *, split: str | None = None) -> list[dict[str, Any]]:
+    """The rows of ``data`` (a :class:`rlvr.config.schema.DataConfig`) as a list of dicts.
+
+    A local file is loaded with the ``json`` or ``parquet`` builder (all its rows, whatever
+    ``split`` says); a local directory or a hub name by ``load_dataset(path, split=...)``.
+    ``data.max_samples`` keeps the first N rows.
+    """
+    import datasets
+
+    split = split or data.split
+    path = Path(data.path).expanduser()
+    if path.is_file():
+        kind = _FILE_KINDS.get(path.suffix.lower())
+        if kind is None:
+            raise DataError(
+                f"data.path {data.path!r}: unsupported file type {path.suffix!r}; use a .json, "
+                ".jsonl or .parquet file, a directory of them, or a hub dataset name"
+            )
+        if path.suffix.lower() == ".jsonl":
+            _check_jsonl(path, data.path)
+        elif path.stat().st_size == 0:
+            raise DataError(f"data.path {data.path!r} is an empty file: it holds no rows")
+        try:
+            ds = datasets.load_dataset(kind, data_files=str(path), split="train")
+        except Exception as exc:  # datasets wraps the parser's error in a generation error
+            cause = exc.__cause__ or exc
+            raise DataError(
+                f"data.path {data.path!r} cannot be read as {kind}: {type(cause).__name__}: {cause}"
+            ) from None
+    elif path.is_dir():
+        try:
+            ds = datasets.load_dataset(str(path), split=split)
+        except ValueError as exc:  # e.g. 'Unknown split "validation"'
+            raise DataError(f"data.path {data.path!r} (split {split!r}): {exc}") from None
+    else:
+        looks_local = data.path.startswith((".", "/", "~")) or path.suffix in _FILE_KINDS
+        if looks_local:
+            raise DataError(f"data.path {data.path!r} does not exist")
+        try:
+            ds = datasets.load_dataset(data.path, split=split)
+        except Exception as exc:  # offline, unknown name, bad split: say which and why
+            raise DataError(
+                f"cannot load dataset {data.path!r} (split {split!r}): {type(exc).__name__}: {exc}"
+            ) from None
+    if data.max_samples is not None:
+        ds = ds.select(range(min(data.max_samples, len(ds))))
+    rows = ds.to_list()
+    if not rows:
+        raise DataError(f"data.path {data.path!r} (split {split!r}) has no rows")
+    return rows
+
+
+def _check_jsonl(path: Path, written: str) -> None:
+    """Each non-blank line is one JSON object, and there is one at least: a bad line is named
+    by its number, where the ``datasets`` parser would report a row index in a traceback."""
+    rows = 0
+    try:
+        # Streamed; a text file splits only at \n, \r and \r\n, never at a U+2028 in a string.
+        with path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, start=1):
+                rows += _json_row(line, number, written)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"data.path {written!r} is not UTF-8 text ({exc.reason})") from None
+    if not rows:
+        raise DataError(f"data.path {written!r} is empty: it holds no JSON rows")
+
+
+def _json_row(line: str, number: int, written: str) -> int:
+    """1 for a line holding one JSON object, 0 for a blank one; else a :class:`DataError`."""
+    if not line.strip():
+        return 0
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"data.path {written!r}: line {number} is not valid JSON ({exc.msg} at column "
+            f'{exc.colno}); each line must hold one JSON object, e.g. {{"prompt": "...", '
+            '"answer": "..."}'
+        ) from None
+    if not isinstance(row, dict):
+        raise DataError(
+            f"data.path {written!r}: line {number} is a JSON {type(row).__name__}, not an "
+            'object; each line must hold one JSON object, e.g. {"prompt": "..."}'
+        )
+    return 1
+
+
+# --------------------------------------------------------------------------- field checks
+
+
+def _missing(rows: Sequence[Mapping[str, Any]], field: str) -> int:
+    return sum(1 for row in rows if row.get(field) is None)
+
+
+def check_fields(
+    rows: Sequence[Mapping[str, Any]],
+    entries: Sequence[Any],
+    host: Any,
+    *,
+    prompt_field: str | None = None,
+    guide_field: str | None = None,
+) -> list[str]:
+    """Problems with ``rows`` for the configured rewards (``entries``), one line each."""
+    return [
+        msg
+        for _, msg in field_problems(
+            rows, entries, host, prompt_field=prompt_field, guide_field=guide_field
+        )
+    ]
+
+
+def field_problems(
+    rows: Sequence[Mapping[str, Any]],
+    entries: Sequence[Any],
+    host: Any,
+    *,
+    prompt_field: str | None = None,
+    guide_field: str | None = None,
+) -> list[tuple[str, str]]:
+    """``(config path, problem)`` for each field the prompt or a reward needs and ``rows`` lack.
+
+    A row lacks a field when it has no such key or its value is None. Each reward's needed
+    fields come from its record's ``fields(params)``; ``prompt_field`` and ``guide_field``
+    (``training.guidance.field``) are checked too.
+    """
+    problems: list[tuple[str, str]] = []
+    total = len(rows)
+    columns = sorted({k for row in rows[:1000] for k in row})
+    shown = ", ".join(columns) or "none"
+
+    def report(path: str, field: str, who: str) -> None:
+        n = _missing(rows, field)
+        if n == total:
+            problems.append(
+                (path, f"field {field!r} needed by {who} is not in the dataset (columns: {shown})")
+            )
+        elif n:
+            problems.append(
+                (path, f"field {field!r} needed by {who} is missing in {n} of {total} rows")
+            )
+
+    if prompt_field is not None:
+        report("data.prompt_field", prompt_field, "the prompt (data.prompt_field)")
+    if guide_field is not None:
+        report("training.guidance.field", guide_field, "training.guidance")
+    for i, entry in enumerate(entries):
+        record = host.rewards.get(entry.name)
+        if record is None:
+            continue  # config validation reports unknown rewards
+        for field in record.fields(entry.params):
+            report(f"rewards[{i}]", field, f"reward {entry.key!r} (rewards[{i}])")
+    return problems
+
+
+def require_fields(
+    rows: Sequence[Mapping[str, Any]],
+    entries: Sequence[Any],
+    host: Any,
+    *,
+    prompt_field: str | None = None,
+    guide_field: str | None = None,
+    source: str = "the dataset",
+) -> None:
+    """Raise :class:`DataError` listing every problem :func:`check_fields` finds."""
+    problems = check_fields(rows, entries, host, prompt_field=prompt_field, guide_field=guide_field)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        raise DataError(
+            f"{source} cannot be used with this config:\n{lines}\n"
+            "Fix the data, set data.prompt_field, or point the reward at another field "
+            "through its params."
+        )
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+def use_chat_template(data: Any, tokenizer: Any) -> bool:
+    """Whether prompts go through the tokenizer's chat template."""
+    has = getattr(tokenizer, "chat_template", None) is not None
+    if data.chat_template is None:
+        return has
+    if data.chat_template and not has:
+        raise DataError(
+            "data.chat_template is true but the tokenizer has no chat template; set "
+            "data.chat_template: false to use plain-text prompts"
+        )
+    return bool(data.chat_template)
+
+
+def _messages(value: Any, system: str | None) -> list[dict[str, Any]]:
+    """Chat messages from a prompt field: a string, or a list of ``{role, content}``."""
+    if isinstance(value, str):
+        messages = [{"role": "user", "content": value}]
+    elif isinstance(value, list) and all(isinstance(m, Mapping) and "role" in m for m in value):
+        messages = [dict(m) for m in value]
+    else:
+        raise DataError(
+            f"a prompt must be a string or a list of {{role, content}} messages, got "
+            f"{type(value).__name__}: {str(value)[:80]!r}"
+        )
+    if system is not None and not (messages and messages[0].get("role") == "system"):
+        messages.insert(0, {"role": "system", "content": system})
+    return messages
+
+
+def format_prompt(row: Mapping[str, Any], data: Any, tokenizer: Any, chat: bool) -> str:
+    """The text the model is prompted with for ``row``."""
+    value = row.get(data.prompt_field)
+    if chat:
+        messages = _messages(value, data.system_prompt)
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if isinstance(value, list):  # messages without a chat template: join their contents
+        value = "\n\n".join(str(m.get("content", "")) for m in _messages(value, None))
+    elif not isinstance(value, str):
+        raise DataError(
+            f"prompt field {data.prompt_field!r} must hold text, got {type(value).__name__}"
+        )
+    return value if data.system_prompt is None else f"{data.system_prompt}\n\n{value}"
+
+
+@dataclass
+class Prompt:
+    """One row ready for the backend: its text, token ids and the row itself."""
+
+    text: str
+    ids: list[int]
+    row: dict[str, Any]
+    truncated: bool
+
+
+class PromptSet:
+    """The rows with their prompts, formatted and tokenised on first use (then cached)."""
+
+    def __init__(
+        self, rows: list[dict[str, Any]], data: Any, tokenizer: Any, max_prompt_length: int | None
+    ) -> None:
+        self.rows = rows
+        self.data = data
+        self.tokenizer = tokenizer
+        self.max_prompt_length = max_prompt_length
+        self.chat = use_chat_template(data, tokenizer)
+        self._cache: dict[int, Prompt] = {}
+        self._warned = False
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> Prompt:
+        prompt = self._cache.get(i)
+        if prompt is None:
+            prompt = self._cache[i] = self._build(i)
+        return prompt
+
+    def _build(self, i: int) -> Prompt:
+        row = self.rows[i]
+        text = format_prompt(row, self.data, self.tokenizer, self.chat)
+        # A chat template writes its own special tokens (BOS etc.); plain text gets the
+        # tokenizer's usual ones.
+        ids = list(self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"])
+        if not ids:
+            raise DataError(f"row {i}: the prompt is empty after tokenisation")
+        limit = self.max_prompt_length
+        truncated = limit is not None and len(ids) > limit
+        if limit is not None and truncated:
+            full = len(ids)
+            ids = ids[-limit:]  # keep the end: the question and the generation prompt
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "prompts longer than training.max_prompt_length=%d tokens are "
+                    "left-truncated (first seen: row %d, %d tokens)",
+                    limit,
+                    i,
+                    full,
+                )
+        return Prompt(text=text, ids=ids, row=row, truncated=truncated)
+
+
+# --------------------------------------------------------------------------- order
+
+
+class PromptSampler:
+    """Row indices in a seeded order: each epoch is a permutation fixed by ``(seed, epoch)``.
+
+    The state is ``position``, the number of prompts handed out so far, so an interrupted run
+    resumes mid-epoch exactly where it stopped.
+    """
+
+    def __init__(self, size: int, *, seed: int, shuffle: bool = True, position: int = 0) -> None:
+        if size < 1:
+            raise DataError("the dataset has no rows")
+        self.size = size
+        self.seed = seed
+        self.shuffle = shuffle
+        self.position = position
+        self._perm: tuple[int, np.ndarray] | None = None
+
+    @property
+    def epoch(self) -> int:
+        return self.position // self.size
+
+    def _order(self, epoch: int) -> np.ndarray:
+        if self._perm is None or self._perm[0] != epoch:
+            if self.shuffle:
+                order = np.random.default_rng([self.seed, epoch]).permutation(self.size)
+            else:
+                order = np.arange(self.size)
+            self._perm = (epoch, order)
+        return self._perm[1]
+
+    def take(self, k: int) -> list[int]:
+        """The next ``k`` row indices (crossing into the next epoch when needed)."""
+        out: list[int] = []
+        for _ in range(k):
+            epoch, i = divmod(self.position, self.size)
+            out.append(int(self._order(epoch)[i]))
+            self.position += 1
+        return out
+
+    def state_dict(self) -> dict[str, int]:
+        return {"position": self.position, "size": self.size, "seed": self.seed}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        if state.get("size", self.size) != self.size:
+            logger.warning(
+                "the dataset has %d rows but the checkpoint was taken with %d; the prompt "
+                "order after resuming differs from the original run",
+                self.size,
+                state["size"],
+            )
+        self.position = int(state["position"])
+
+
+__all__ = [
+    "DataError",
+    "Prompt",
+    "PromptSampler",
+    "PromptSet",
+    "check_fields",
+    "format_prompt",
+    "load_rows",
+    "require_fields",
+    "use_chat_template",
+]

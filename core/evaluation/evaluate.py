@@ -1,0 +1,643 @@
+"""Evaluate a policy on held-out prompts: sample ``k`` completions per prompt, score them with
+the configured rewards, report mean rewards and pass@k.
+
+:func:`evaluate` reuses the training pieces: :func:`rlvr.model.loading.load_policy` for the model,
+:func:`rlvr.data.prompts.load_rows` and :class:`rlvr.data.prompts.PromptSet` for the prompts (same
+system
+prompt, chat template and ``max_prompt_length`` as training), the configured backend's
+generator, and :class:`rlvr.rewards.scoring.Scorer` for the rewards. Decisions, all explicit:
+
+- **Model**: ``checkpoint`` when given: a checkpoint directory the trainer saved (anything
+  ``from_pretrained`` loads), a LoRA adapter checkpoint (``adapter_config.json``: loaded on the
+  config's ``model``, merged, then handed to the backend as a plain model), a run's
+  ``output_dir`` (its latest complete checkpoint is used), or a ``.gguf`` file; otherwise
+  ``model`` from the config.
+- **Data**: ``data.eval_path`` (default ``data.path``) with split ``split`` (default
+  ``data.eval_split``; when that is null, ``data.split``). A directory of files or a hub
+  dataset has splits (a directory with ``train.jsonl`` and ``test.jsonl`` has ``train`` and
+  ``test``). A single local file has none: it is used whole, and a ``split`` that is itself a
+  path to a ``.json``/``.jsonl``/``.parquet`` file *is* the eval data
+  (``rlvr eval run.yaml --split data/test.jsonl``). Asking a single file for a named split is
+  an error; evaluating the training file because nothing else is configured only warns.
+  ``data.max_samples`` (a training setting) is ignored; ``limit`` keeps the first N prompts.
+- **Sampling**: the ``training`` section's temperature, top-p/top-k/min-p, repetition penalty
+  and ``max_completion_length``, for every ``k`` (``k=1`` included), so pass@1 is the expected
+  success of one sample at the training temperature. For greedy decoding, set
+  ``training.temperature=0`` (``rlvr eval --greedy`` does; then ``k > 1`` repeats the same
+  completion and only warns).
+  Seeds derive from ``training.seed``.
+- **Correctness** (for pass@k): the reward labelled ``metric`` (default: the first reward
+  whose name is ``answer``, else the first reward) scored ``>= threshold`` (default: that
+  reward's ``correct`` param when it has one, as ``answer`` and ``numbers`` do, else 1.0). A
+  reward that returned None (not applicable) counts as not correct. The raw value is compared,
+  not the weighted one.
+- **Format compliance** (``format_ok``, only with a ``format`` reward): the fraction of
+  completions for which every reward whose plugin is ``format`` scores at least its declared
+  ``correct`` (the built-in ``format``: the score of a full match), :func:`format_checks`.
+- **pass@k**: the unbiased estimator of Chen et al. (2021), :func:`pass_at_k`, with ``n = k``
+  samples per prompt, averaged over prompts; ``pass@j`` is also reported for every power of
+  two ``j < k`` (more useful than pass@k alone when ``k`` is large).
+- **In training**: the trainer evaluates with the same :class:`Evaluation` every
+  ``training.eval_steps`` (``eval_sampling: greedy`` sets temperature 0 for it).
+- **Output**: ``output`` is the samples JSONL (one line per completion); the summary JSON is
+  written beside it as ``<stem>.summary.json``. When ``output`` is a directory (or has no
+  suffix) the files are ``samples.jsonl`` and ``summary.json`` inside it. Default:
+  ``training.output_dir/eval/`` (existing files there are replaced).
+- **Reward failures** are reported as in training (:mod:`rlvr.rewards.failures`): each distinct
+  error printed once with its traceback and recorded, with its prompt, completion and row, in
+  ``reward_errors.jsonl`` beside the samples (``<stem>.reward_errors.jsonl`` for a file
+  ``output``); the failed calls get their fallback and the eval goes on. In training the
+  run's own log (and its ``max_reward_error_frac``) is used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlvr.api.errors import RlvrError
+from rlvr.rewards.failures import ERRORS_FILE, RewardErrorLog
+
+if TYPE_CHECKING:
+    from rlvr.parallel import distributed
+
+logger = logging.getLogger("rlvr.evaluation.evaluate")
+
+_DATA_SUFFIXES = (".json", ".jsonl", ".parquet")
+SAMPLES_NAME = "samples.jsonl"
+SUMMARY_NAME = "summary.json"
+
+
+class EvalError(RlvrError, ValueError):
+    """The evaluation cannot run as asked (bad k, split, metric, checkpoint...)."""
+
+
+# --------------------------------------------------------------------------- pass@k
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate from ``n`` samples of which ``c`` are correct:
+    ``1 - C(n - c, k) / C(n, k)`` (Chen et al. 2021, "Evaluating Large Language Models Trained
+    on Code"): the probability that at least one of ``k`` samples drawn without replacement
+    from the ``n`` is correct. Exact (integer binomials), so it is fine for any ``n``.
+
+    >>> pass_at_k(5, 2, 1), pass_at_k(5, 2, 2)
+    (0.4, 0.7)
+    """
+    if n < 1 or not 0 <= c <= n:
+        raise ValueError(f"need n >= 1 and 0 <= c <= n (got n={n}, c={c})")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n (got k={k}, n={n})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_at_ks(k: int) -> list[int]:
+    """The ``j`` of the reported ``pass@j``: 1, every power of two below ``k``, and ``k``."""
+    out = {1, k}
+    j = 2
+    while j < k:
+        out.add(j)
+        j *= 2
+    return sorted(out)
+
+
+def mean_pass_at_k(counts: Sequence[tuple[int, int]], k: int) -> float:
+    """pass@k averaged over prompts, ``counts`` being ``(n, c)`` per prompt."""
+    if not counts:
+        return math.nan
+    return sum(pass_at_k(n, c, k) for n, c in counts) / len(counts)
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+def correctness(config: Any, metric: str | None = None, threshold: float | None = None):
+    """``(label, threshold)`` deciding whether a completion is correct (see the module doc)."""
+    entries = list(config.rewards)
+    if not entries:
+        raise EvalError("evaluation needs at least one reward in the config's `rewards:`")
+    if metric is None:
+        entry = next((e for e in entries if e.name == "answer"), entries[0])
+    else:
+        found = [e for e in entries if e.key == metric]
+        if not found:
+            labels = ", ".join(e.key for e in entries)
+            raise EvalError(f"metric {metric!r} is not a configured reward label ({labels})")
+        entry = found[0]
+    return entry.key, float(_declared_correct(entry) if threshold is None else threshold)
+
+
+def _declared_correct(entry: Any) -> float:
+    """The score at which a reward counts as satisfied: its params' ``correct`` when it
+    declares one (``answer``, ``numbers``: a correct answer; ``format``: a full match), else 1.0."""
+    correct = getattr(entry.params, "correct", None)
+    is_number = isinstance(correct, int | float) and not isinstance(correct, bool)
+    return float(correct) if is_number and correct is not None else 1.0
+
+
+def format_checks(config: Any) -> list[tuple[str, float]]:
+    """``(label, threshold)`` of every reward whose plugin is ``format``: a completion is
+    *format-compliant* when each of them scores at least its declared ``correct`` (for the
+    built-in ``format`` reward: the score of a full match, tag credit included). Empty when no
+    ``format`` reward is configured (compliance is then not reported)."""
+    return [(e.key, _declared_correct(e)) for e in config.rewards if e.name == "format"]
+
+
+def is_format_ok(rewards: Mapping[str, float | None], checks: Sequence[tuple[str, float]]) -> bool:
+    """Whether a completion's raw reward values pass every format check (None fails)."""
+    return all((v := rewards.get(label)) is not None and v >= thr for label, thr in checks)
+
+
+def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str]:
+    """``(data config to load, split, description)`` of the eval data (see the module doc);
+    the split is None when the eval data is a single file.
+
+    ``data`` is the config's :class:`rlvr.config.schema.DataConfig`; the returned copy has ``path``
+    set to the eval source and ``max_samples`` cleared.
+    """
+    explicit = split is not None
+    source: str = split if split is not None else (data.eval_split or data.split)
+    name: str | None = source
+    if Path(source).suffix.lower() in _DATA_SUFFIXES or Path(source).expanduser().is_file():
+        path, name, desc = source, None, source  # a file path is the split
+    else:
+        path = data.eval_path or data.path
+        if Path(path).expanduser().is_file():
+            if explicit:
+                raise EvalError(
+                    f"the eval data {path!r} is a single file, which has no split {split!r}; "
+                    "pass --split PATH/TO/FILE.jsonl, or set data.eval_path to a directory or "
+                    "hub dataset with splits"
+                )
+            if data.eval_path is None:
+                logger.warning(
+                    "data.path %r is a single file (no splits) and data.eval_path is not set: "
+                    "evaluating on the TRAINING data; set data.eval_path or pass --split FILE",
+                    path,
+                )
+            name, desc = None, path
+        else:
+            desc = f"{path} [{name}]"
+    update = {"path": str(path), "split": name or data.split, "max_samples": None}
+    cfg = data.model_copy(update=update)
+    return cfg, name, desc
+
+
+def resolve_checkpoint(checkpoint: str | Path) -> Path:
+    """A model directory (or ``.gguf`` file) from ``checkpoint``: itself, or the latest
+    complete checkpoint when it is a run's ``output_dir``."""
+    from rlvr.model.lora import is_adapter_checkpoint
+    from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
+
+    path = Path(checkpoint).expanduser()
+    if not path.exists():
+        there = [p.name for p in list_checkpoints(path.parent)] if path.parent.is_dir() else []
+        hint = f" ({path.parent} holds {', '.join(there)})" if there else ""
+        raise EvalError(f"checkpoint {str(checkpoint)!r} does not exist{hint}")
+    if path.is_dir() and not (path / "config.json").is_file() and not is_adapter_checkpoint(path):
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise EvalError(
+                f"checkpoint {str(checkpoint)!r} is neither a model directory (no config.json), "
+                "nor a LoRA adapter (no adapter_config.json), nor a run output_dir with a "
+                "complete checkpoint-<step>"
+            )
+        return latest
+    return path
+
+
+def output_paths(config: Any, output: str | Path | None) -> tuple[Path, Path]:
+    """``(samples JSONL, summary JSON)`` for ``output`` (see the module doc)."""
+    if output is None:
+        folder = Path(config.training.output_dir) / "eval"
+        return folder / SAMPLES_NAME, folder / SUMMARY_NAME
+    out = Path(output).expanduser()
+    if out.is_dir() or not out.suffix:
+        return out / SAMPLES_NAME, out / SUMMARY_NAME
+    return out, out.with_name(out.stem + ".summary.json")
+
+
+# --------------------------------------------------------------------------- one evaluation
+
+
+class Evaluation:
+    """The eval prompts and how completions are judged: shared by ``rlvr eval`` and the
+    trainer's in-training evaluation (``training.eval_steps``), so both report the same figures.
+
+    ``greedy``: temperature 0 and one completion per prompt; otherwise the training section's
+    sampling settings with ``k`` completions per prompt. Each call of :meth:`run` draws the same
+    seeds (from ``training.seed``, never a training step's), so repeated evaluations of a
+    changing policy differ by the policy alone, and :meth:`run` leaves the global RNGs alone.
+    """
+
+    def __init__(
+        self,
+        config: Any,
+        prompts: Any,
+        *,
+        k: int = 1,
+        greedy: bool = False,
+        metric: str | None = None,
+        threshold: float | None = None,
+    ) -> None:
+        if k < 1:
+            raise EvalError(f"k must be >= 1 (got {k})")
+        self.config = config
+        self.prompts = prompts
+        self.k = k
+        self.greedy = greedy
+        self.metric, self.threshold = correctness(config, metric, threshold)
+        self.format_checks = format_checks(config)
+        self.labels = [e.key for e in config.rewards]
+
+    def sampling(self, call: int, rank: int) -> Any:
+        """The sampling settings of generation call ``call`` on ``rank``: the trainer's
+        per-step seeds with step 0 (never a training step) and the call as the round."""
+        from dataclasses import replace
+
+        from rlvr.api.runtime import SamplingParams
+        from rlvr.rollout.runner import step_seed
+
+        t = self.config.training
+        params = SamplingParams.from_training(t, step_seed(t.seed, 0, call, rank))
+        return replace(params, temperature=0.0) if self.greedy else params
+
+    def run(
+        self,
+        generator: Any,
+        scorer: Any,
+        *,
+        backend: str,
+        dist: distributed.Dist,
+        schedules_batches: bool = False,
+        progress: bool = False,
+        reward_errors: RewardErrorLog | None = None,
+        step: int | None = None,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Generate and score every prompt; return the sample records (every rank gets all of
+        them, in prompt order) and the summary of :meth:`summarize`. ``schedules_batches``:
+        the backend's capability of that name (:func:`eval_call_sequences`). ``reward_errors``
+        reports the rewards' failures (``step``: the training step, for its records)."""
+        start = time.perf_counter()
+        sequences = eval_call_sequences(self.config.training, schedules_batches)
+        records, summaries, gen_time, score_time = _sample_and_score(
+            self, generator, scorer, sequences, progress, backend, dist, reward_errors, step
+        )
+        summary = self.summarize(records, summaries)
+        summary["generation_time"] = gen_time
+        summary["scoring_time"] = score_time
+        summary["total_time"] = time.perf_counter() - start
+        return records, summary
+
+    def summarize(self, records: Sequence[dict[str, Any]], summaries: Sequence[Any]) -> dict:
+        """pass@j, ``accuracy``, ``format_ok`` (fraction of format-compliant completions; only
+        with a ``format`` reward), reward means/stds and completion lengths of ``records``."""
+        from rlvr.outputs.metrics import length_metrics, reward_metrics
+        from rlvr.rewards.scoring import RewardStats, merge_summaries
+
+        k = self.k
+        counts = []
+        for i in range(len(self.prompts)):
+            mine = records[i * k : (i + 1) * k]
+            counts.append((len(mine), sum(r["correct"] for r in mine)))
+        out: dict[str, Any] = {f"pass@{j}": mean_pass_at_k(counts, j) for j in pass_at_ks(k)}
+        out["accuracy"] = sum(c for _, c in counts) / max(len(records), 1)
+        if self.format_checks:
+            out["format_ok"] = sum(r["format_ok"] for r in records) / max(len(records), 1)
+        out.update(
+            reward_metrics(
+                RewardStats.of([r["reward"] for r in records]), merge_summaries(summaries)
+            )
+        )
+        out.update(
+            length_metrics([r["num_tokens"] for r in records], [r["truncated"] for r in records])
+        )
+        return out
+
+
+def eval_prompt_rows(config: Any, host: Any, split: str | None, limit: int | None):
+    """``(rows, data config, split, description)`` of the eval data: :func:`eval_data`, its
+    first ``limit`` rows, checked for the fields the rewards need."""
+    from rlvr.data.prompts import load_rows, require_fields
+
+    if limit is not None and limit < 1:
+        raise EvalError(f"limit must be >= 1 (got {limit})")
+    data_cfg, split_name, data_desc = eval_data(config.data, split)
+    rows = load_rows(data_cfg, split=split_name)
+    if limit is not None:
+        rows = rows[:limit]
+    require_fields(
+        rows,
+        config.rewards,
+        host,
+        prompt_field=data_cfg.prompt_field,
+        source=f"eval data {data_desc!r}",
+    )
+    return rows, data_cfg, split_name, data_desc
+
+
+# --------------------------------------------------------------------------- rlvr eval
+
+
+def evaluate(
+    config: Any,
+    host: Any,
+    *,
+    checkpoint: str | Path | None = None,
+    split: str | None = None,
+    k: int = 1,
+    limit: int | None = None,
+    output: str | Path | None = None,
+    metric: str | None = None,
+    threshold: float | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Sample ``k`` completions for each eval prompt, score them, write the samples and a
+    summary, and return the summary (see the module docstring for every choice made).
+
+    ``config`` is a validated run config with ``model``, ``data`` and ``rewards`` (``backend``
+    defaults to ``hf``). The summary holds ``pass@1``, ``pass@<j>`` (``j`` in
+    :func:`pass_at_ks`), ``accuracy`` (fraction of correct completions, equal to pass@1),
+    ``format_ok`` (fraction of format-compliant completions, :func:`format_checks`; only with a
+    ``format`` reward), ``reward``/``reward_std`` and
+    ``rewards/<label>/{mean,std,none_count,timeouts,errors}`` (named as in ``metrics.jsonl``),
+    ``completion_length/*``, ``truncated_frac``, and what was evaluated (model, data, split, k,
+    metric, threshold, sampling, file paths).
+    """
+    from transformers import set_seed
+
+    from rlvr.api.host import build_generator
+    from rlvr.api.runtime import RunInfo
+    from rlvr.data.prompts import PromptSet
+    from rlvr.model.loading import resolve_device_dtype
+    from rlvr.parallel import distributed
+    from rlvr.rewards.scoring import Scorer, score_entries
+
+    if k < 1:
+        raise EvalError(f"k must be >= 1 (got {k})")
+    t = config.training
+    correctness(config, metric, threshold)  # a bad metric fails before anything loads
+    backend_name, backend_params, backend = _backend(config, host)
+    model_path = resolve_checkpoint(checkpoint) if checkpoint is not None else None
+    rows, data_cfg, split_name, data_desc = eval_prompt_rows(config, host, split, limit)
+    samples_path, summary_path = output_paths(config, output)
+    errors_path = _errors_path(samples_path, summary_path)
+    if t.temperature == 0 and k > 1:
+        logger.warning("training.temperature is 0 (greedy): all %d samples per prompt match", k)
+
+    start = time.perf_counter()
+    # Under torchrun each rank samples its share of every call's prompts
+    # (rlvr.parallel.distributed).
+    with distributed.data_parallel() as dist:
+        entries = score_entries(config, host)
+        scorer = Scorer(entries, workers=t.reward_workers)  # start now
+        if dist.is_main:  # replaced, like the samples
+            errors_path.unlink(missing_ok=True)
+        reward_errors = RewardErrorLog(
+            entries,
+            errors_path.parent if dist.is_main else None,
+            file_name=errors_path.name,
+            echo=lambda message: print(message, file=sys.stderr, flush=True),
+        )
+        generator = None
+        try:
+            device, dtype = resolve_device_dtype(config.model.dtype)
+            model, tokenizer, model_desc = _load_model(config, model_path, device, dtype)
+            prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
+            evaluation = Evaluation(config, prompts, k=k, metric=metric, threshold=threshold)
+            run = RunInfo.from_config(
+                config, num_generations=k, device=device, dtype=dtype, evaluation=True
+            )
+            generator = build_generator(backend, backend_params, run, model, tokenizer)
+            set_seed(t.seed)
+            records, summary = evaluation.run(
+                generator,
+                scorer,
+                backend=backend_name,
+                schedules_batches=backend.capabilities.schedules_batches,
+                dist=dist,
+                progress=progress,
+                reward_errors=reward_errors,
+            )
+        finally:
+            if generator is not None:
+                generator.close()
+            scorer.close()
+
+    summary.update(
+        {
+            "model": model_desc,
+            "data": data_desc,
+            "split": split_name,
+            "num_prompts": len(prompts),
+            "k": k,
+            "num_samples": len(records),
+            "metric": evaluation.metric,
+            "threshold": evaluation.threshold,
+            "format_checks": dict(evaluation.format_checks),
+            "backend": backend_name,
+            "device": run.device,
+            "dtype": run.dtype,
+            "temperature": t.temperature,
+            "top_p": t.top_p,
+            "max_completion_length": t.max_completion_length,
+            "seed": t.seed,
+            "total_time": time.perf_counter() - start,
+            "samples": str(samples_path),
+            "summary": str(summary_path),
+            "reward_errors": str(errors_path) if errors_path.is_file() else None,
+        }
+    )
+    summary = {key: _clean(v) for key, v in summary.items()}
+    if not dist.is_main:  # rank 0 writes the files
+        return summary
+    samples_path.parent.mkdir(parents=True, exist_ok=True)
+    summary_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(samples_path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, default=str, ensure_ascii=False) + "\n")
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def _errors_path(samples: Path, summary: Path) -> Path:
+    """Where the rewards' failures go: beside the samples, named like the summary."""
+    if summary.name == SUMMARY_NAME:
+        return samples.parent / ERRORS_FILE
+    return samples.with_name(samples.stem + "." + ERRORS_FILE)
+
+
+def headline(summary: Mapping[str, Any]) -> str:
+    """One line for people: accuracy (pass@1) and format compliance in percent."""
+    parts = [f"accuracy {100 * (summary.get('accuracy') or 0):.1f}% (pass@1)"]
+    if summary.get("format_ok") is not None:
+        parts.append(f"format compliance {100 * summary['format_ok']:.1f}%")
+    if summary.get("reward") is not None:
+        parts.append(f"reward {summary['reward']:.3f}")
+    parts.append(f"{summary.get('num_prompts')} prompts x {summary.get('k')}")
+    return " | ".join(parts)
+
+
+# --------------------------------------------------------------------------- internals
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _backend(config: Any, host: Any) -> tuple[str, Any, Any]:
+    from rlvr.config.schema import DEFAULT_BACKEND
+
+    if config.backend is None:
+        name = DEFAULT_BACKEND
+        record = host.backends.get(name)
+        if record is None:
+            raise EvalError(f"no `backend:` in the config and the default {name!r} is missing")
+        params = record.params()
+    else:
+        name, params = config.backend.name, config.backend.params
+        record = host.backends[name]
+    missing = record.available()
+    if missing:
+        raise EvalError(f"backend {name!r} cannot run here: {missing}")
+    return name, params, record
+
+
+def _load_model(
+    config: Any, model_path: Path | None, device: Any, dtype: Any
+) -> tuple[Any, Any, str]:
+    from rlvr.model import lora
+    from rlvr.model.loading import load_policy
+
+    cfg = config.model
+    if model_path is not None and lora.is_adapter_checkpoint(model_path):
+        model, tokenizer = load_policy(cfg, device=device, dtype=dtype)
+        model = lora.merged(lora.load_adapters(model, model_path, trainable=False))
+        model.eval()
+        base = cfg.name_or_path + (f" ({cfg.gguf_file})" if cfg.gguf_file else "")
+        return model, tokenizer, f"{model_path} (LoRA adapter on {base})"
+    if model_path is not None:
+        cfg = cfg.model_copy(
+            update={"name_or_path": str(model_path), "gguf_file": None, "revision": None}
+        )
+    model, tokenizer = load_policy(cfg, device=device, dtype=dtype)
+    model.eval()
+    desc = cfg.name_or_path + (f" ({cfg.gguf_file})" if cfg.gguf_file else "")
+    return model, tokenizer, desc
+
+
+#: The least completions per eval generation call for a backend that schedules its own
+#: batches: enough to fill its decode batch (vLLM's max_num_seqs defaults to 256), few enough
+#: that the progress bar moves.
+SCHEDULED_CALL_SEQUENCES = 256
+
+
+def eval_call_sequences(training: Any, schedules_batches: bool) -> int:
+    """Completions per generation call when evaluating: ``training.eval_batch_size`` when set.
+    Otherwise a training step's worth, which the backend is known to hold (it generates that
+    many every step); with hf on 2 CPU cores larger calls were slower (64 sequences a call took
+    1.9x the time of 16: greedy rows wait for the longest), so hf stays there. A backend that
+    schedules its own batches gets at least :data:`SCHEDULED_CALL_SEQUENCES` (vLLM on 2 CPU
+    cores: 128 a call took 0.70x the time of 16)."""
+    if training.eval_batch_size is not None:
+        return training.eval_batch_size
+    step = training.per_device_train_batch_size * training.gradient_accumulation_steps
+    step *= training.num_generations
+    return max(step, SCHEDULED_CALL_SEQUENCES) if schedules_batches else step
+
+
+def _sample_and_score(
+    evaluation: Evaluation,
+    generator: Any,
+    scorer: Any,
+    sequences: int,
+    progress: bool,
+    backend_name: str,
+    dist: distributed.Dist,
+    reward_errors: RewardErrorLog | None,
+    step: int | None,
+) -> tuple[list[dict[str, Any]], list[Any], float, float]:
+    """Generate and score in calls of about ``sequences`` completions per rank (with several
+    ranks: each its slice of every call; the results gathered in order)."""
+    from rlvr.rollout.runner import generate, sample_record, score
+
+    config, prompts, k = evaluation.config, evaluation.prompts, evaluation.k
+    per_call = max(1, sequences // k) * dist.world_size
+    label, threshold, checks = evaluation.metric, evaluation.threshold, evaluation.format_checks
+    records: list[dict[str, Any]] = []
+    summaries = []
+    gen_time = score_time = 0.0
+    bar = None
+    if progress and dist.is_main:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(  # no bar where stderr is no terminal (a log file)
+            total=len(prompts), desc="rlvr eval", unit="prompt", dynamic_ncols=True, disable=None
+        )
+    try:
+        for call, first in enumerate(range(0, len(prompts), per_call)):
+            every = list(range(first, min(first + per_call, len(prompts))))
+            indices, _ = dist.shard(every)
+            if not indices:
+                continue
+            sampling = evaluation.sampling(call, dist.rank)
+            t0 = time.perf_counter()
+            items = generate(generator, prompts, indices, k, sampling, backend=backend_name)
+            t1 = time.perf_counter()
+            scores = score(
+                scorer, prompts, items, evaluation.labels, reward_errors=reward_errors, step=step
+            )
+            score_time += time.perf_counter() - t1
+            gen_time += t1 - t0
+            summaries.append(scores.summary())
+            for j, c in enumerate(items):
+                value = c.rewards[label]
+                record = {
+                    "index": c.prompt_index,
+                    "sample": j % k,
+                    **sample_record(c, prompts, config.data.prompt_field),
+                    "correct": value is not None and value >= threshold,
+                }
+                if checks:
+                    record["format_ok"] = is_format_ok(c.rewards, checks)
+                records.append(record)
+            if bar is not None:
+                bar.update(len(every))
+    finally:
+        if bar is not None:
+            bar.close()
+    if dist.enabled:
+        parts = dist.gather((records, summaries, gen_time, score_time))
+        records = sorted((r for p in parts for r in p[0]), key=lambda r: (r["index"], r["sample"]))
+        summaries = [s for p in parts for s in p[1]]
+        gen_time, score_time = max(p[2] for p in parts), max(p[3] for p in parts)
+    return records, summaries, gen_time, score_time
+
+
+__all__ = [
+    "EvalError",
+    "Evaluation",
+    "eval_call_sequences",
+    "eval_prompt_rows",
+    "format_checks",
+    "headline",
+    "is_format_ok",
+    "correctness",
+    "eval_data",
+    "evaluate",
+    "mean_pass_at_k",
+    "output_paths",
+    "pass_at_k",
+    "pass_at_ks",
+    "resolve_checkpoint",
+]

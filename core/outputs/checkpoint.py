@@ -1,0 +1,348 @@
+"""Checkpoints: ``OUTPUT_DIR/checkpoint-<step>``, written atomically, the last K kept.
+
+A checkpoint holds the policy and tokenizer (``save_pretrained``, so ``from_pretrained`` loads
+it; with LoRA the adapter only, see :mod:`rlvr.model.lora`), the optimizer, the scheduler, every RNG
+state (python, numpy, torch, CUDA), the trainer state (step, data position, ...) and the value
+model when there is one.
+
+Atomicity: everything is written into ``.checkpoint-<step>.tmp``, each file fsynced, then a
+``COMPLETE`` marker is written last, and the directory is renamed to ``checkpoint-<step>``.
+``rename`` is atomic, so a process killed at any moment leaves either no ``checkpoint-<step>``
+or a complete one; :func:`latest_checkpoint` also requires the marker. Old checkpoints are
+deleted by first renaming them to ``.checkpoint-<step>.del``, so a kill during the deletion
+never leaves a half-deleted ``checkpoint-<step>`` either. Leftover dot-directories are removed
+by the next save.
+
+With several ranks (:mod:`rlvr.parallel.distributed`) rank 0 writes the checkpoint (the replicas'
+weights and optimizer states are equal) and every other rank adds its RNG state
+(``rng_state_rank<r>.pt``) to the temporary directory before rank 0 writes the marker. Under
+FSDP the weights are gathered whole for ``save_pretrained``, but the optimizer state is not:
+every rank writes its shards into ``optimizer/`` (``torch.distributed.checkpoint``) in place of
+``optimizer.pt``, also before the marker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlvr.api.errors import RlvrError
+from rlvr.parallel import distributed
+from rlvr.parallel.distributed import Dist
+
+COMPLETE = "COMPLETE"
+TRAINER_STATE = "trainer_state.json"
+_NAME = re.compile(r"^checkpoint-(\d+)$")
+_LEFTOVER = re.compile(r"^\.checkpoint-\d+\.(tmp|del|old)$")
+
+#: Test hook: ``"STEP:SECONDS"`` sleeps inside the write of checkpoint STEP, after its files
+#: and before its COMPLETE marker (so a test can SIGKILL the process mid-write).
+SLEEP_ENV = "RLVR_TEST_CHECKPOINT_SLEEP"
+
+
+class CheckpointError(RlvrError, RuntimeError):
+    """A checkpoint cannot be found or loaded."""
+
+
+# --------------------------------------------------------------------------- RNG
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG state the run depends on, in a form ``torch.load(weights_only=True)`` reads."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    n = state["numpy"]
+    np.random.set_state(
+        (n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"])
+    )
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# --------------------------------------------------------------------------- finding
+
+
+def _step(path: Path) -> int | None:
+    m = _NAME.match(path.name)
+    return int(m.group(1)) if m else None
+
+
+def list_checkpoints(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints in ``output_dir``, oldest step first."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    found = [
+        (step, p)
+        for p in root.iterdir()
+        if (step := _step(p)) is not None and p.is_dir() and (p / COMPLETE).is_file()
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    """The complete checkpoint with the highest step, or None; incomplete ones are ignored."""
+    found = list_checkpoints(output_dir)
+    return found[-1] if found else None
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _test_sleep(step: int) -> None:
+    raw = os.environ.get(SLEEP_ENV)
+    if not raw:
+        return
+    at, _, seconds = raw.partition(":")
+    if int(at) == step:
+        time.sleep(float(seconds or 3600))
+
+
+def tmp_dir(output_dir: str | Path, step: int) -> Path:
+    """Where checkpoint ``step`` is written before it is complete."""
+    return Path(output_dir) / f".checkpoint-{step}.tmp"
+
+
+def rank_rng_file(rank: int) -> str:
+    return "rng_state.pt" if rank == 0 else f"rng_state_rank{rank}.pt"
+
+
+def clean_leftovers(output_dir: str | Path) -> None:
+    """Remove what killed saves or deletions left behind (``.checkpoint-*.tmp`` etc.)."""
+    root = Path(output_dir)
+    if root.is_dir():
+        for p in root.iterdir():
+            if _LEFTOVER.match(p.name):
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def save_checkpoint(
+    output_dir: str | Path,
+    step: int,
+    *,
+    model: Any,
+    tokenizer: Any,
+    optimizer: torch.optim.Optimizer | None,
+    scheduler: Any,
+    state: dict[str, Any],
+    value_model: torch.nn.Module | None = None,
+    save_total_limit: int | None = None,
+    extra_files: dict[str, str] | None = None,
+    before_complete: Callable[[], None] | None = None,
+    model_state: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``checkpoint-<step>`` atomically and prune to ``save_total_limit``; return it.
+
+    ``state`` is the trainer's JSON-able state (data position, counters, ...); ``step`` is
+    added to it. ``extra_files`` maps file names to text written beside (e.g. the config).
+    ``before_complete`` runs after the files are written and before the marker (other ranks
+    add theirs then). ``model_state`` replaces the model's own state dict (a sharded model's,
+    gathered whole); ``optimizer=None`` writes no ``optimizer.pt`` (a sharded optimizer's state
+    is written by every rank in ``before_complete``).
+    """
+    root = Path(output_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    clean_leftovers(root)
+    final = root / f"checkpoint-{step}"
+    tmp = tmp_dir(root, step)
+    tmp.mkdir()
+
+    if model_state is None:
+        model.save_pretrained(tmp)
+    else:
+        model.save_pretrained(tmp, state_dict=model_state)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(tmp)
+    if optimizer is not None:
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    if scheduler is not None:
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+    torch.save(rng_state(), tmp / "rng_state.pt")
+    if value_model is not None:
+        torch.save(value_model.state_dict(), tmp / "value_model.pt")
+    for name, text in (extra_files or {}).items():
+        (tmp / name).write_text(text, encoding="utf-8")
+    (tmp / TRAINER_STATE).write_text(
+        json.dumps({**state, "step": step}, indent=2, default=str), encoding="utf-8"
+    )
+    _fsync_tree(tmp)
+    if before_complete is not None:
+        before_complete()
+        _fsync_tree(tmp)  # what the other ranks wrote
+    _test_sleep(step)
+    with open(tmp / COMPLETE, "w", encoding="utf-8") as f:
+        f.write(f"{step}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(tmp)
+
+    if final.exists():  # the same step saved again: swap atomically, then drop the old one
+        old = root / f".checkpoint-{step}.old"
+        os.rename(final, old)
+        os.rename(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, final)
+    _fsync_dir(root)
+
+    if save_total_limit is not None:
+        prune(root, save_total_limit)
+    return final
+
+
+def prune(output_dir: str | Path, keep: int) -> None:
+    """Delete all but the newest ``keep`` complete checkpoints (each renamed away first)."""
+    root = Path(output_dir)
+    for path in list_checkpoints(root)[:-keep] if keep > 0 else []:
+        doomed = root / f".{path.name}.del"
+        os.rename(path, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+    _fsync_dir(root)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_state(path: str | Path) -> dict[str, Any]:
+    """The trainer state saved in checkpoint ``path``."""
+    path = Path(path)
+    if not (path / COMPLETE).is_file():
+        raise CheckpointError(f"{path} is not a complete checkpoint (no {COMPLETE} marker)")
+    return json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
+
+
+def load_checkpoint(
+    path: str | Path,
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    value_model: torch.nn.Module | None = None,
+    restore_rng: bool = True,
+    rank: int = 0,
+) -> dict[str, Any]:
+    """Restore optimizer, scheduler, value model and RNG states from ``path``; return the
+    trainer state. The policy itself is loaded from ``path`` with ``from_pretrained``."""
+    path = Path(path)
+    state = read_state(path)
+    if optimizer is not None:
+        optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+    if scheduler is not None and (path / "scheduler.pt").is_file():
+        scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+    if value_model is not None:
+        file = path / "value_model.pt"
+        if not file.is_file():
+            raise CheckpointError(f"{path} has no value model, but this run needs one")
+        value_model.load_state_dict(torch.load(file, weights_only=True, map_location="cpu"))
+    if restore_rng:
+        set_rng_state(torch.load(path / rank_rng_file(rank), weights_only=True))
+    return state
+
+
+# --------------------------------------------------------------------------- data parallelism
+
+
+def add_rank_files(
+    directory: Path,
+    dist: Dist,
+    sharded: tuple[torch.nn.Module, Any] | None = None,
+) -> None:
+    """Every rank, while rank 0's checkpoint sits in its temporary ``directory`` (rank 0 from
+    ``save_checkpoint``'s ``before_complete``): the optimizer shards of a sharded
+    ``(model, optimizer)``, and each other rank's RNG state. Rank 0 writes the COMPLETE marker
+    only after the second barrier, so a kill here leaves no complete checkpoint."""
+    dist.barrier()  # rank 0 created the directory and wrote its files
+    if sharded is not None:
+        distributed.save_sharded_optimizer(*sharded, directory / distributed.OPTIMIZER_DIR)
+    if not dist.is_main:
+        with open(directory / rank_rng_file(dist.rank), "wb") as f:
+            torch.save(rng_state(), f)
+            f.flush()
+            os.fsync(f.fileno())
+    dist.barrier()
+
+
+def check_resume(path: str | Path, dist: Dist, *, sharded: bool) -> None:
+    """Refuse what cannot be resumed here: a whole optimizer state (ddp, one process) into a
+    sharded run. Another number of ranks is fine (the data position is global, the sampling
+    seeds are drawn per step and rank, the sharded optimizer state is resharded); the
+    caller warns when the global batch changes with it."""
+    if sharded and not (Path(path) / distributed.OPTIMIZER_DIR).is_dir():
+        saved = int(read_state(path).get("world_size", 1))
+        raise CheckpointError(
+            f"{path} holds a whole optimizer state (written by {saved} rank(s) without fsdp); "
+            "this run shards it (training.parallelism: fsdp on several ranks): resume with "
+            "training.parallelism: ddp, or start a new run from its weights "
+            "(model.name_or_path: the checkpoint directory)"
+        )
+
+
+__all__ = [
+    "add_rank_files",
+    "check_resume",
+    "COMPLETE",
+    "CheckpointError",
+    "clean_leftovers",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "prune",
+    "rank_rng_file",
+    "read_state",
+    "rng_state",
+    "save_checkpoint",
+    "set_rng_state",
+    "tmp_dir",
+]

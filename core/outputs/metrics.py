@@ -1,0 +1,576 @@
+"""What a run reports: ``metrics.jsonl``, ``samples.jsonl``, the progress bar, a compact line
+every ``logging_steps``, TensorBoard and Weights & Biases; and :func:`step_metrics`, the one
+place a step's metrics are assembled.
+
+``metrics.jsonl`` has one flat JSON object per step, flushed as it is written. Its namespace has
+three parts and no exceptions:
+
+1. core metrics, measured by rlvr itself for every algorithm:
+
+   - ``step``; ``reward`` / ``reward_std`` (weighted score over every completion generated in
+     the step, all generation rounds; with ``training.guidance`` the sampled ones only, and
+     ``guide/count`` / ``guide/reward_mean`` describe the guide completions);
+   - ``zero_std_frac`` (groups whose completions all scored the same), ``groups_filtered``,
+     ``groups_kept``, ``generation_rounds`` (dynamic sampling);
+   - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``;
+   - ``loss``, ``entropy``, ``kl`` (k3 estimate of the KL to the reference model, only when
+     there is one), ``grad_norm`` (before clipping; ``value_grad_norm`` with a value model),
+     ``learning_rate``, ``inert_frac`` (the share of rows the update skipped because their
+     loss has no gradient, e.g. GRPO groups of equal scores; ``entropy`` is measured on the
+     rest, null when none is left), ``skipped`` (1 when a non-finite loss or gradient skipped
+     the update; ``loss`` is then null), ``sampler/logp_gap_{mean,max}`` (backends that
+     return sampler log-probs; absent on a step whose rows were all inert);
+   - timing fields (:data:`TIMING_KEYS`): ``step_time``, ``generation_time``,
+     ``scoring_time``, ``training_time``, ``tokens_per_second`` (completion tokens generated
+     per second of the step), ``peak_memory_mb``;
+
+2. ``rewards/<label>/{mean,std,none_count,timeouts,errors}`` per configured reward (stds are
+   population stds, as in ``rlvr rewards score``; a mean over no values is null);
+3. ``algo/<algorithm name>/<key>``: whatever the algorithm's ``prepare`` and ``loss`` report
+   (``algo/grpo/clip_frac_low``, ``algo/ppo/value_loss``, ...).
+
+Before 0.2 the algorithm's metrics were logged without the prefix (``approx_kl``,
+``clip_frac_low``, ...; :data:`LEGACY_ALGO_KEYS`); ``rlvr plot`` still reads such runs.
+
+4. ``eval/...`` on the lines of the steps that ran in-training evaluation
+   (``training.eval_steps``; :func:`eval_metrics`), and on a line of its own at step 0 with
+   ``eval_on_start``: ``eval/reward_mean``, ``eval/reward_std``, ``eval/rewards/<label>/...``,
+   ``eval/pass@<j>``, ``eval/format_ok``, ``eval/completion_length/*``,
+   ``eval/truncated_frac``, ``eval/time``.
+
+On resume the files are cut back to the resumed step, so they read as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import resource
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rlvr.api.errors import RlvrError
+
+if TYPE_CHECKING:
+    from rlvr.rollout.runner import Completion, Rollout
+    from rlvr.training.update import UpdateResult
+
+METRICS_FILE = "metrics.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+
+#: Fields that depend on the machine and load, not on the run's math (left out when runs are
+#: compared, e.g. resumed vs uninterrupted).
+TIMING_KEYS = frozenset(
+    {
+        "step_time",
+        "generation_time",
+        "scoring_time",
+        "training_time",
+        "tokens_per_second",
+        "peak_memory_mb",
+        "eval/time",
+    }
+)
+
+#: Keys every line of metrics.jsonl has (besides the per-reward ones).
+CORE_KEYS = (
+    "step",
+    "reward",
+    "reward_std",
+    "loss",
+    "zero_std_frac",
+    "groups_filtered",
+    "generation_rounds",
+    "completion_length/mean",
+    "completion_length/min",
+    "completion_length/max",
+    "truncated_frac",
+    "entropy",
+    "grad_norm",
+    "learning_rate",
+    "inert_frac",
+    "skipped",
+    "step_time",
+    "tokens_per_second",
+    "peak_memory_mb",
+)
+
+#: Algorithm metrics logged without the ``algo/<name>/`` prefix before 0.2 (read by ``rlvr plot``
+#: for one more release).
+LEGACY_ALGO_KEYS = (
+    "approx_kl",
+    "clip_frac",
+    "clip_frac_low",
+    "clip_frac_high",
+    "algo/clip_frac",
+)
+
+_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
+
+
+class ReportError(RlvrError, RuntimeError):
+    """A logger named in ``training.report_to`` cannot be used."""
+
+
+def reporters(report_to: str | Sequence[str]) -> list[str]:
+    """The integrations to use for ``report_to``; raise if a named one is not installed.
+
+    ``"all"`` means every installed one (none is an error); ``"none"`` none. Called before
+    any model loads.
+    """
+    names = [report_to] if isinstance(report_to, str) else list(report_to)
+    if "none" in names and len(names) == 1:
+        return []
+    if "all" in names:
+        return [n for n, (module, _) in _PACKAGES.items() if _installed(module)]
+    out = []
+    for name in names:
+        if name == "none":
+            continue
+        module, pip_name = _PACKAGES[name]
+        if not _installed(module):
+            raise ReportError(
+                f"training.report_to names {name!r} but the {pip_name!r} package is not "
+                f"installed: pip install {pip_name}  (or remove it from training.report_to)"
+            )
+        out.append(name)
+    return out
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def peak_memory_mb() -> float:
+    """CUDA peak allocated memory, or the process's peak RSS on CPU, in MiB."""
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return torch.cuda.max_memory_allocated() / 2**20
+    except ImportError:  # pragma: no cover
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def reward_metrics(total: Any, per_reward: Mapping[str, Any]) -> dict[str, float]:
+    """``reward``, ``reward_std`` and ``rewards/<label>/{mean,std,none_count,timeouts,errors}``
+    from :class:`rlvr.rewards.scoring.RewardStats` (population std; mean and std are NaN, logged as
+    null, when a reward returned None for every sample)."""
+    out: dict[str, float] = {"reward": total.mean, "reward_std": total.std}
+    for label, s in per_reward.items():
+        out[f"rewards/{label}/mean"] = s.mean
+        out[f"rewards/{label}/std"] = s.std
+        out[f"rewards/{label}/none_count"] = s.none_count
+        out[f"rewards/{label}/timeouts"] = s.timeouts
+        out[f"rewards/{label}/errors"] = s.errors
+    return out
+
+
+def length_metrics(lengths: Sequence[int], truncated: Sequence[bool]) -> dict[str, float]:
+    n = max(len(lengths), 1)
+    return {
+        "completion_length/mean": sum(lengths) / n,
+        "completion_length/min": float(min(lengths, default=0)),
+        "completion_length/max": float(max(lengths, default=0)),
+        "truncated_frac": sum(bool(t) for t in truncated) / n,
+    }
+
+
+def zero_std_frac(items: Sequence[Completion]) -> float:
+    """Fraction of groups whose completions all scored the same (no learning signal)."""
+    groups: dict[int, list[float]] = {}
+    for c in items:
+        groups.setdefault(c.group, []).append(c.score)
+    if not groups:
+        return 0.0
+    flat = sum(1 for scores in groups.values() if max(scores) - min(scores) == 0)
+    return flat / len(groups)
+
+
+def step_metrics(
+    *,
+    step: int,
+    algorithm: str,
+    rollout: Rollout,
+    prepare_metrics: Mapping[str, float],
+    updates: Sequence[UpdateResult],
+    learning_rate: float,
+    num_tokens: int,
+    step_time: float,
+    training_time: float,
+) -> dict[str, Any]:
+    """A step's line of ``metrics.jsonl`` (the namespace in the module docstring).
+
+    Update measurements are averaged over the step's ``num_iterations`` updates, except
+    ``entropy`` and ``sampler/*``, measured before the first update changed any weight.
+    """
+    gen = rollout.generated
+    first = updates[0]
+    m: dict[str, Any] = {"step": step}
+    m.update(reward_metrics(_stats([c.score for c in gen]), rollout.summary))
+    m["zero_std_frac"] = zero_std_frac(gen)
+    m["groups_filtered"] = rollout.groups_filtered
+    m["groups_kept"] = len({c.group for c in rollout.kept})
+    m["generation_rounds"] = rollout.rounds
+    if rollout.guides:  # training.guidance: how the rewards score the rows' own solutions
+        m["guide/count"] = len(rollout.guides)
+        m["guide/reward_mean"] = _mean([c.score for c in rollout.guides])
+    m.update(length_metrics([len(c.token_ids) for c in gen], [c.truncated for c in gen]))
+    m["loss"] = _mean([u.loss for u in updates])
+    m["grad_norm"] = _mean([u.grad_norm for u in updates])
+    if first.value_grad_norm is not None:
+        m["value_grad_norm"] = _mean([u.value_grad_norm or 0.0 for u in updates])
+    # None (null) when the update skipped every row (all inert): nothing was measured.
+    m["entropy"] = first.entropy
+    if first.sampler_gap_mean is not None:
+        m["sampler/logp_gap_mean"] = first.sampler_gap_mean
+        m["sampler/logp_gap_max"] = first.sampler_gap_max
+    kls = [u.kl for u in updates if u.kl is not None]
+    if kls:
+        m["kl"] = _mean(kls)
+    m["learning_rate"] = learning_rate
+    m["inert_frac"] = first.inert_frac
+    m["skipped"] = 0 if all(u.finite for u in updates) else 1
+    m["num_tokens"] = num_tokens
+    prefix = f"algo/{algorithm}/"
+    for k, v in prepare_metrics.items():
+        m[prefix + k] = float(v)
+    loss_metrics: dict[str, list[float]] = {}
+    for u in updates:
+        for k, v in u.algo.items():
+            loss_metrics.setdefault(k, []).append(v)
+    for k, values in loss_metrics.items():
+        m[prefix + k] = _mean(values)
+    m["step_time"] = step_time
+    m["generation_time"] = rollout.generation_time
+    m["scoring_time"] = rollout.scoring_time
+    m["training_time"] = training_time
+    m["tokens_per_second"] = sum(len(c.token_ids) for c in gen) / max(step_time, 1e-9)
+    m["peak_memory_mb"] = peak_memory_mb()
+    return m
+
+
+def eval_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """An :class:`rlvr.evaluation.evaluate.Evaluation` summary as ``metrics.jsonl`` keys: ``eval/`` before
+    each, ``reward`` named ``eval/reward_mean``; ``accuracy`` (equal to pass@1) and the
+    timing parts are left out, ``eval/time`` is the whole evaluation."""
+    renamed = {"reward": "reward_mean", "total_time": "time"}
+    skip = {"accuracy", "generation_time", "scoring_time"}
+    return {f"eval/{renamed.get(k, k)}": v for k, v in summary.items() if k not in skip}
+
+
+def _stats(values: Sequence[float]) -> Any:
+    from rlvr.rewards.scoring import RewardStats
+
+    return RewardStats.of(values)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _clean(value: Any) -> Any:
+    """A JSON-able scalar: tensors to numbers, non-finite floats to None-safe strings."""
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _cut(path: Path, step: int) -> None:
+    """Keep only the lines of ``path`` with ``"step" <= step`` (written atomically)."""
+    if not path.is_file():
+        return
+    keep = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    keep.append(line if line.endswith("\n") else line + "\n")
+            except json.JSONDecodeError:  # a line cut short by a kill
+                continue
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(keep), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_metrics(output_dir: str | Path) -> list[dict[str, Any]]:
+    """The lines of ``OUTPUT_DIR/metrics.jsonl``."""
+    path = Path(output_dir) / METRICS_FILE
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class MetricsLogger:
+    """Writes the run's metrics and samples; one per run.
+
+    ``start_step`` > 0 means a resumed run: the files are cut back to that step first, and
+    TensorBoard events after it are purged.
+    """
+
+    def __init__(
+        self,
+        output_dir: str | Path,
+        *,
+        report_to: str | Sequence[str] = "none",
+        max_steps: int,
+        start_step: int = 0,
+        logging_steps: int = 1,
+        progress: bool = True,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.dir = Path(output_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.logging_steps = logging_steps
+        self.max_steps = max_steps
+        _cut(self.dir / METRICS_FILE, start_step)
+        _cut(self.dir / SAMPLES_FILE, start_step)
+        self._metrics = open(self.dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        self._samples: Any = None
+        self._tb: Any = None
+        self._wandb: Any = None
+        for name in reporters(report_to):
+            if name == "tensorboard":
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(
+                    log_dir=str(self.dir / "tensorboard"), purge_step=start_step + 1
+                )
+            elif name == "wandb":
+                self._wandb = self._start_wandb(config, resume=start_step > 0)
+        self._bar: Any = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            # disable=None: no bar where stderr is no terminal (a log file, CI), whose every
+            # redraw would be another line; the step lines below are printed either way.
+            self._bar = tqdm(
+                total=max_steps,
+                initial=start_step,
+                desc="rlvr",
+                unit="step",
+                dynamic_ncols=True,
+                disable=None,
+            )
+
+    def _start_wandb(self, config: Mapping[str, Any] | None, resume: bool) -> Any:
+        import wandb
+
+        id_file = self.dir / "wandb_id.txt"
+        run_id = id_file.read_text().strip() if resume and id_file.is_file() else None
+        run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "rlvr"),
+            name=self.dir.name,
+            dir=str(self.dir),
+            config=dict(config or {}),
+            id=run_id,
+            resume="allow" if run_id else None,
+        )
+        id_file.write_text(run.id)
+        return run
+
+    def log(self, metrics: Mapping[str, Any]) -> None:
+        """Write one step's metrics (must contain ``step``) everywhere."""
+        step = int(metrics["step"])
+        line = {k: _clean(v) for k, v in metrics.items()}
+        self._metrics.write(json.dumps(line) + "\n")
+        self._metrics.flush()
+        numeric = {
+            k: float(v)
+            for k, v in line.items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and k != "step"
+        }
+        if self._tb is not None:
+            for k, v in numeric.items():
+                self._tb.add_scalar(k, v, step)
+            self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(numeric, step=step)
+        if self._bar is not None:
+            self._bar.update(step - self._bar.n)
+            self._bar.set_postfix(
+                reward=f"{line.get('reward', 0):.3f}", loss=f"{line.get('loss', 0):.4f}"
+            )
+        if step % self.logging_steps == 0 or step == self.max_steps or "eval/pass@1" in line:
+            self.write(compact_line(line, self.max_steps))
+
+    def log_samples(self, step: int, samples: Iterable[Mapping[str, Any]]) -> None:
+        """Append sample completions (with rewards) of ``step`` to ``samples.jsonl``."""
+        if self._samples is None:
+            self._samples = open(self.dir / SAMPLES_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        for sample in samples:
+            record = {"step": step, **sample}
+            self._samples.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+        self._samples.flush()
+
+    def write(self, message: str) -> None:
+        """A line of text that does not break the progress bar."""
+        if self._bar is not None:
+            self._bar.write(message)
+        else:
+            print(message, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        for f in (self._metrics, self._samples):
+            if f is not None and not f.closed:
+                f.close()
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+    def __enter__(self) -> MetricsLogger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
+    """``step 12/100 | reward 0.412 ± 0.31 | answer 0.250 format 0.920 | loss 0.0123 | len 87
+    | kl 0.0011 | 3.2 s`` (the per-reward means follow the weighted total)."""
+
+    def num(key: str, fmt: str) -> str | None:
+        v = m.get(key)
+        return None if v is None or isinstance(v, str) else format(v, fmt)
+
+    parts = [f"step {m['step']}/{max_steps}"]
+    if (r := num("reward", ".3f")) is not None:
+        parts.append(f"reward {r} ± {num('reward_std', '.2f')}")
+    for key, label, fmt in (
+        ("loss", "loss", ".4g"),
+        ("completion_length/mean", "len", ".0f"),
+        ("kl", "kl", ".3g"),
+        ("entropy", "entropy", ".3f"),
+        ("grad_norm", "grad", ".3g"),
+        ("learning_rate", "lr", ".2e"),
+        ("step_time", "", ".1f"),
+    ):
+        if (v := num(key, fmt)) is not None:
+            parts.append(f"{label} {v}".strip() + (" s" if key == "step_time" else ""))
+    means = [
+        f"{k.removeprefix('rewards/').removesuffix('/mean')} {v:.3f}"
+        for k, v in m.items()
+        if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, int | float)
+    ]
+    if means:
+        parts.insert(2 if len(parts) > 1 and parts[1].startswith("reward ") else 1, " ".join(means))
+    if m.get("skipped"):
+        parts.append("SKIPPED (non-finite)")
+    if (p1 := num("eval/pass@1", ".3f")) is not None:
+        format_ok = num("eval/format_ok", ".3f")
+        parts.append(
+            f"eval pass@1 {p1}"
+            + (f" format_ok {format_ok}" if format_ok is not None else "")
+            + f" reward {num('eval/reward_mean', '.3f')}"
+        )
+    return " | ".join(parts)
+
+
+# --------------------------------------------------------------------------- data parallelism
+
+#: Metrics that are counts: summed over ranks.
+_SUMMED = ("groups_filtered", "groups_kept", "num_tokens", "guide/count")
+_SUMMED_SUFFIXES = ("/none_count", "/timeouts", "/errors")
+#: Metrics the update already made global (equal on every rank): rank 0's value.
+_GLOBAL = ("step", "loss", "grad_norm", "value_grad_norm", "learning_rate", "skipped")
+_GLOBAL_PREFIXES = ("generation_rounds",)
+
+
+def _std_mean_key(key: str) -> str | None:
+    if key == "reward_std":
+        return "reward"
+    if key.endswith("/std"):
+        return key[: -len("std")] + "mean"
+    return None
+
+
+def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float]) -> dict:
+    """One step's metrics from every rank's: counts summed, ``*max``/``*min`` and timings
+    max/min, stds pooled (population, from the matching means), the rest averaged with
+    ``weights`` (each rank's number of completions); the update's values (loss, grad norm,
+    ...) are already global."""
+    keys = list(dict.fromkeys(k for p in parts for k in p))  # a rank may lack one (no batch)
+    total = sum(weights) or 1.0
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [p.get(key) for p in parts]
+        first = (
+            next(v for v in values if v is not None) if any(v is not None for v in values) else None
+        )
+        pairs = [
+            (float(v), w)
+            for v, w in zip(values, weights, strict=True)
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        ]
+        nums = [v for v, _ in pairs]
+        if key in _GLOBAL or key.startswith(_GLOBAL_PREFIXES) or not nums:
+            out[key] = parts[0].get(key, first)
+        elif key in _SUMMED or key.endswith(_SUMMED_SUFFIXES):
+            out[key] = sum(nums)
+        elif key in TIMING_KEYS or key.endswith("max"):
+            out[key] = max(nums)
+        elif key.endswith("min"):
+            out[key] = min(nums)
+        elif key == "guide/reward_mean":  # a mean over each rank's guides
+            counts = [float(p.get("guide/count") or 0) for p in parts]
+            by_rank = zip(values, counts, strict=True)
+            pooled = [(float(v), c) for v, c in by_rank if v is not None and c > 0]
+            out[key] = sum(v * c for v, c in pooled) / sum(c for _, c in pooled)
+        else:  # ranks without completions (weight 0) do not count
+            weight = sum(w for _, w in pairs)
+            out[key] = sum(v * w for v, w in pairs) / weight if weight > 0 else nums[0]
+    for key in list(out):
+        mean_key = _std_mean_key(key)
+        if mean_key is None or mean_key not in out:
+            continue
+        try:
+            mean = float(out[mean_key])
+            var = sum(
+                w * (float(p[key]) ** 2 + (float(p[mean_key]) - mean) ** 2)
+                for p, w in zip(parts, weights, strict=True)
+                if w > 0
+            )
+        except (TypeError, ValueError, KeyError):
+            continue  # a null std/mean (no values) stays rank 0's
+        out[key] = (var / total) ** 0.5
+    return out
+
+
+__all__ = [
+    "reduce_metrics",
+    "CORE_KEYS",
+    "METRICS_FILE",
+    "SAMPLES_FILE",
+    "TIMING_KEYS",
+    "LEGACY_ALGO_KEYS",
+    "MetricsLogger",
+    "ReportError",
+    "compact_line",
+    "eval_metrics",
+    "length_metrics",
+    "peak_memory_mb",
+    "read_metrics",
+    "reporters",
+    "reward_metrics",
+    "step_metrics",
+    "zero_std_frac",
+]

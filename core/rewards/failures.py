@@ -1,0 +1,109 @@
+"""Reward failures made visible: what failed, why, on which row, and when to stop.
+
+Rewards run isolated (:mod:`rlvr.rewards.pool`): a call that raises or times out yields its entry's
+``fallback`` and training goes on. :class:`RewardErrorLog` makes sure that is never silent:
+
+- the first occurrence of each distinct error of each reward (an exception raised at one place
+  in the code, whatever its message; or a distinct message) is printed once, with its
+  traceback, and written to ``OUTPUT_DIR/reward_errors.jsonl`` with the sample that caused it;
+- every scoring round with errors or timeouts prints one line with the counts;
+- a reward entry with ``on_error: raise`` stops the run at its first error, and any reward whose
+  failed share of a round exceeds ``training.max_reward_error_frac`` stops it too
+  (:class:`RewardError`; the trainer saves a checkpoint of the last finished step).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rlvr.api.errors import RlvrError
+from rlvr.api.registration import Sample
+from rlvr.rewards.scoring import ScoreEntry, Scores
+
+ERRORS_FILE = "reward_errors.jsonl"
+
+
+class RewardError(RlvrError, RuntimeError):
+    """A reward failed more than the config allows (``on_error: raise``, or too many)."""
+
+
+class RewardErrorLog:
+    """Reports the failures in each :class:`~rlvr.rewards.scoring.Scores`; one per run."""
+
+    def __init__(
+        self,
+        entries: Sequence[ScoreEntry],
+        output_dir: str | Path | None,
+        *,
+        max_error_frac: float = 1.0,
+        echo: Callable[[str], None] = print,
+        file_name: str = ERRORS_FILE,
+    ) -> None:
+        self.entries = list(entries)
+        self.path = Path(output_dir) / file_name if output_dir is not None else None
+        self.max_error_frac = max_error_frac
+        self.echo = echo
+        self._seen: set[tuple[str, str]] = set()
+
+    def report(self, scores: Scores, samples: Sequence[Sample], *, step: int | None = None) -> None:
+        """Print and record what failed in ``scores``; raise :class:`RewardError` to stop."""
+        where = f"step {step}: " if step is not None else ""
+        for i, entry in enumerate(self.entries):
+            label = entry.label
+            failures = scores.failures.get(label, {})
+            if not failures:
+                continue
+            sites = scores.sites.get(label, {})
+            for index, message in sorted(failures.items()):
+                site = sites.get(index)  # one per raise site, whatever the message says
+                if (label, site or message) not in self._seen:
+                    self._seen.add((label, site or message))
+                    tb = scores.tracebacks.get(label, {}).get(site) if site else None
+                    self._first(label, message, tb, samples[index], step)
+            errors, timeouts = scores.errors.get(label, 0), scores.timeouts.get(label, 0)
+            n = len(samples)
+            file = f"; details in {self.path}" if self.path is not None else ""
+            self.echo(
+                f"{where}reward {label!r}: {errors} errors and {timeouts} timeouts in {n} calls "
+                f"(those samples got the fallback {entry.fallback}){file}"
+            )
+            if entry.on_error == "raise" and errors:
+                first = next(m for m in failures.values())
+                raise RewardError(
+                    f"reward {label!r} raised ({first}) and rewards[{i}].on_error is 'raise'; "
+                    "fix the reward, or set on_error: fallback to score such calls with "
+                    "the fallback"
+                )
+            if (errors + timeouts) / max(n, 1) > self.max_error_frac:
+                raise RewardError(
+                    f"reward {label!r} failed on {errors + timeouts} of {n} calls, more than "
+                    f"training.max_reward_error_frac={self.max_error_frac:g} (e.g. "
+                    f"{next(iter(failures.values()))}); fix the reward (see {self.path}), or "
+                    "raise training.max_reward_error_frac"
+                )
+
+    def _first(
+        self, label: str, message: str, tb: str | None, sample: Sample, step: int | None
+    ) -> None:
+        head = f"reward {label!r} failed: {message}"
+        self.echo(f"{head}\n{tb.rstrip()}" if tb else head)
+        if self.path is None:
+            return
+        record: dict[str, Any] = {
+            "step": step,
+            "reward": label,
+            "error": message,
+            "traceback": tb,
+            "prompt": sample.prompt,
+            "completion": sample.completion,
+            "row": dict(sample.row),
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+
+
+__all__ = ["ERRORS_FILE", "RewardError", "RewardErrorLog"]

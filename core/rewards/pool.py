@@ -1,0 +1,494 @@
+"""Run reward calls in worker processes, with a deadline per call and crash isolation.
+
+Rewards may hang (math-verify's ``verify`` on ``\\boxed{10^{10^{8}}}`` holds the GIL forever),
+busy-loop, raise, or take the process down (segfault, ``os._exit``). :class:`RewardPool` keeps
+the caller safe from all of these: every (reward, sample) call is one task; tasks travel to the
+workers in chunks (so cheap rewards run at tens of thousands of calls per second) but each
+result is reported as soon as it is ready, so the parent always knows which call a worker is
+running and since when. A call that overruns its reward's ``timeout`` gets the worker
+SIGKILLed; the call yields the fallback and counts as a timeout, a replacement worker starts
+and the rest of the chunk is sent again. A crash is handled the same way (counted as an
+error). A reward that raises, or returns something that is not a number, yields the fallback
+and counts as an error; the worker carries on.
+
+Workers are started with ``forkserver`` (default) or ``spawn``, never ``fork`` (the parent may
+hold torch threads). Each builds every reward once, ``factory(params)``, when it starts. They
+get the parent's ``sys.path``, ignore SIGINT (the parent handles Ctrl-C), are daemonic and, on
+Linux, are SIGKILLed when the parent process dies, even in the middle of a call.
+
+Measured on a 2-core Linux VM shared with other jobs, Python 3.11: with
+``forkserver`` the first pool of a process is ready, first call answered, in 0.3-0.6 s; later
+pools, and the replacement of a killed worker, in 0.03-0.06 s (``spawn``: 0.5-1 s and 0.2-0.4 s).
+Factories add their own time (importing math-verify: 0.5-1 s). A trivial reward runs at
+15,000-55,000 calls/s through 2 workers (600,000/s in process); ``score`` of 64 samples takes
+3-5 ms. Workers import the parent's ``__main__`` (as multiprocessing does): scripts need the
+``if __name__ == "__main__":`` guard, and a heavy ``__main__`` slows the start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import multiprocessing as mp
+import numbers
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlvr.api.registration import RewardFn, Sample
+
+MAX_MESSAGES = 5  # distinct error messages kept per reward
+MAX_TRACEBACK = 4000  # characters of a traceback sent to the parent
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """One reward to run: ``factory(params)`` builds it in each worker.
+
+    ``factory`` must be importable by reference (a module-level function or class) and
+    ``params`` picklable. ``timeout`` is in seconds per call. ``fallback`` is the value of a
+    call that times out, raises, crashes or returns something invalid.
+    """
+
+    label: str
+    factory: Callable[[Any], RewardFn]
+    params: Any = None
+    timeout: float = 10.0
+    fallback: float | None = 0.0
+
+
+@dataclass
+class PoolResult:
+    """The values of one :meth:`RewardPool.score` call, by reward label, in sample order."""
+
+    values: dict[str, list[float | None]]
+    timeouts: dict[str, int]
+    errors: dict[str, int]
+    error_messages: dict[str, list[str]] = field(default_factory=dict)
+    #: per label: sample index -> why that call failed (errors and timeouts)
+    failures: dict[str, dict[int, str]] = field(default_factory=dict)
+    #: per label: sample index -> where its exception was raised (calls that raised)
+    sites: dict[str, dict[int, str]] = field(default_factory=dict)
+    #: per label: site -> the traceback of its first occurrence in a process
+    tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- both sides
+
+
+def _build(label: str, factory: Callable, params: Any) -> Callable | str:
+    """The reward, or the message every call of it reports when building it failed."""
+    try:
+        return factory(params)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit from a factory is a failure too
+        return f"building reward {label!r} failed: {type(exc).__name__}: {exc}"
+
+
+def _call(
+    fn: Callable | str, label: str, sample: Sample, seen: set[tuple[str, str]]
+) -> tuple[float | None, str | None, str | None, str | None]:
+    """``(value, None, None, None)``, or ``(None, error message, site, traceback)``.
+
+    ``site`` names where an exception was raised (type, file, line): the same bug with
+    different messages is one site. The traceback comes only the first time this process
+    sees that site for that label (``seen``), to keep the pipes lean."""
+    if isinstance(fn, str):
+        return None, fn, None, None
+    try:
+        value = fn(sample)
+    except BaseException as exc:  # noqa: BLE001 - report, keep the worker alive
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+        site = f"{type(exc).__name__} at {where}"
+        tb = None
+        if (label, site) not in seen:
+            seen.add((label, site))
+            below = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+            lines = traceback.format_exception(type(exc), exc, below)
+            tb = _clip("".join(lines), MAX_TRACEBACK)  # without this function's frame
+        return None, _clip(f"{type(exc).__name__}: {exc}", 300), site, tb
+    if value is None:
+        return None, None, None, None
+    if isinstance(value, numbers.Real) and math.isfinite(value):
+        return float(value), None, None, None
+    return (
+        None,
+        f"reward {label!r} returned {_clip(repr(value), 80)} ({type(value).__name__}); "
+        "expected a finite float, a bool or None",
+        None,
+        None,
+    )
+
+
+def _clip(text: str, size: int) -> str:
+    return text if len(text) <= size else text[: size - 3] + "..."
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+def _die_with_parent() -> None:
+    """Linux: be SIGKILLed when our parent ends, even while a call holds the GIL.
+
+    Under forkserver the parent is the forkserver, which exits when the pool's process ends,
+    but only once no process holds its "alive" pipe: every forkserver child inherits that
+    pipe (to start processes of its own), so a stuck worker would keep the forkserver alive
+    and itself with it. Close the worker's copy (it would start its own forkserver if needed).
+    """
+    from multiprocessing import forkserver
+
+    server: Any = forkserver._forkserver  # CPython internals, not in the stubs
+    if getattr(server, "_forkserver_alive_fd", None) is not None and server._forkserver_pid is None:
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
+    with contextlib.suppress(AttributeError, OSError):  # not Linux
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _worker_main(
+    conn, sys_path: list[str], payloads: list, broken: dict[int, str], die_with_parent: bool
+) -> None:
+    """Build the rewards, then run chunks of ``(task, reward index, sample)`` until ``None``.
+
+    Messages to the parent: ``("build", i)`` before building reward ``i``, ``("ready",)``,
+    then ``(task, value, error)`` per call, in order.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if die_with_parent:
+        _die_with_parent()
+    sys.path[:] = sys_path
+    labels = [label for label, _ in payloads]
+    rewards: list[Callable | str] = []
+    for i, (label, blob) in enumerate(payloads):
+        if i in broken:
+            rewards.append(broken[i])
+            continue
+        conn.send(("build", i))
+        try:
+            factory, params = pickle.loads(blob)
+        except BaseException as exc:  # noqa: BLE001 - e.g. the factory's module is missing
+            rewards.append(f"loading reward {label!r} failed: {type(exc).__name__}: {exc}")
+            continue
+        rewards.append(_build(label, factory, params))
+    conn.send(("ready",))
+    seen: set[tuple[str, str]] = set()
+    while True:
+        try:
+            chunk = conn.recv()
+        except EOFError:  # the parent is gone
+            return
+        if chunk is None:
+            return
+        for task, i, sample in chunk:
+            conn.send((task, *_call(rewards[i], labels[i], sample, seen)))
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+class _Worker:
+    """The parent's view of one worker process."""
+
+    def __init__(self, ctx, args: tuple, started: list) -> None:
+        self.conn, child_conn = ctx.Pipe()
+        self.proc = ctx.Process(
+            target=_worker_main, args=(child_conn, *args), daemon=True, name="rlvr-reward"
+        )
+        started.append(self.proc)  # first: close() finds it even if start() is interrupted
+        self.proc.start()
+        child_conn.close()
+        self.ready = False
+        self.building: int | None = None  # index of the reward being built
+        self.pending: deque[int] = deque()  # tasks sent and not finished, in order
+        self.since = time.monotonic()  # when the current step (start, build, call) began
+
+    def current(self) -> tuple:
+        if not self.ready:
+            return ("build", self.building)
+        return ("call", self.pending[0] if self.pending else None)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+
+class _Job:
+    """One :meth:`RewardPool.score` call: task ``t`` is sample ``t // R``, reward ``t % R``."""
+
+    def __init__(self, specs: Sequence[PoolSpec], samples: Sequence[Sample]) -> None:
+        self.specs = specs
+        self.samples = samples
+        self.remaining = len(specs) * len(samples)
+        self.queue: deque[int] = deque(range(self.remaining))
+        labels = [s.label for s in specs]
+        self.result = PoolResult(
+            values={label: [None] * len(samples) for label in labels},
+            timeouts=dict.fromkeys(labels, 0),
+            errors=dict.fromkeys(labels, 0),
+            error_messages={label: [] for label in labels},
+            failures={label: {} for label in labels},
+            sites={label: {} for label in labels},
+            tracebacks={label: {} for label in labels},
+        )
+
+    def task(self, t: int) -> tuple[int, int, Sample]:
+        return t, t % len(self.specs), self.samples[t // len(self.specs)]
+
+    def record(
+        self,
+        t: int,
+        value: float | None,
+        error: str | None,
+        site: str | None = None,
+        tb: str | None = None,
+        timeout: bool = False,
+    ) -> None:
+        spec = self.specs[t % len(self.specs)]
+        self.remaining -= 1
+        if error is None:
+            self.result.values[spec.label][t // len(self.specs)] = value
+            return
+        self.result.values[spec.label][t // len(self.specs)] = spec.fallback
+        self.result.failures[spec.label][t // len(self.specs)] = error
+        if site is not None:
+            self.result.sites[spec.label][t // len(self.specs)] = site
+        if site is not None and tb is not None:
+            self.result.tracebacks[spec.label].setdefault(site, tb)
+        if timeout:
+            self.result.timeouts[spec.label] += 1
+            return
+        self.result.errors[spec.label] += 1
+        messages = self.result.error_messages[spec.label]
+        if len(messages) < MAX_MESSAGES and error not in messages:
+            messages.append(error)
+
+
+def _death(proc) -> str:
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+class RewardPool:
+    """Runs reward calls in ``workers`` processes; see the module docstring.
+
+    ``workers=0`` runs every call in the calling process, serially: exceptions and invalid
+    values are still caught, but there is no timeout and a crash takes the caller down (for
+    debugging). ``build_timeout`` bounds a worker's start plus its factories. :meth:`score`
+    is thread-safe (calls are serialised). Use as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        specs: Sequence[PoolSpec],
+        *,
+        workers: int = 2,
+        start_method: str = "forkserver",
+        build_timeout: float = 120.0,
+        max_chunk: int = 64,
+    ) -> None:
+        labels = [s.label for s in specs]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"reward labels must be unique, got {labels}")
+        if workers < 0:
+            raise ValueError(f"workers must be >= 0, got {workers}")
+        if start_method == "fork":
+            raise ValueError("start_method 'fork' is unsafe here; use 'forkserver' or 'spawn'")
+        self.specs = list(specs)
+        self.build_timeout = build_timeout
+        self.max_chunk = max_chunk
+        self._lock = threading.Lock()
+        self._closed = False
+        self._workers: list[_Worker] = []
+        self._started: list = []  # every worker process not known to have ended
+        self._local: list[Callable | str] | None = None
+        self._seen: set[tuple[str, str]] = set()  # workers=0: errors with a traceback sent
+        if workers == 0:
+            self._local = [_build(s.label, s.factory, s.params) for s in self.specs]
+            return
+        self._ctx = mp.get_context(start_method)
+        if start_method == "forkserver":  # import pydantic once, not in every new worker
+            self._ctx.set_forkserver_preload(["__main__", "rlvr.api.registration"])
+        # Pickled here, so a lambda fails now, in the caller, with a clear message.
+        self._payloads = [(s.label, pickle.dumps((s.factory, s.params))) for s in self.specs]
+        self._broken: dict[int, str] = {}  # rewards whose building killed or hung a worker
+        self._start_failures = 0
+        self._workers = [self._start() for _ in range(workers)]
+
+    # ----------------------------------------------------------------------- public
+
+    def score(self, samples: Sequence[Sample]) -> PoolResult:
+        """Run every reward on every sample; never raises for a reward's misbehaviour."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the reward pool is closed")
+            job = _Job(self.specs, samples)
+            if self._local is not None:
+                for t in range(job.remaining):
+                    _, i, sample = job.task(t)
+                    job.record(t, *_call(self._local[i], self.specs[i].label, sample, self._seen))
+                return job.result
+            per_worker = math.ceil(job.remaining / (4 * len(self._workers)))
+            self._run(job, chunk=max(1, min(self.max_chunk, per_worker)))
+            return job.result
+
+    def wait_ready(self) -> None:
+        """Block until every worker has built its rewards (:meth:`score` does not need it)."""
+        with self._lock:
+            if self._local is None and not self._closed:
+                self._run(_Job(self.specs, []), chunk=1, until_ready=True)
+
+    def close(self) -> None:
+        """Stop the workers: idle ones are asked to exit, the others killed (idempotent)."""
+        with self._lock:
+            self._closed = True
+            idle = [w for w in self._workers if w.ready and not w.pending]
+            for w in idle:
+                with contextlib.suppress(OSError):
+                    w.conn.send(None)
+            for w in idle:
+                w.proc.join(timeout=1.0)
+            for proc in self._started:  # every worker, even one whose start() was interrupted
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join()
+            for w in self._workers:
+                w.conn.close()
+            self._workers, self._started = [], []
+
+    def __enter__(self) -> RewardPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------------- internals
+
+    def _start(self) -> _Worker:
+        # Under spawn the parent is the thread that starts the worker: only the main thread
+        # lives as long as the process.
+        die_with_parent = (
+            self._ctx.get_start_method() == "forkserver"
+            or threading.current_thread() is threading.main_thread()
+        )
+        args = (list(sys.path), self._payloads, dict(self._broken), die_with_parent)
+        self._started = [p for p in self._started if p.is_alive()]
+        return _Worker(self._ctx, args, self._started)
+
+    def _run(self, job: _Job, chunk: int, until_ready: bool = False) -> None:
+        self._discard_stale()
+        try:
+            while job.remaining or (until_ready and not all(w.ready for w in self._workers)):
+                self._dispatch(job, chunk)
+                self._wait(job)
+        except BaseException:  # e.g. Ctrl-C
+            self._discard_stale()
+            raise
+
+    def _discard_stale(self) -> None:
+        """Replace the workers an interrupted call left busy (their results would be stale)."""
+        for i, w in enumerate(self._workers):
+            if w.pending or w.conn.closed:
+                w.stop()
+                self._workers[i] = self._start()
+
+    def _dispatch(self, job: _Job, chunk: int) -> None:
+        """Send a chunk to each idle worker (only idle ones: a send must never block)."""
+        for i, w in enumerate(self._workers):
+            if not (w.ready and not w.pending and job.queue):
+                continue
+            batch = [job.queue.popleft() for _ in range(min(chunk, len(job.queue)))]
+            w.pending.extend(batch)
+            w.since = time.monotonic()
+            try:
+                w.conn.send([job.task(t) for t in batch])
+            except OSError:  # it died while idle: blame nothing
+                self._replace(i, job, None)
+
+    def _deadline(self, w: _Worker) -> float:
+        if not w.ready:
+            return w.since + self.build_timeout
+        if w.pending:
+            return w.since + self.specs[w.pending[0] % len(self.specs)].timeout
+        return math.inf
+
+    def _wait(self, job: _Job) -> None:
+        """Wait for messages, a death or the next deadline, and deal with what happened."""
+        deadline = min(self._deadline(w) for w in self._workers)
+        timeout = min(1.0, max(0.0, deadline - time.monotonic()))
+        handles = [w.conn for w in self._workers] + [w.proc.sentinel for w in self._workers]
+        ready = wait(handles, timeout)
+        for i, w in enumerate(self._workers):
+            alive = self._drain(w, job) and w.proc.sentinel not in ready
+            if not alive:
+                self._replace(i, job, "crash")
+            elif self._deadline(w) <= time.monotonic():
+                self._replace(i, job, "timeout")
+
+    def _drain(self, w: _Worker, job: _Job) -> bool:
+        """Handle every message waiting from ``w``; False once its pipe is closed."""
+        try:
+            while w.conn.poll():
+                msg = w.conn.recv()
+                if msg[0] == "build":
+                    w.building = msg[1]
+                elif msg[0] == "ready":
+                    w.ready, w.building = True, None
+                    self._start_failures = 0
+                else:
+                    task = w.pending.popleft()
+                    assert msg[0] == task, (msg, task)
+                    job.record(*msg)
+                w.since = time.monotonic()
+        except (EOFError, OSError):
+            return False
+        return True
+
+    def _replace(self, i: int, job: _Job, reason: str | None) -> None:
+        """Kill worker ``i``, blame what it was running (``reason``), re-queue the rest."""
+        w = self._workers[i]
+        current = w.current()
+        w.proc.kill()
+        w.proc.join()
+        self._drain(w, job)  # results sent before it ended still count
+        w.conn.close()
+        self._workers[i] = self._start()
+        if reason == "timeout" and w.current() != current:
+            reason = None  # what overran finished just before the kill
+        what = ""
+        if reason == "crash":
+            what = f"crashed the worker process ({_death(w.proc)})"
+        elif not w.ready:
+            what = f"timed out after {self.build_timeout}s"
+        elif w.pending:
+            what = f"timed out after {self.specs[w.pending[0] % len(self.specs)].timeout}s"
+        if reason and not w.ready and w.building is not None:
+            self._broken[w.building] = f"building reward {self.specs[w.building].label!r} {what}"
+        elif reason and not w.ready:
+            self._start_failures += 1
+            if self._start_failures >= 3:
+                raise RuntimeError(f"reward workers fail to start: the last one {what}")
+        elif reason and w.pending:
+            t = w.pending.popleft()
+            label = self.specs[t % len(self.specs)].label
+            job.record(t, None, f"reward {label!r} {what}", timeout=reason == "timeout")
+        job.queue.extendleft(reversed(w.pending))
+
+
+__all__ = ["PoolResult", "PoolSpec", "RewardPool"]

@@ -1,0 +1,176 @@
+"""Compose configured rewards: run them through a :class:`~rlvr.rewards.pool.RewardPool`, weight
+them,
+summarise them.
+
+A reward may return ``None`` ("not applicable"): it counts as 0 in the weighted total and is
+left out of that reward's mean and std.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rlvr.rewards.pool import PoolSpec, RewardPool
+
+if TYPE_CHECKING:
+    from rlvr.api.registration import RewardFn, Sample
+
+
+@dataclass(frozen=True)
+class ScoreEntry:
+    """One configured reward: a :class:`~rlvr.rewards.pool.PoolSpec` plus its ``weight`` in the
+    total."""
+
+    label: str
+    factory: Callable[[Any], RewardFn]
+    params: Any = None
+    weight: float = 1.0
+    timeout: float = 10.0
+    fallback: float | None = 0.0
+    on_error: str = "fallback"
+
+
+@dataclass(frozen=True)
+class RewardStats:
+    """One reward's statistics over ``count`` samples.
+
+    ``mean`` and ``std`` (population std) are over the ``count - none_count`` values that are
+    not ``None``; both are NaN when there are none. Fallback values of timeouts and errors are
+    included (they are the values the training sees).
+    """
+
+    mean: float
+    std: float
+    none_count: int
+    timeouts: int
+    errors: int
+    count: int
+
+    @classmethod
+    def of(cls, values: Sequence[float | None], timeouts: int = 0, errors: int = 0) -> RewardStats:
+        """Statistics of ``values`` (e.g. ``RewardStats.of(scores.total)``)."""
+        present = [v for v in values if v is not None]
+        n = len(present)
+        mean = sum(present) / n if n else math.nan
+        std = math.sqrt(sum((v - mean) ** 2 for v in present) / n) if n else math.nan
+        return cls(mean, std, len(values) - n, timeouts, errors, len(values))
+
+    def merge(self, other: RewardStats) -> RewardStats:
+        """The statistics of both sets of samples together (exact, Chan et al.)."""
+        na, nb = self.count - self.none_count, other.count - other.none_count
+        if not nb:
+            mean, std = self.mean, self.std
+        elif not na:
+            mean, std = other.mean, other.std
+        else:
+            n = na + nb
+            delta = other.mean - self.mean
+            mean = self.mean + delta * nb / n
+            m2 = self.std**2 * na + other.std**2 * nb + delta**2 * na * nb / n
+            std = math.sqrt(m2 / n)
+        return RewardStats(
+            mean,
+            std,
+            self.none_count + other.none_count,
+            self.timeouts + other.timeouts,
+            self.errors + other.errors,
+            self.count + other.count,
+        )
+
+
+def score_entries(config: Any, host: Any) -> list[ScoreEntry]:
+    """The entries of ``config.rewards``, their factories found in ``host.rewards``."""
+    return [
+        ScoreEntry(
+            label=e.key,
+            factory=host.rewards[e.name].factory,
+            params=e.params,
+            weight=e.weight,
+            timeout=e.timeout,
+            fallback=e.fallback,
+            on_error=e.on_error,
+        )
+        for e in config.rewards
+    ]
+
+
+def merge_summaries(summaries: Iterable[dict[str, RewardStats]]) -> dict[str, RewardStats]:
+    """Combine the :meth:`Scores.summary` of several batches into one, label by label."""
+    merged: dict[str, RewardStats] = {}
+    for summary in summaries:
+        for label, stats in summary.items():
+            merged[label] = merged[label].merge(stats) if label in merged else stats
+    return merged
+
+
+@dataclass
+class Scores:
+    """The scores of one batch: ``total[i]`` is the weighted sum for sample ``i``."""
+
+    total: list[float]
+    per_reward: dict[str, list[float | None]]
+    timeouts: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    error_messages: dict[str, list[str]] = field(default_factory=dict)
+    #: per label: sample index -> why that call failed, and where it raised (see
+    #: :class:`rlvr.rewards.pool.PoolResult`); site -> its first traceback
+    failures: dict[str, dict[int, str]] = field(default_factory=dict)
+    sites: dict[str, dict[int, str]] = field(default_factory=dict)
+    tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def summary(self, first: int | None = None) -> dict[str, RewardStats]:
+        """Per-reward statistics of this batch, or of its first ``first`` samples (timeouts and
+        errors are counted over the whole batch)."""
+        return {
+            label: RewardStats.of(
+                values[:first], self.timeouts.get(label, 0), self.errors.get(label, 0)
+            )
+            for label, values in self.per_reward.items()
+        }
+
+
+class Scorer:
+    """Scores samples with weighted rewards, in a :class:`~rlvr.rewards.pool.RewardPool`.
+
+    ``pool_options`` go to the pool (``start_method``, ``build_timeout``, ``max_chunk``).
+    Create one per run and reuse it; use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(
+        self, entries: Sequence[ScoreEntry], workers: int = 2, **pool_options: Any
+    ) -> None:
+        self.entries = list(entries)
+        specs = [PoolSpec(e.label, e.factory, e.params, e.timeout, e.fallback) for e in entries]
+        self.pool = RewardPool(specs, workers=workers, **pool_options)
+
+    def score(self, samples: Sequence[Sample]) -> Scores:
+        result = self.pool.score(samples)
+        total = [
+            sum((e.weight * (result.values[e.label][i] or 0.0) for e in self.entries), 0.0)
+            for i in range(len(samples))
+        ]
+        return Scores(
+            total,
+            result.values,
+            result.timeouts,
+            result.errors,
+            result.error_messages,
+            result.failures,
+            result.sites,
+            result.tracebacks,
+        )
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> Scorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["RewardStats", "ScoreEntry", "Scorer", "Scores", "merge_summaries", "score_entries"]

@@ -1,0 +1,375 @@
+"""Rollout: generate completions for prompts, score them, and keep the groups the algorithm
+selects. ``rlvr train`` and ``rlvr eval`` share :func:`generate`, :func:`score` and
+:func:`sample_record`; :class:`Rollouts` adds the training step's dynamic-sampling rounds.
+
+One training rollout (:meth:`Rollouts.run`): take the step's prompts, sample
+``num_generations`` completions each, score them (one reward pool for the whole run); when the
+algorithm's ``select`` filters groups out (dynamic sampling), generate more with new prompts
+until the step has its prompts' worth of groups or ``max_generation_rounds`` rounds ran.
+Every round gets its own sampling seed from ``(seed, step, round)`` (:func:`step_seed`).
+
+Under data parallelism (:mod:`rlvr.parallel.distributed`) ``target`` counts the whole step's
+prompts:
+every rank takes the same prompts from its copy of the sampler and generates for its slice, and
+the rounds stop on the global count of kept groups, so every rank runs the same rounds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlvr.api.host import PluginError
+from rlvr.api.registration import Sample
+from rlvr.api.runtime import Generator, RolloutBatch, SamplingParams
+from rlvr.config.schema import TrainingConfig
+from rlvr.data.prompts import PromptSampler, PromptSet
+from rlvr.parallel.distributed import Dist
+from rlvr.rewards.failures import RewardErrorLog
+from rlvr.rewards.scoring import RewardStats, Scorer, Scores, merge_summaries
+from rlvr.rollout.guidance import Guides
+
+logger = logging.getLogger("rlvr.rollout.runner")
+
+
+def step_seed(seed: int, step: int, round_: int = 0, rank: int = 0) -> int:
+    """A 31-bit seed fixed by ``(seed, step, round, rank)``, unrelated across different ones
+    (rank 0's seeds are those of a single process)."""
+    entropy = [seed & 0xFFFFFFFF, step, round_] + ([rank] if rank else [])
+    state = np.random.SeedSequence(entropy).generate_state(1)
+    return int(state[0] & 0x7FFFFFFF)
+
+
+@dataclass
+class Completion:
+    """One generated completion with everything a step needs about it."""
+
+    prompt_index: int
+    group: int
+    prompt_ids: list[int]
+    token_ids: list[int]
+    text: str
+    truncated: bool
+    score: float = 0.0
+    rewards: dict[str, float | None] = field(default_factory=dict)
+    sampler_logp: list[float] | None = None
+    kept: bool = True
+    #: the row's own solution (``training.guidance``), not sampled from the policy.
+    guide: bool = False
+
+
+# --------------------------------------------------------------------------- shared steps
+
+
+def generate(
+    generator: Generator,
+    prompts: PromptSet,
+    indices: Sequence[int],
+    n: int,
+    sampling: SamplingParams,
+    *,
+    backend: str,
+    first_group: int = 0,
+) -> list[Completion]:
+    """``n`` completions of each prompt ``indices[j]``, in group ``first_group + j``."""
+    batch = [prompts[i] for i in indices]
+    with torch.no_grad():
+        out = generator.generate([p.ids for p in batch], n, sampling)
+    expected = len(batch) * n
+    if len(out.token_ids) != expected or len(out.texts) != expected:
+        raise PluginError(
+            f"backend {backend!r} returned {len(out.token_ids)} completions for "
+            f"{len(batch)} prompts x {n} (expected {expected})"
+        )
+    return [
+        Completion(
+            prompt_index=indices[k // n],
+            group=first_group + k // n,
+            prompt_ids=batch[k // n].ids,
+            token_ids=list(out.token_ids[k]),
+            text=out.texts[k],
+            truncated=bool(out.truncated[k]),
+            sampler_logp=None if out.logprobs is None else list(out.logprobs[k]),
+        )
+        for k in range(expected)
+    ]
+
+
+def score(
+    scorer: Scorer,
+    prompts: PromptSet,
+    items: Sequence[Completion],
+    labels: Sequence[str],
+    *,
+    reward_errors: RewardErrorLog | None = None,
+    step: int | None = None,
+) -> Scores:
+    """Score ``items`` with every reward; sets each one's ``score`` and ``rewards``.
+    ``reward_errors`` reports what failed (and may stop the run, :mod:`rlvr.rewards.failures`)."""
+    samples = [
+        Sample(
+            completion=c.text,
+            prompt=prompts[c.prompt_index].text,
+            row=prompts[c.prompt_index].row,
+            num_tokens=len(c.token_ids),
+        )
+        for c in items
+    ]
+    scores = scorer.score(samples)
+    if reward_errors is not None:
+        reward_errors.report(scores, samples, step=step)
+    for i, c in enumerate(items):
+        c.score = float(scores.total[i])
+        c.rewards = {label: scores.per_reward[label][i] for label in labels}
+    return scores
+
+
+def sample_record(c: Completion, prompts: PromptSet, prompt_field: str) -> dict[str, Any]:
+    """What ``samples.jsonl`` says about one completion (train and eval add their fields)."""
+    prompt = prompts[c.prompt_index]
+    return {
+        "prompt": prompt.text,
+        "completion": c.text,
+        "reward": c.score,
+        "rewards": c.rewards,
+        "num_tokens": len(c.token_ids),
+        "truncated": c.truncated,
+        "row": {k: v for k, v in prompt.row.items() if k != prompt_field},
+    }
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def _pad_right(rows: Sequence[Sequence[Any]], width: int, value: Any, dtype) -> torch.Tensor:
+    out = torch.full((len(rows), width), value, dtype=dtype)
+    for i, r in enumerate(rows):
+        if len(r):
+            out[i, : len(r)] = torch.tensor(list(r), dtype=dtype)
+    return out
+
+
+def _pad_left(rows: Sequence[Sequence[int]], width: int, value: int) -> torch.Tensor:
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, r in enumerate(rows):
+        if len(r):
+            out[i, width - len(r) :] = torch.tensor(list(r), dtype=torch.long)
+    return out
+
+
+def build_batch(
+    items: Sequence[Completion], labels: Sequence[str], pad_id: int, step: int = 0
+) -> RolloutBatch:
+    """The tensors of ``items`` (CPU): prompts left-padded, completions right-padded."""
+    p = max((len(c.prompt_ids) for c in items), default=1)
+    t = max(max((len(c.token_ids) for c in items), default=1), 1)
+    components = {
+        label: torch.tensor(
+            [math.nan if (v := c.rewards.get(label)) is None else v for c in items],
+            dtype=torch.float32,
+        )
+        for label in labels
+    }
+    sampler_logp = None
+    rows = [c.sampler_logp for c in items]
+    if items and all(r is not None for r in rows):
+        sampler_logp = _pad_right(rows, t, 0.0, torch.float32)  # type: ignore[arg-type]
+    return RolloutBatch(
+        prompt_ids=_pad_left([c.prompt_ids for c in items], p, pad_id),
+        prompt_mask=_pad_left([[1] * len(c.prompt_ids) for c in items], p, 0),
+        completion_ids=_pad_right([c.token_ids for c in items], t, pad_id, torch.long),
+        completion_mask=_pad_right([[1] * len(c.token_ids) for c in items], t, 0, torch.long),
+        group_ids=torch.tensor([c.group for c in items], dtype=torch.long),
+        scores=torch.tensor([c.score for c in items], dtype=torch.float32),
+        lengths=torch.tensor([len(c.token_ids) for c in items], dtype=torch.long),
+        truncated=torch.tensor([c.truncated for c in items], dtype=torch.bool),
+        reward_components=components,
+        sampler_logp=sampler_logp,
+        step=step,
+    )
+
+
+# --------------------------------------------------------------------------- training rollouts
+
+
+@dataclass
+class Rollout:
+    """What generation and scoring produced for one step."""
+
+    kept: list[Completion]
+    #: the sampled completions (the policy's own: what reward and length metrics describe).
+    generated: list[Completion]
+    rounds: int
+    groups_filtered: int
+    #: per-reward statistics over every generated completion (all rounds).
+    summary: dict[str, RewardStats]
+    generation_time: float
+    scoring_time: float
+    #: the guide completions of ``training.guidance`` (also in ``kept`` when kept).
+    guides: list[Completion] = field(default_factory=list)
+
+
+@dataclass
+class Rollouts:
+    """Everything a training step's rollout needs, fixed for the run."""
+
+    generator: Generator
+    scorer: Scorer
+    #: prints and records reward failures; stops the run when there are too many.
+    reward_errors: RewardErrorLog
+    prompts: PromptSet
+    sampler: PromptSampler
+    labels: list[str]
+    pad_id: int
+    training: TrainingConfig
+    backend: str
+    #: the algorithm's ``select`` and ``max_generation_rounds``.
+    select: Callable[[RolloutBatch], torch.Tensor | None]
+    max_rounds: int
+    dist: Dist = field(default_factory=Dist)
+    #: ``training.guidance``: one completion of each group is the row's own solution.
+    guides: Guides | None = None
+
+    def _guides(self, indices: Sequence[int], first_group: int) -> list[Completion]:
+        """The guide completion of each prompt whose solution fits, in its prompt's group."""
+        if self.guides is None:
+            return []
+        out = []
+        for j, i in enumerate(indices):
+            guide = self.guides.get(i)
+            if guide is not None:
+                text, ids = guide
+                prompt_ids = self.prompts[i].ids
+                out.append(Completion(i, first_group + j, prompt_ids, ids, text, False, guide=True))
+        return out
+
+    def _sample(
+        self, indices: Sequence[int], sampling: SamplingParams, first_group: int
+    ) -> tuple[list[Completion], list[Completion]]:
+        """``(sampled, guides)``: ``num_generations`` completions of each prompt, one of them
+        the guide where the prompt has one that fits."""
+        n = self.training.num_generations
+        guides = self._guides(indices, first_group)
+        guided = {c.prompt_index for c in guides}
+        with_guide = [j for j, i in enumerate(indices) if i in guided]
+        without = [j for j, i in enumerate(indices) if i not in guided]
+        groups: list[list[Completion]] = []
+        for part, size in ((with_guide, n - 1), (without, n)):
+            if not part:
+                continue
+            items = generate(
+                self.generator,
+                self.prompts,
+                [indices[j] for j in part],
+                size,
+                sampling,
+                backend=self.backend,
+            )
+            for c in items:  # back to the group of its position in ``indices``
+                c.group = first_group + part[c.group]
+            groups.append(items)
+        sampled = sorted((c for g in groups for c in g), key=lambda c: c.group)
+        return sampled, guides
+
+    def run(self, step: int, target: int) -> Rollout:
+        """Generate and score until ``target`` groups are kept (see the module docstring)."""
+        t = self.training
+        summaries: list[dict[str, RewardStats]] = []
+        generated: list[Completion] = []
+        all_guides: list[Completion] = []
+        kept: list[Completion] = []
+        kept_groups = filtered = rounds = 0
+        gen_time = score_time = 0.0
+        dist = self.dist
+        while kept_groups < target and rounds < self.max_rounds:
+            # Every rank takes the same prompts (one sampler state) and keeps its slice.
+            indices, offset = dist.shard(self.sampler.take(target - kept_groups))
+            seed = step_seed(t.seed, step, rounds, dist.rank)
+            sampling = SamplingParams.from_training(t, seed)
+            t0 = time.perf_counter()
+            items: list[Completion] = []
+            guides: list[Completion] = []
+            if indices:  # a late round may leave a rank without prompts
+                first_group = rounds * target + kept_groups + offset
+                items, guides = self._sample(indices, sampling, first_group)
+            t1 = time.perf_counter()
+            scores = score(
+                self.scorer,
+                self.prompts,
+                items + guides,
+                self.labels,
+                reward_errors=self.reward_errors,
+                step=step,
+            )
+            # The step's reward statistics describe the policy's samples, not the guides.
+            summaries.append(scores.summary(first=len(items)))
+            gen_time, score_time = gen_time + t1 - t0, score_time + time.perf_counter() - t1
+            rounds += 1
+            generated += items
+            all_guides += guides
+            items = sorted(items + guides, key=lambda c: (c.group, c.guide))
+            mask = None
+            if items:
+                mask = self.select(build_batch(items, self.labels, self.pad_id, step))
+            if mask is None and rounds == 1:  # no selection: the first round fills the step
+                kept += items
+                kept_groups = target
+                break
+            for c, keep in zip(items, mask.tolist() if mask is not None else [], strict=True):
+                c.kept = bool(keep)
+            now = [c for c in items if c.kept]
+            kept_here = {c.group for c in now}
+            kept += now
+            filtered += len({c.group for c in items}) - len(kept_here)
+            kept_groups += int(dist.sum_numbers([len(kept_here)])[0])
+        if kept_groups == 0:
+            # Not an error: with a sparse reward (an accuracy filter_metric) a step can draw
+            # only groups that all failed. It trains on nothing: no weight changes.
+            logger.warning(
+                "step %d: dynamic sampling kept no group in %d generation round(s): every "
+                "group's completions scored the same, so this step changes no weight. Raise "
+                "algorithm.params.max_generation_rounds, turn dynamic sampling off "
+                "(algorithm.params.dynamic_sampling: false), or use rewards that tell "
+                "completions apart",
+                step,
+                rounds,
+            )
+        elif kept_groups < target:
+            logger.warning(
+                "step %d: only %d of %d groups kept after %d generation rounds (dynamic "
+                "sampling); training on what there is. Raise "
+                "algorithm.params.max_generation_rounds to fill steps",
+                step,
+                kept_groups,
+                target,
+                rounds,
+            )
+        return Rollout(
+            kept=kept,
+            generated=generated,
+            rounds=rounds,
+            groups_filtered=filtered,
+            summary=merge_summaries(summaries),
+            generation_time=gen_time,
+            scoring_time=score_time,
+            guides=all_guides,
+        )
+
+
+__all__ = [
+    "Completion",
+    "Rollout",
+    "Rollouts",
+    "build_batch",
+    "generate",
+    "sample_record",
+    "score",
+    "step_seed",
+]

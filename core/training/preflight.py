@@ -1,0 +1,117 @@
+"""Pre-flight: everything a run needs that the schema cannot see, checked before any weights
+load, every problem reported at once with its path in the config.
+
+``rlvr validate`` and ``rlvr train`` run the same :func:`preflight`: the data files exist and
+their columns cover every field the prompt and the rewards need; the model's config and
+tokenizer are readable (its weights are not loaded); the packages that ``report_to`` names are
+installed. Paths in messages are absolute, so it is clear where rlvr looked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlvr.api.errors import RlvrError
+from rlvr.api.host import Host
+from rlvr.config.schema import RunConfig
+
+
+def preflight(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+    """``(config path, problem)`` for everything in ``config`` that would stop a run."""
+    problems = _report_to(config)
+    if config.data is not None:
+        problems += _data(config, host)
+    if config.model is not None:
+        problems += _model(config)
+    return problems
+
+
+def _report_to(config: RunConfig) -> list[tuple[str, str]]:
+    from rlvr.outputs.metrics import reporters
+
+    try:
+        reporters(config.training.report_to)
+    except RlvrError as exc:
+        return [("training.report_to", str(exc).removeprefix("training.report_to "))]
+    return []
+
+
+def _data(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+    from rlvr.data.prompts import field_problems, load_rows
+
+    data = config.data
+    assert data is not None
+    problems = []
+    if data.eval_path is not None and _looks_missing(data.eval_path):
+        problems.append(("data.eval_path", f"{data.eval_path!r} does not exist"))
+    try:
+        rows = _quiet(load_rows, data)
+    except RlvrError as exc:
+        return [*problems, ("data.path", str(exc).removeprefix("data.path "))]
+    guidance = config.training.guidance
+    return problems + field_problems(
+        rows,
+        config.rewards,
+        host,
+        prompt_field=data.prompt_field,
+        guide_field=guidance.field if guidance is not None else None,
+    )
+
+
+def _looks_missing(path: str) -> bool:
+    p = Path(path).expanduser()
+    return p.is_absolute() and not p.exists()
+
+
+def _model(config: RunConfig) -> list[tuple[str, str]]:
+    """The model's config and tokenizer load (no weights)."""
+    from rlvr.model.loading import ModelLoadError, cached_on_hub, load_model_config, load_tokenizer
+
+    cfg = config.model
+    assert cfg is not None
+    problems = []
+    try:
+        if cached_on_hub(cfg) is False:
+            return [("model.name_or_path", _not_found(cfg.name_or_path))]
+    except ModelLoadError as exc:
+        return [("model.name_or_path", str(exc))]
+    for what, load in (("config", load_model_config), ("tokenizer", load_tokenizer)):
+        try:
+            _quiet(load, cfg)
+        except ModelLoadError as exc:
+            return [("model.name_or_path", str(exc))]
+        except Exception as exc:  # a broken file: say which part and why
+            problems.append(("model.name_or_path", f"cannot read the model's {what}: {exc}"))
+    return problems
+
+
+def _not_found(name: str) -> str:
+    return (
+        f"{name!r} is no local directory or file ({str(Path(name).absolute())!r} does not exist) "
+        "and no model in the Hugging Face cache (HF_HUB_OFFLINE is set, so the hub is not "
+        "asked); point model.name_or_path at a local model directory or .gguf file"
+    )
+
+
+def _quiet(fn: Any, *args: Any) -> Any:
+    """Run ``fn`` without third-party progress bars (they would interleave with messages)."""
+    import datasets
+
+    enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        return fn(*args)
+    finally:
+        if enabled:
+            datasets.enable_progress_bars()
+
+
+def check(config: RunConfig, host: Host, *, source: str | None = None, overrides=()) -> None:
+    """Raise :class:`rlvr.config.schema.ConfigError` listing every :func:`preflight` problem."""
+    from rlvr.config.problems import sort_problems, with_origins
+    from rlvr.config.schema import SECTIONS, ConfigError
+
+    problems = preflight(config, host)
+    if problems:
+        raise ConfigError(sort_problems(with_origins(problems, overrides), SECTIONS), source=source)

@@ -1,0 +1,666 @@
+"""The training loop: config -> plugins -> rollout -> rewards -> advantages -> loss -> update.
+
+:func:`train` is the whole public API. The trainer knows plugins only through their records
+(:mod:`rlvr.api.registration`) and the runtime protocols (:mod:`rlvr.api.runtime`); each part of a
+step
+lives in a module named for its job:
+
+0. setup: the models (:mod:`rlvr.training.models`) and, on ``--resume``, the checkpoint's optimizer,
+   RNG and trainer state (:mod:`rlvr.outputs.resume`);
+1. rollout (:mod:`rlvr.rollout.runner`): generate, score and select the step's groups;
+2. :mod:`rlvr.training.update`: old/reference log-probs and old values (only those the algorithm's
+   requirements ask for), then ``algorithm.prepare`` (advantages), then ``num_iterations``
+   optimizer updates through ``algorithm.loss``;
+3. metrics (:func:`rlvr.outputs.metrics.step_metrics`), samples, a checkpoint every ``save_steps``;
+   the backend gets the new weights;
+4. every ``eval_steps`` (and at the last step; at step 0 too with ``eval_on_start``): the eval
+   split, judged as ``rlvr eval`` judges it (:class:`rlvr.evaluation.evaluate.Evaluation`), logged
+   as
+   ``eval/...`` on the step's line of ``metrics.jsonl``. Its sampling seeds are its own and the
+   RNGs are reseeded at every step, so a run with evaluation trains exactly as one without.
+
+Reproducibility: the RNGs are reseeded at the start of every step from ``(seed, step)`` and the
+backend gets a per-step (and per-round) sampling seed, so a step's randomness does not depend
+on what ran before it; the data order is a seeded permutation per epoch whose position is
+checkpointed. A run interrupted and resumed therefore logs the same metrics as an
+uninterrupted one (on CPU, up to timing fields).
+
+Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns; so does
+``max_minutes``, before a step that would end past the budget, keeping room for the eval (when
+``eval_steps`` is set) that it then runs on the last step, as at a run's planned end. A step that
+raises (a second Ctrl-C, an error) before its first optimizer update is forgotten and the run
+saved at the step before it; a non-finite loss or gradient norm skips the update, and
+``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`.
+A step whose dynamic sampling kept no group trains on nothing (no weight changes) and the run
+goes on. Rewards that fail more than the config allows (:mod:`rlvr.rewards.failures`, reported as
+each round is scored) stop the step the same way: the run is saved at the last finished step.
+
+Data parallelism: launched by ``torchrun`` the same run spreads over ranks
+(:mod:`rlvr.parallel.distributed`): each step takes ``per_device_train_batch_size x
+gradient_accumulation_steps x world_size`` prompts, rank 0 alone writes metrics and
+checkpoints, and a checkpoint resumes only on the world size that wrote it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rlvr.api.errors import TrainingError
+from rlvr.api.host import Host, build_algorithm, build_generator
+from rlvr.api.runtime import RunInfo
+from rlvr.config.schema import RunConfig, dump, requirements
+from rlvr.data.prompts import PromptSampler, PromptSet, load_rows, require_fields
+from rlvr.evaluation.evaluate import Evaluation, eval_prompt_rows
+from rlvr.outputs import checkpoint as ckpt
+from rlvr.outputs.metrics import (
+    MetricsLogger,
+    eval_metrics,
+    reduce_metrics,
+    reporters,
+    step_metrics,
+)
+from rlvr.outputs.resume import config_changes, restore, resume_point
+from rlvr.outputs.summary import run_summary
+from rlvr.parallel import distributed
+from rlvr.rewards.failures import RewardErrorLog
+from rlvr.rewards.scoring import Scorer, score_entries
+from rlvr.rollout.guidance import Guides
+from rlvr.rollout.runner import Rollout, Rollouts, build_batch, sample_record, step_seed
+from rlvr.training import memory
+from rlvr.training.models import load_run_models
+from rlvr.training.update import PolicyUpdate
+
+logger = logging.getLogger("rlvr.training.trainer")
+
+_T = TypeVar("_T")
+
+#: The wall clock ``max_minutes`` reads (a module attribute, so a test can make steps "long").
+_clock = time.monotonic
+
+
+def _seed_everything(seed: int) -> None:
+    from transformers import set_seed
+
+    set_seed(seed)
+
+
+# --------------------------------------------------------------------------- stop requests
+
+
+class _StopFlag:
+    """First SIGINT/SIGTERM: finish the step, save, stop. Second SIGINT: abort at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopFlag:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        self.requested = True
+        logger.warning(
+            "stop requested: finishing this step, then saving a checkpoint "
+            "(Ctrl-C again stops at once; the step in progress is then lost)"
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _section(value: _T | None, name: str) -> _T:
+    if value is None:
+        raise TrainingError(f"the config has no {name!r} section; training needs one")
+    return value
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+class Trainer:
+    """One training run; :func:`train` builds and runs it."""
+
+    def __init__(
+        self, config: RunConfig, host: Host, *, resume: bool = False, progress: bool = True
+    ):
+        self.config = config
+        self.host = host
+        self.t = config.training
+        # Training needs every section (load_config(require=...) reports a missing one).
+        self.model_cfg = _section(config.model, "model")
+        self.data_cfg = _section(config.data, "data")
+        self.algorithm_cfg = _section(config.algorithm, "algorithm")
+        self.backend_cfg = _section(config.backend, "backend")
+        self.resume = resume
+        self.progress = progress
+        self.output_dir = Path(self.t.output_dir)
+        #: what the algorithm needs, from its record (the one source rlvr validate checks too).
+        self.req = requirements(config, host)
+        self.step = 0
+        self.bad_steps = 0
+        self.last_metrics: dict[str, Any] = {}
+        self._last_saved: int | None = None
+        self._closers: list[Any] = []
+        self._step_start = (0, 0)
+        self.dist = distributed.current()
+        self.log: MetricsLogger | None = None
+        self.evaluation: Evaluation | None = None
+        self._started = _clock()  # max_minutes counts from here (model loading included)
+        self._longest_step = 0.0  # seconds, evals excluded
+        self._longest_eval = 0.0  # seconds; max_minutes keeps room for one more eval
+        self._eval_seconds = 0.0  # all evals so far
+
+    # ------------------------------------------------------------------ setup
+
+    def setup(self) -> None:
+        """Everything before the first step, cheap checks first, models last."""
+        t, config = self.t, self.config
+        reporters(t.report_to)  # a missing tensorboard/wandb fails now, not after loading
+        resume_from = resume_point(self.output_dir, self.resume)
+        if resume_from is not None:  # before anything loads: a changed model stops here
+            changes = config_changes(resume_from, dump(config))
+            if changes and self.dist.is_main:
+                logger.warning(
+                    "resuming with a config that differs from the checkpoint's (which keeps "
+                    "the original as rlvr_config.yaml): %s",
+                    "; ".join(changes),
+                )
+        if self.dist.is_main:
+            ckpt.clean_leftovers(self.output_dir)
+        self.dist.barrier()  # no rank sees files rank 0 writes before every rank checked
+
+        rows = load_rows(self.data_cfg)
+        require_fields(
+            rows,
+            config.rewards,
+            self.host,
+            prompt_field=self.data_cfg.prompt_field,
+            guide_field=t.guidance.field if t.guidance is not None else None,
+            source=f"data.path {self.data_cfg.path!r}",
+        )
+        eval_rows = None
+        if t.eval_steps is not None:  # the eval data is checked before any model loads
+            eval_rows = eval_prompt_rows(config, self.host, None, t.eval_limit)
+        entries = score_entries(config, self.host)
+        self.labels = [e.label for e in entries]
+        # Started before the models load, so the workers build their rewards meanwhile.
+        self.scorer = Scorer(entries, workers=t.reward_workers)
+        self._closers.append(self.scorer)
+        self.reward_errors = RewardErrorLog(
+            entries,
+            self.output_dir if self.dist.is_main else None,  # one file: rank 0's
+            max_error_frac=t.max_reward_error_frac,
+            echo=self._echo,
+        )
+
+        # The whole step's prompts, over every rank (each generates for its share).
+        self.prompts_per_step = (
+            t.per_device_train_batch_size * t.gradient_accumulation_steps * self.dist.world_size
+        )
+        if t.max_steps > 0:
+            self.max_steps = t.max_steps
+        else:
+            self.max_steps = max(
+                1, math.ceil(t.num_train_epochs * len(rows) / self.prompts_per_step)
+            )
+
+        from rlvr.model.loading import resolve_device_dtype
+
+        _seed_everything(t.seed)
+        device, dtype = resolve_device_dtype(self.model_cfg.dtype)
+        # Built (and checked against its protocol) before any model loads.
+        run = RunInfo.from_config(config, max_steps=self.max_steps, device=device, dtype=dtype)
+        if self.dist.is_main:  # auto depends on the machine: say what it chose
+            print(
+                f"rlvr: {run.device}, computing in {run.dtype} "
+                f"(model.dtype: {self.model_cfg.dtype})",
+                file=sys.stderr,
+                flush=True,
+            )
+        record = self.host.algorithms[self.algorithm_cfg.name]
+        self.algo = build_algorithm(record, self.algorithm_cfg.params, run, self.req)
+
+        models = load_run_models(
+            self.model_cfg,
+            t,
+            self.req,
+            self.algo,
+            self.dist,
+            device=device,
+            dtype=dtype,
+            resume_from=resume_from,
+        )
+        self.policy, self.tokenizer, self.pad_id = models.policy, models.tokenizer, models.pad_id
+        prompts = PromptSet(rows, self.data_cfg, self.tokenizer, t.max_prompt_length)
+        self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=self.data_cfg.shuffle)
+        if eval_rows is not None:
+            rows_, eval_cfg, _, _ = eval_rows
+            self.evaluation = Evaluation(
+                config,
+                PromptSet(rows_, eval_cfg, self.tokenizer, t.max_prompt_length),
+                k=t.eval_num_generations,
+                greedy=t.eval_sampling == "greedy",
+            )
+
+        self.updates_per_step = self.algo.num_iterations
+        self.update = PolicyUpdate(
+            policy=self.policy,
+            reference=models.reference,
+            reference_is_base=models.reference_is_base,
+            value_model=models.value_model,
+            algorithm=self.algo,
+            old_logprobs=self.req.old_logprobs,
+            training=t,
+            device=device,
+            dtype=dtype,
+            total_updates=self.max_steps * self.updates_per_step,
+            dist=self.dist,
+        )
+
+        if resume_from is not None:
+            state = restore(
+                resume_from,
+                dist=self.dist,
+                policy=self.policy,
+                optimizer=self.update.optimizer,
+                scheduler=self.update.scheduler,
+                value_model=models.value_model,
+                sharded=self.update.sharded,
+                prompts_per_step=self.prompts_per_step,
+                max_steps=self.max_steps,
+            )
+            self.step = self._last_saved = int(state["step"])
+            self.bad_steps = int(state.get("bad_steps", 0))
+            self.sampler.load_state_dict(state["data"])
+            self.last_metrics = dict(state.get("metrics") or {})
+
+        backend = self.host.backends[self.backend_cfg.name]
+        self.generator = build_generator(
+            backend, self.backend_cfg.params, run, self.policy, self.tokenizer
+        )
+        self._closers.append(self.generator)
+        self.rollouts = Rollouts(
+            generator=self.generator,
+            scorer=self.scorer,
+            reward_errors=self.reward_errors,
+            prompts=prompts,
+            sampler=self.sampler,
+            labels=self.labels,
+            pad_id=self.pad_id,
+            training=t,
+            backend=self.backend_cfg.name,
+            select=self.algo.select,
+            max_rounds=self.algo.max_generation_rounds,
+            dist=self.dist,
+            guides=self._guides(prompts),
+        )
+        if self.dist.is_main:  # rank 0 alone writes the run's files
+            self._open_output()
+
+    def _open_output(self) -> None:
+        """The run's directory, its config.yaml and the metrics log (rank 0 only)."""
+        t = self.t
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.config_text = dump(self.config)
+        (self.output_dir / "config.yaml").write_text(self.config_text, encoding="utf-8")
+        self.log = MetricsLogger(
+            self.output_dir,
+            report_to=t.report_to,
+            max_steps=self.max_steps,
+            start_step=self.step,
+            logging_steps=t.logging_steps,
+            progress=self.progress,
+            config=self.config.model_dump(mode="json"),
+        )
+        self._closers.append(self.log)
+
+    def _guides(self, prompts: PromptSet) -> Guides | None:
+        """``training.guidance``'s guide completions (None without it)."""
+        from rlvr.model.loading import eos_token_ids
+
+        g = self.t.guidance
+        if g is None:
+            return None
+        return Guides(
+            prompts,
+            self.tokenizer,
+            field=g.field,
+            remove=g.remove,
+            eos_id=eos_token_ids(self.policy, self.tokenizer)[0],
+            max_tokens=self.t.max_completion_length,
+        )
+
+    # ------------------------------------------------------------------ one step
+
+    def train_step(self) -> dict[str, Any]:
+        """rollout -> no-grad passes -> ``prepare`` -> updates -> metrics (module docstring)."""
+        self.step += 1
+        start = time.perf_counter()
+        _seed_everything(step_seed(self.t.seed, self.step, 1_000_000))
+        self.policy.eval()
+        # FSDP: whole weights while generating, unless the backend has its own copy.
+        gather = self.host.backends[self.backend_cfg.name].capabilities.samples_from_policy
+        with distributed.gathered(self.policy) if gather else contextlib.nullcontext():
+            ro = self.rollouts.run(self.step, self.prompts_per_step)
+
+        t0 = time.perf_counter()
+        batch = build_batch(ro.kept, self.labels, self.pad_id, self.step).to(self.update.device)
+        batch = self.update.fill_no_grad(batch)
+        batch, prep_metrics = self.algo.prepare(batch)
+        lr = self.update.optimizer.param_groups[0]["lr"]
+        updates = [self.update.update(batch, first=i == 0) for i in range(self.updates_per_step)]
+        self.generator.sync_weights(self.policy)
+        t1 = time.perf_counter()
+
+        m = self._reduce(
+            ro,
+            step_metrics(
+                step=self.step,
+                algorithm=self.algorithm_cfg.name,
+                rollout=ro,
+                prepare_metrics=prep_metrics,
+                updates=updates,
+                learning_rate=lr,
+                num_tokens=int(batch.completion_mask.sum().item()),
+                step_time=time.perf_counter() - start,
+                training_time=t1 - t0,
+            ),
+        )
+        if not m["skipped"]:
+            self.bad_steps = 0
+        else:
+            self.bad_steps += 1
+            logger.warning(
+                "step %d: non-finite loss or gradient norm; update skipped (%d in a row, "
+                "training.max_bad_steps=%d)",
+                self.step,
+                self.bad_steps,
+                self.t.max_bad_steps,
+            )
+        if self._eval_due():
+            m.update(self.evaluate())
+        if self.log is not None:
+            self.log.log(m)
+        self.last_metrics = m
+        every = self.t.log_samples_steps
+        if self.step % every == 0 or self.step == 1:
+            records = self.dist.gather(self._sample_records(ro, batch.advantages))
+            if self.log is not None:
+                self.log.log_samples(self.step, [r for part in records for r in part])
+        memory.return_freed_memory()
+        return m
+
+    def _eval_due(self) -> bool:
+        every = self.t.eval_steps
+        if self.evaluation is None or every is None:
+            return False
+        if self.step == 0:
+            return self.t.eval_on_start
+        return self.step % every == 0 or self.step == self.max_steps
+
+    def evaluate(self) -> dict[str, Any]:
+        """The current policy on the eval split, as ``eval/...`` metrics (every rank gets
+        them; each generated its share of the prompts)."""
+        assert self.evaluation is not None
+        caps = self.host.backends[self.backend_cfg.name].capabilities
+        began = _clock()
+        self.policy.eval()
+        with distributed.gathered(self.policy):  # FSDP: whole weights while generating
+            _, summary = self.evaluation.run(
+                self.generator,
+                self.scorer,
+                backend=self.backend_cfg.name,
+                schedules_batches=caps.schedules_batches,
+                dist=self.dist,
+                reward_errors=self.reward_errors,
+                step=self.step,
+            )
+        took = _clock() - began
+        self._eval_seconds += took
+        self._longest_eval = max(self._longest_eval, took)
+        return eval_metrics(summary)
+
+    def _eval_at_stop(self) -> None:
+        """A run that max_minutes stops ends with the eval its last step would have had."""
+        if self.evaluation is None or self.t.eval_steps is None or self._eval_due():
+            return  # no eval configured, or this step has just had its own
+        m = {"step": self.step, **self.evaluate()}
+        if self.log is not None:
+            self.log.log(m)
+
+    def _echo(self, message: str) -> None:
+        if self.log is not None:
+            self.log.write(message)
+        else:  # a rank without the run's log (rank > 0, or before setup finished)
+            print(f"[rank {self.dist.rank}] {message}", file=sys.stderr, flush=True)
+
+    def _reduce(self, ro: Rollout, m: dict[str, Any]) -> dict[str, Any]:
+        """The step's metrics over every rank (the same dict on each)."""
+        if not self.dist.enabled:
+            return m
+        parts = self.dist.gather((m, len(ro.generated)))
+        return reduce_metrics([p[0] for p in parts], [p[1] for p in parts])
+
+    def _sample_records(self, ro: Rollout, advantages: Any) -> list[dict[str, Any]]:
+        by_id = {}
+        if advantages is not None and advantages.dim() == 1:
+            by_id = {id(c): float(a) for c, a in zip(ro.kept, advantages.tolist(), strict=True)}
+        prompt_field = self.data_cfg.prompt_field
+        out = []
+        for c in ro.generated + ro.guides:
+            record = {"group": c.group, **sample_record(c, self.rollouts.prompts, prompt_field)}
+            record["kept"] = c.kept
+            if c.guide:
+                record["guide"] = True
+            if id(c) in by_id:
+                record["advantage"] = by_id[id(c)]
+            out.append(record)
+        return out
+
+    # ------------------------------------------------------------------ saving
+
+    def save(self) -> Path:
+        with _saved_as_for_inference(self.policy):
+            return self._save()
+
+    def _save(self) -> Path:
+        weights = None
+        sharded = (self.policy, self.update.optimizer) if self.update.sharded else None
+        if sharded:  # a collective: every rank gathers the weights, rank 0 keeps them
+            weights = distributed.full_state_dict(self.policy)
+        tmp = ckpt.tmp_dir(self.output_dir, self.step)
+
+        def rank_files() -> None:
+            ckpt.add_rank_files(tmp, self.dist, sharded)
+
+        if not self.dist.is_main:
+            rank_files()
+            self._last_saved = self.step
+            return self.output_dir / f"checkpoint-{self.step}"
+        path = ckpt.save_checkpoint(
+            self.output_dir,
+            self.step,
+            model=self.policy,
+            tokenizer=self.tokenizer,
+            optimizer=None if sharded else self.update.optimizer,
+            scheduler=self.update.scheduler,
+            value_model=self.update.value_model,
+            model_state=weights,
+            save_total_limit=self.t.save_total_limit,
+            state={
+                "data": self.sampler.state_dict(),
+                "bad_steps": self.bad_steps,
+                "max_steps": self.max_steps,
+                "seed": self.t.seed,
+                "metrics": self.last_metrics,
+                "world_size": self.dist.world_size,
+                "prompts_per_step": self.prompts_per_step,
+            },
+            extra_files={"rlvr_config.yaml": self.config_text},
+            before_complete=rank_files,
+        )
+        self._last_saved = self.step
+        return path
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> dict[str, Any]:
+        try:
+            self.setup()
+            if self.step == 0 and self._eval_due():  # the baseline, on a line of its own
+                m = {"step": 0, **self.evaluate()}
+                if self.log is not None:
+                    self.log.log(m)
+            with _StopFlag() as stop:
+                while self.step < self.max_steps:
+                    self._step_start = (self.step, self.sampler.position)
+                    self.update.stepped = False
+                    step_began, evals_before = _clock(), self._eval_seconds
+                    try:
+                        self.train_step()
+                    except BaseException:  # Ctrl-C, nothing to train on, out of memory...
+                        self._save_after_interrupt()
+                        raise
+                    if self.bad_steps >= self.t.max_bad_steps:
+                        path = self.save()
+                        raise TrainingError(
+                            f"{self.bad_steps} steps in a row had a non-finite loss or gradient "
+                            f"norm (training.max_bad_steps={self.t.max_bad_steps}); stopped at "
+                            f"step {self.step} and saved {path} (its weights are from the last "
+                            "good update). Lower training.learning_rate, check the rewards for "
+                            "huge values, or use training.max_grad_norm"
+                        )
+                    if self.step % self.t.save_steps == 0:
+                        self.save()
+                    took = _clock() - step_began - (self._eval_seconds - evals_before)
+                    self._longest_step = max(self._longest_step, took)
+                    out_of_time = self.step < self.max_steps and self._out_of_time()
+                    # every rank stops at the same step
+                    if self.dist.any(stop.requested or out_of_time):
+                        if self._last_saved != self.step:
+                            self.save()
+                        why = ""
+                        if out_of_time and not stop.requested:
+                            self._eval_at_stop()
+                            why = f" ({self._budget_used()})"
+                        if self.log is not None:
+                            self.log.write(
+                                f"stopped at step {self.step}{why}; continue with --resume "
+                                f"(checkpoint in {self.output_dir})"
+                            )
+                        return self.last_metrics
+                if self._last_saved != self.step:
+                    self.save()
+            return self.last_metrics
+        finally:
+            self.close()
+
+    def _minutes(self) -> float:
+        return (_clock() - self._started) / 60
+
+    def _budget_used(self) -> str:
+        """Why a run stopped on its time budget, for the stop message."""
+        evals = f", an eval {self._longest_eval / 60:.1f} min" if self._longest_eval else ""
+        return (
+            f"training.max_minutes={self.t.max_minutes:g}: {self._minutes():.1f} min used, "
+            f"a step takes up to {self._longest_step / 60:.1f} min{evals}"
+        )
+
+    def _out_of_time(self) -> bool:
+        """Would one more step (as long as the longest so far), and the eval that ends a run
+        (as long as the longest so far), end past ``max_minutes``?"""
+        budget = self.t.max_minutes
+        needed = self._longest_step + self._longest_eval
+        return budget is not None and self._minutes() + needed / 60 > budget
+
+    def _save_after_interrupt(self) -> None:
+        """A step that did not finish (Ctrl-C, an error): before any weight changed, forget
+        the step (its prompts are handed out again on resume) and save; during the update the
+        state is half-way, so the last checkpoint stays the one to resume from. With several
+        ranks nothing is saved: the other ranks may never reach the save's collectives."""
+        if self.dist.enabled:
+            logger.error(
+                "rank %d stopped in step %d; --resume continues from the last checkpoint (step %s)",
+                self.dist.rank,
+                self.step,
+                self._last_saved,
+            )
+            return
+        if self.update.stepped:
+            logger.warning(
+                "step %d stopped during its update: no checkpoint saved; --resume continues "
+                "from the last one (step %s)",
+                self.step,
+                self._last_saved,
+            )
+            return
+        self.step, self.sampler.position = self._step_start
+        if self.step > 0 and self._last_saved != self.step:
+            try:
+                path = self.save()
+            except Exception as exc:  # e.g. out of memory or disk: the original error matters
+                logger.warning("could not save a checkpoint at step %d: %s", self.step, exc)
+                return
+            if self.log is not None:
+                self.log.write(f"stopped; saved {path}; continue with --resume")
+
+    def close(self) -> None:
+        while self._closers:
+            thing = self._closers.pop()
+            try:
+                thing.close()
+            except Exception as exc:  # closing must not hide the real error
+                logger.warning("closing %s failed: %s", type(thing).__name__, exc)
+
+
+@contextlib.contextmanager
+def _saved_as_for_inference(model: Any) -> Iterator[None]:
+    """Gradient checkpointing turns ``config.use_cache`` off; a saved checkpoint should still
+    generate with the KV cache when loaded for inference."""
+    config: Any = getattr(model, "config", None)
+    before = getattr(config, "use_cache", None)
+    if before is False:
+        config.use_cache = True
+    try:
+        yield
+    finally:
+        if before is False:
+            config.use_cache = before
+
+
+def train(config: RunConfig, host: Host, *, resume: bool = False, progress: bool = True) -> dict:
+    """Train the policy ``config`` describes; return the last step's metrics.
+
+    ``config`` is a validated run config (``rlvr.config.schema.load_config`` with the model, data,
+    rewards, algorithm and backend sections). ``resume`` continues from the latest complete
+    checkpoint in ``training.output_dir``. Ctrl-C (or SIGTERM) finishes the current step, saves
+    a checkpoint and returns; a second Ctrl-C aborts without saving.
+    """
+    start = time.perf_counter()
+    memory.cap_onednn_cache()
+    with distributed.data_parallel() as dist:
+        trainer = Trainer(config, host, resume=resume, progress=progress)
+        metrics = trainer.run()
+    if dist.is_main:
+        took = time.perf_counter() - start
+        print(run_summary(trainer.output_dir, trainer.labels, took), flush=True)
+    return metrics
+
+
+__all__ = ["Trainer", "TrainingError", "train"]
