@@ -113,9 +113,13 @@ class ModelConfig(Section):
         "auto",
         description="auto: bfloat16 on CUDA and on a CPU with AVX512-BF16 or AMX, else float32",
     )
-    trust_remote_code: bool = False
-    revision: str | None = None
-    attn_implementation: str | None = None
+    trust_remote_code: bool = Field(
+        False, description="run the model's own code from the hub (transformers' flag); off"
+    )
+    revision: str | None = Field(None, description="hub branch, tag or commit of the model")
+    attn_implementation: str | None = Field(
+        None, description="transformers' attention kernel (sdpa, eager, ...); null: its default"
+    )
     lora: LoraConfig | None = Field(
         None, description="train LoRA adapters instead of every weight (absent: full fine-tuning)"
     )
@@ -125,16 +129,18 @@ class DataConfig(Section):
     """Where prompts come from; every field of a row reaches the rewards."""
 
     path: str = Field(description="a .json/.jsonl/.parquet file or directory, or a hub dataset")
-    split: str = "train"
-    prompt_field: str = "prompt"
-    system_prompt: str | None = None
+    split: str = Field(
+        "train", description="split of a hub dataset or directory (a single file has none)"
+    )
+    prompt_field: str = Field("prompt", description="the row field that holds the prompt")
+    system_prompt: str | None = Field(None, description="system message before every prompt")
     chat_template: bool | None = Field(
         None, description="use the tokenizer's chat template (default: when it has one)"
     )
     eval_path: str | None = Field(None, description="eval data (default: same path)")
-    eval_split: str | None = "test"
+    eval_split: str | None = Field("test", description="split that evaluation reads")
     max_samples: int | None = Field(None, ge=1, description="use only the first N rows")
-    shuffle: bool = True
+    shuffle: bool = Field(True, description="draw prompts in a seeded random order each epoch")
 
 
 class GuidanceConfig(Section):
@@ -170,24 +176,41 @@ class TrainingConfig(Section):
     """
 
     output_dir: str = Field("outputs/run", min_length=1, description="where the run writes")
-    seed: int = 42
-    learning_rate: float = Field(1e-6, gt=0)
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_epsilon: float = 1e-8
-    weight_decay: float = 0.0
-    optim: Literal["adamw_torch", "adamw_torch_fused", "adamw", "sgd"] = "adamw_torch"
+    seed: int = Field(42, description="seeds everything; the RNGs are reseeded every step")
+    learning_rate: float = Field(1e-6, gt=0, description="peak learning rate of the policy")
+    adam_beta1: float = Field(0.9, description="AdamW's beta1")
+    adam_beta2: float = Field(0.999, description="AdamW's beta2")
+    adam_epsilon: float = Field(1e-8, description="AdamW's epsilon")
+    weight_decay: float = Field(
+        0.0, description="AdamW weight decay (matrices only, not biases or norms)"
+    )
+    optim: Literal["adamw_torch", "adamw_torch_fused", "adamw", "sgd"] = Field(
+        "adamw_torch", description="optimizer; AdamW runs fused on CUDA, and with adamw_torch_fused"
+    )
     lr_scheduler_type: Literal[
         "linear", "cosine", "constant", "constant_with_warmup", "cosine_with_min_lr"
-    ] = "linear"
-    warmup_ratio: float = Field(0.0, ge=0, le=1)
-    warmup_steps: int = Field(0, ge=0)
-    max_grad_norm: float = 1.0
-    per_device_train_batch_size: int = Field(8, ge=1, description="prompts per micro-batch")
-    gradient_accumulation_steps: int = Field(1, ge=1)
+    ] = Field("linear", description="learning-rate schedule after the warm-up (transformers')")
+    warmup_ratio: float = Field(
+        0.0, ge=0, le=1, description="warm-up as a share of the steps (when warmup_steps is 0)"
+    )
+    warmup_steps: int = Field(0, ge=0, description="linear warm-up steps")
+    max_grad_norm: float = Field(1.0, description="gradient norm clipping")
+    per_device_train_batch_size: int = Field(
+        8,
+        ge=1,
+        description="prompts per micro-batch and rank (TRL counts completions); each is sampled "
+        "num_generations times",
+    )
+    gradient_accumulation_steps: int = Field(
+        1, ge=1, description="micro-batches per optimizer step"
+    )
     num_generations: int = Field(8, ge=1, description="completions sampled per prompt")
-    max_prompt_length: int | None = Field(512, ge=1)
-    max_completion_length: int = Field(256, ge=1)
+    max_prompt_length: int | None = Field(
+        512, ge=1, description="longer prompts are cut from the left (null: never)"
+    )
+    max_completion_length: int = Field(
+        256, ge=1, description="tokens per completion; longer ones are cut (truncated)"
+    )
     max_steps: int = Field(-1, description="optimizer steps (>= 1); -1 = num_train_epochs")
     max_minutes: float | None = Field(
         None,
@@ -196,17 +219,25 @@ class TrainingConfig(Section):
         "that would end past it, judged by the longest step so far; the run saves and stops "
         "(--resume continues it). null: no limit",
     )
-    num_train_epochs: float = Field(1.0, gt=0)
-    temperature: float = Field(1.0, ge=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int | None = Field(None, ge=0)
-    min_p: float | None = Field(None, ge=0, le=1)
-    repetition_penalty: float = Field(1.0, gt=0)
-    logging_steps: int = Field(1, ge=1)
-    save_steps: int = Field(500, ge=1)
-    save_total_limit: int | None = Field(None, ge=1)
-    report_to: list[str] | str = "none"
-    gradient_checkpointing: bool = False
+    num_train_epochs: float = Field(
+        1.0, gt=0, description="passes over the prompts, when max_steps is -1"
+    )
+    temperature: float = Field(1.0, ge=0, description="sampling temperature (0: greedy)")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
+    top_k: int | None = Field(None, ge=0, description="sample from the k likeliest tokens")
+    min_p: float | None = Field(None, ge=0, le=1, description="min-p sampling")
+    repetition_penalty: float = Field(1.0, gt=0, description="sampling repetition penalty")
+    logging_steps: int = Field(1, ge=1, description="print a step line every N steps")
+    save_steps: int = Field(500, ge=1, description="write a checkpoint every N steps")
+    save_total_limit: int | None = Field(
+        None, ge=1, description="keep only the last N checkpoints (null: all)"
+    )
+    report_to: list[str] | str = Field(
+        "none", description="none, tensorboard, wandb, all, or a list (metrics.jsonl is always)"
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="recompute activations in the backward pass: less memory, more time"
+    )
     parallelism: Literal["ddp", "fsdp"] = Field(
         "ddp",
         description="with several ranks (torchrun): ddp replicates the policy, fsdp shards it "
@@ -294,15 +325,18 @@ PluginParams = SerializeAsAny[SkipValidation[Params]]
 class PluginEntry(Section):
     """An ``algorithm:`` or ``backend:`` entry: a plugin name and that plugin's params."""
 
-    name: str
-    params: PluginParams = Field(default_factory=Params)
+    name: str = Field(description="the plugin's registered name (rlvr plugins lists them)")
+    params: PluginParams = Field(
+        default_factory=Params,
+        description="the plugin's own params, validated against its params model",
+    )
 
 
 class RewardEntry(PluginEntry):
     """One ``rewards[]`` entry: the reward plugin, its params, and how it counts."""
 
     label: str | None = Field(None, description="name in logs (default: the reward's name)")
-    weight: float = 1.0
+    weight: float = Field(1.0, description="weight in the summed reward")
     timeout: float = Field(10.0, gt=0, description="seconds per call before the fallback")
     fallback: float = Field(0.0, description="value of a call that times out or crashes")
     on_error: Literal["fallback", "raise"] = Field(
@@ -317,12 +351,20 @@ class RewardEntry(PluginEntry):
 class RunConfig(Section):
     """A whole run config. Sections a command does not need may be absent (None)."""
 
-    model: ModelConfig | None = None
-    data: DataConfig | None = None
-    rewards: list[RewardEntry] = Field(default_factory=list)
-    algorithm: PluginEntry | None = None
-    backend: PluginEntry | None = None
-    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    model: ModelConfig | None = Field(None, description="the policy to train or evaluate")
+    data: DataConfig | None = Field(None, description="the prompts and the fields rewards read")
+    rewards: list[RewardEntry] = Field(
+        default_factory=list, description="reward plugins, summed with their weights"
+    )
+    algorithm: PluginEntry | None = Field(
+        None, description="the algorithm plugin (train and validate default to grpo)"
+    )
+    backend: PluginEntry | None = Field(
+        None, description="the generation backend plugin (train and validate default to hf)"
+    )
+    training: TrainingConfig = Field(
+        default_factory=TrainingConfig, description="optimisation, sampling, logging, faults"
+    )
 
 
 class ConfigError(RlvrError):
