@@ -24,6 +24,7 @@ LOSS_TYPES: dict[str, str] = {
     "dapo": "token-mean",
     "dr_grpo": "seq-mean-token-sum-norm",
 }
+#: The loss aggregation modes of ``rlvr.functional.aggregate`` (``loss_type`` accepts them too).
 AGGREGATION_MODES = (
     "token-mean",
     "seq-mean-token-mean",
@@ -31,6 +32,7 @@ AGGREGATION_MODES = (
     "seq-mean-token-sum-norm",
 )
 
+#: What ``loss_type`` accepts: TRL's names and the aggregation modes.
 LossType = Literal[
     "grpo",
     "bnpo",
@@ -41,7 +43,9 @@ LossType = Literal[
     "seq-mean-token-sum",
     "seq-mean-token-sum-norm",
 ]
+#: What ``scale_rewards`` accepts: divide advantages by the group's std, the batch's, or not.
 ScaleRewards = Literal["group", "batch", "none"]
+#: What ``level`` accepts: an importance ratio per token, or one per sequence (GSPO).
 PolicyLevel = Literal["token", "sequence"]
 
 
