@@ -1,0 +1,311 @@
+"""The docs site says what the code does: its generated reference pages list every config key,
+every built-in plugin's params and every command; the metrics page names every metric a run
+writes; and the site builds with warnings as errors (broken links fail).
+
+The reference pages are rendered by ``docs/_ext/rlvr_reference.py`` (plain Python, imported here
+without Sphinx). Each test walks the code on its own (the pydantic models, the plugin host, the
+argument parser, a real training run) and compares what it finds with the rendered Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import AliasChoices, BaseModel
+
+import rlvr
+from rlvr.api.host import create_host
+from rlvr.api.registration import Params
+from rlvr.cli.main import build_parser
+from rlvr.config.schema import RunConfig
+from rlvr.testing import check_algorithm
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS / "_ext"))
+import rlvr_reference  # noqa: E402
+
+# --------------------------------------------------------------------------- helpers
+
+
+def models_in(annotation) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for a in getattr(annotation, "__args__", ()) for m in models_in(a)]
+
+
+def listish(annotation) -> bool:
+    origin = getattr(annotation, "__origin__", None)
+    return origin in (list, tuple) or any(
+        listish(a) for a in getattr(annotation, "__args__", ()) if origin is not None
+    )
+
+
+def accepted_keys(model: type[BaseModel], prefix: str, skip=lambda m: False) -> set[str]:
+    """Every dotted key ``model`` accepts, nested models included (``[]`` for list items)."""
+    keys = set()
+    for name, info in model.model_fields.items():
+        key = f"{prefix}{name}"
+        keys.add(key)
+        for sub in models_in(info.annotation):
+            if not skip(sub):
+                keys |= accepted_keys(sub, f"{key}[]." if listish(info.annotation) else f"{key}.")
+    return keys
+
+
+def tables_by_heading(markdown: str, level: str) -> dict[str, list[str]]:
+    """``{heading: [first cell of every table row below it]}`` for headings of ``level``
+    (``##``), the cells with their backticks and escapes removed."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in markdown.splitlines():
+        if line.startswith(level + " "):
+            current = line[len(level) + 1 :].strip().strip("`")
+            out[current] = []
+        elif current is not None and line.startswith("| `"):
+            first = line[2:].split(" | ")[0]
+            out[current].append(first.strip("`").replace("\\|", "|"))
+    return out
+
+
+# --------------------------------------------------------------------------- the config
+
+
+def test_config_reference_lists_exactly_the_keys_the_models_accept():
+    page = rlvr_reference.render_config()
+    tables = tables_by_heading(page.split("## TRL keys")[0], "##")
+    listed = set(tables.pop("The sections"))
+    for heading, keys in tables.items():
+        listed |= {f"{heading}.{k}" for k in keys}
+    accepted = accepted_keys(RunConfig, "", skip=lambda m: issubclass(m, Params))
+    assert listed == accepted
+    # ... and these are keys a config really takes: each nested section is reachable.
+    assert {"model.lora.r", "training.guidance.field", "rewards[].on_error"} <= listed
+
+
+def test_config_reference_shows_defaults_and_descriptions():
+    rows = {f"{t.path}.{r.key}": r for t in rlvr_reference.config_tables() for r in t.rows}
+    assert rows["training.learning_rate"].default == "1.0e-06"
+    assert rows["model.name_or_path"].default == "required"
+    assert rows["training.max_steps"].type == "int"
+    assert rows["model.lora.r"].type == "int, >= 1"
+    missing = sorted(key for key, row in rows.items() if not row.description)
+    assert missing == [], f"config keys without a description in the model: {missing}"
+
+
+def test_trl_keys_section_lists_what_training_takes_from_trl():
+    from rlvr.config.trl import TRL_ALGORITHM_KEYS, TRL_IGNORED
+
+    section = rlvr_reference.render_config().split("## TRL keys")[1]
+    for key in [*TRL_IGNORED, *TRL_ALGORITHM_KEYS]:
+        assert f"`{key}`" in section
+
+
+# --------------------------------------------------------------------------- plugins
+
+
+def test_plugin_reference_covers_every_registered_plugin_and_param():
+    host = create_host()
+    page = rlvr_reference.render_plugins()
+    sections = tables_by_heading(page, "###")
+    seen = 0
+    for kind, records in host.records.items():
+        for name, record in records.items():
+            if record.dist != "rlvr":
+                continue
+            seen += 1
+            assert name in sections, f"{kind} {name!r} is not on the plugin reference"
+            assert set(sections[name]) == accepted_keys(record.params, ""), name
+            for field_name, info in record.params.model_fields.items():
+                alias = info.validation_alias
+                if isinstance(alias, AliasChoices):  # TRL's names are accepted too: say so
+                    for other in alias.choices:
+                        if other != field_name:
+                            assert f"`{other}`" in page, f"{name}.{field_name}: alias {other}"
+    assert seen >= 19  # 7 rewards, 10 algorithms, 2 backends
+
+
+def test_plugin_reference_example_validates():
+    from rlvr.config.schema import validate
+
+    page = (DOCS / "reference" / "plugins.md").read_text(encoding="utf-8")
+    import yaml
+
+    snippet = re.search(r"```yaml\n(.*?)```", page, re.S)
+    assert snippet is not None
+    config = validate(yaml.safe_load(snippet.group(1)), create_host())
+    assert config.algorithm is not None and config.algorithm.name == "dapo"
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def parser_commands(parser: argparse.ArgumentParser, path: str) -> dict[str, set[str]]:
+    """``{"rlvr rewards score": {"--config", "-c", ...}}`` for every command and subcommand."""
+    out = {path: set()}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out.update(parser_commands(sub, f"{path} {name}"))
+        elif not isinstance(action, argparse._HelpAction):
+            out[path] |= set(action.option_strings) or {action.dest}
+    return out
+
+
+def test_cli_reference_covers_every_command_and_option():
+    page = rlvr_reference.render_cli()
+    expected = parser_commands(build_parser(), "rlvr")
+    assert {"rlvr train", "rlvr rewards score", "rlvr new plugin"} <= set(expected)
+    headings = {level: tables_by_heading(page, level) for level in ("##", "###", "####")}
+    listed: dict[str, set[str]] = {}
+    for command, cells in {k: v for h in headings.values() for k, v in h.items()}.items():
+        # "--config, -c CONFIG" names --config and -c; a positional is shown by its name.
+        listed[command] = {token for cell in cells for token in re.split(r"[ ,]+", cell)}
+    assert set(listed) == set(expected)
+    for command, options in expected.items():
+        assert options <= listed[command], f"{command}: {sorted(options - listed[command])}"
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def documented_metrics() -> dict[str, list[str]]:
+    """The metric names in ``docs/reference/metrics.md``, by section."""
+    page = (DOCS / "reference" / "metrics.md").read_text(encoding="utf-8")
+    return {
+        heading: names
+        for heading, names in tables_by_heading(page, "##").items()
+        if names and heading != "Renamed metrics"
+    }
+
+
+def pattern(name: str) -> re.Pattern[str]:
+    """A documented name as a regex: ``<label>``, ``<algorithm>`` and ``<k>`` are placeholders."""
+    parts = re.split(r"(<\w+>)", name)
+    return re.compile("".join("[^/]+" if p.startswith("<") else re.escape(p) for p in parts))
+
+
+def matches(key: str, names: list[str]) -> bool:
+    return any(pattern(n).fullmatch(key) for n in names)
+
+
+#: Documented metrics this test's run cannot write, and what would.
+NOT_IN_THE_RUN = {
+    "value_grad_norm": "a value model (ppo, vapo)",
+    "sampler/logp_gap_mean": "a backend that returns log-probabilities (vllm)",
+    "sampler/logp_gap_max": "a backend that returns log-probabilities (vllm)",
+}
+
+
+@pytest.fixture(scope="module")
+def run_keys(tmp_path_factory) -> set[str]:
+    """Every key a real run writes to metrics.jsonl: grpo with a KL term, guidance, two rewards
+    (one of them ``format``) and in-training evaluation with two samples per prompt."""
+    root = tmp_path_factory.mktemp("metrics-run")
+    model = rlvr.build_tiny_model(root / "model")
+    rows = [
+        {"prompt": f"What is {a} + {b}?", "answer": str(a + b)}
+        for a in range(1, 5)
+        for b in range(1, 5)
+    ]
+    (root / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    config = {
+        "model": {"name_or_path": str(model)},
+        "data": {"path": str(root / "data.jsonl")},
+        "rewards": [{"name": "answer"}, {"name": "format"}],
+        "algorithm": {"name": "grpo", "params": {"beta": 0.04}},
+        "training": {
+            "output_dir": str(root / "run"),
+            "max_steps": 2,
+            "per_device_train_batch_size": 2,
+            "num_generations": 4,
+            "max_completion_length": 8,
+            "reward_workers": 0,
+            "eval_steps": 2,
+            "eval_limit": 4,
+            "eval_sampling": "train",
+            "eval_num_generations": 2,
+            "guidance": {"field": "answer"},
+        },
+    }
+    rlvr.train(config, progress=False)
+    return {key for line in rlvr.read_metrics(root / "run") for key in line}
+
+
+def test_every_metric_a_run_writes_is_documented(run_keys):
+    documented = [n for names in documented_metrics().values() for n in names]
+    undocumented = sorted(k for k in run_keys if not matches(k, documented))
+    assert undocumented == []
+
+
+def test_every_documented_run_metric_is_written(run_keys):
+    sections = documented_metrics()
+    assert set(NOT_IN_THE_RUN) <= set(sections["Core metrics"])
+    for heading in ("Core metrics", "Timing", "Rewards", "Evaluation"):
+        for name in sections[heading]:
+            if name in NOT_IN_THE_RUN:
+                assert name not in run_keys  # else it belongs to the run's checks
+                continue
+            assert any(pattern(name).fullmatch(k) for k in run_keys), f"{name} was not written"
+
+
+def test_algorithm_metrics_are_documented_both_ways():
+    documented = [
+        n.removeprefix("algo/<algorithm>/") for n in documented_metrics()["Algorithm metrics"]
+    ]
+    host = create_host()
+    reported: set[str] = set()
+    for name, record in host.algorithms.items():
+        if record.dist != "rlvr":
+            continue
+        keys = set(check_algorithm(record, host=host))
+        assert sorted(k for k in keys if k not in documented) == [], name
+        reported |= keys
+    # The one key no default reports: the sampler correction's weights.
+    reported |= set(check_algorithm("grpo", {"importance_sampling_correction": True}, host=host))
+    assert sorted(set(documented) - reported) == []
+
+
+# --------------------------------------------------------------------------- the whole site
+
+SPHINX_MISSING = [
+    m for m in ("sphinx", "myst_parser", "furo") if importlib.util.find_spec(m) is None
+]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    bool(SPHINX_MISSING),
+    reason=f"the docs extra is not installed ({', '.join(SPHINX_MISSING)} missing): "
+    "pip install -e '.[docs]'",
+)
+def test_the_docs_build_with_warnings_as_errors(tmp_path):
+    began = time.monotonic()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            str(DOCS),
+            str(tmp_path / "html"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    html = (tmp_path / "html" / "reference" / "config.html").read_text(encoding="utf-8")
+    assert "max_reward_error_frac" in html  # the generated part is on the built page
+    assert time.monotonic() - began < 600
