@@ -260,9 +260,9 @@ def step_metrics(
 
 
 def eval_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """An :class:`rlvr.evaluation.evaluate.Evaluation` summary as ``metrics.jsonl`` keys: ``eval/`` before
-    each, ``reward`` named ``eval/reward_mean``; ``accuracy`` (equal to pass@1) and the
-    timing parts are left out, ``eval/time`` is the whole evaluation."""
+    """An :class:`rlvr.evaluation.evaluate.Evaluation` summary as ``metrics.jsonl`` keys:
+    ``eval/`` before each, ``reward`` named ``eval/reward_mean``; ``accuracy`` (equal to
+    pass@1) and the timing parts are left out, ``eval/time`` is the whole evaluation."""
     renamed = {"reward": "reward_mean", "total_time": "time"}
     skip = {"accuracy", "generation_time", "scoring_time"}
     return {f"eval/{renamed.get(k, k)}": v for k, v in summary.items() if k not in skip}
