@@ -274,6 +274,74 @@ def test_algorithm_metrics_are_documented_both_ways():
     assert sorted(set(documented) - reported) == []
 
 
+# --------------------------------------------------------------------------- the README
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors of a Markdown page's headings (GitHub's and MyST's slugs) and its explicit
+    ``(label)=`` targets."""
+    anchors = set(re.findall(r"^\(([\w-]+)\)=$", markdown, re.M))
+    fence = False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_readme_is_a_landing_page():
+    assert len(README.splitlines()) <= 250
+
+
+def test_readme_links_resolve():
+    links = re.findall(r"\]\(([^)#]+\.md)(?:#([^)]+))?\)", README)
+    assert len(links) > 20
+    for target, anchor in links:
+        path = ROOT / target
+        assert path.is_file(), target
+        if anchor:
+            assert anchor in heading_anchors(path.read_text(encoding="utf-8")), f"{target}#{anchor}"
+
+
+def test_readme_lists_every_builtin_plugin():
+    section = README.split("## Built-in plugins")[1].split("\n## ")[0]
+    host = create_host()
+    for kind, records in host.records.items():
+        for name, record in records.items():
+            if record.dist == "rlvr":
+                assert f"`{name}`" in section, f"the README does not list {kind} {name!r}"
+
+
+def test_readme_config_validates():
+    import yaml
+
+    from rlvr.config.schema import validate
+
+    section = README.split("## A config that composes rewards")[1]
+    snippet = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert snippet is not None
+    assert len(snippet.group(1).splitlines()) <= 22
+    raw = yaml.safe_load(snippet.group(1))
+    config = validate(raw, create_host(), require=("model", "data", "rewards"))
+    assert [r.key for r in config.rewards] == ["answer", "format", "overlong"]
+    assert (ROOT / raw["data"]["path"]).is_file()  # relative to the repository root
+
+
+def test_quickstart_page_states_the_figures_the_quickstart_test_asserts():
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_quickstart
+
+    page = (DOCS / "getting-started" / "quickstart.md").read_text(encoding="utf-8")
+    assert f"**{test_quickstart.FIRST:.2f}**" in page
+    assert f"**{test_quickstart.LAST:.2f}**" in page
+    assert f"±{test_quickstart.FIRST_TOL:.2f}" in page
+    assert f"{test_quickstart.LAST - test_quickstart.LAST_TOL:.2f} or more" in page
+
+
 # --------------------------------------------------------------------------- the whole site
 
 SPHINX_MISSING = [
