@@ -366,7 +366,8 @@ def test_cli_eval(tiny_model, eval_dir, tmp_path, capsys):
 
 
 def test_cli_greedy_eval_of_a_training_config_does_not_warn(tiny_model, eval_dir, tmp_path, capsys):
-    """The README's eval of a training config, greedy: no warning that grpo cannot learn."""
+    """The docs' eval of a training config (docs/how-to/evaluate.md), greedy: no warning that
+    grpo cannot learn."""
     raw = _raw(tiny_model, eval_dir, tmp_path, rewards=[{"name": "answer"}])
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump({**raw, "algorithm": {"name": "grpo"}}))

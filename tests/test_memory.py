@@ -1,7 +1,8 @@
 """A training step hands the heap memory it freed back to the OS (glibc's ``malloc_trim``).
 
 Without it the resident memory of a CPU run crept up step after step, because glibc keeps the
-pages of freed activations (README, Performance notes, "Freed memory goes back").
+pages of freed activations (docs/performance/how-a-step-stays-fast.md, "Freed memory goes
+back").
 """
 
 from __future__ import annotations

@@ -134,7 +134,8 @@ def test_load_policy_errors(tmp_path):
         load_policy(ModelConfig(name_or_path=str(tmp_path / "missing")))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_policy(ModelConfig(name_or_path=str(tmp_path / "missing.gguf")))
-    # The README example's GGUF, not fetched yet: the message names the script that fetches it.
+    # The real-model example's GGUF (docs/getting-started/first-real-model.md), not fetched
+    # yet: the message names the script that fetches it.
     missing_example = tmp_path / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
     with pytest.raises(ModelLoadError, match="does not exist; fetch it first with `bash examples"):
         load_policy(ModelConfig(name_or_path=str(missing_example)))

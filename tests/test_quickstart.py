@@ -3,8 +3,9 @@ examples/quickstart.yaml``, and the ``answer`` reward rises from chance to mostl
 
 An honest end-to-end test of learning: the warm-started model is right only by chance (the
 answer digit it writes is random), so the rise comes from RL alone. About 15 s on 2 idle CPU
-cores. The figures asserted are the ones the READMEs document (measured with 2 threads, torch
-2.13.0+cpu); the tolerance covers other CPUs, thread counts and versions, whose floating-point
+cores. The figures asserted are the ones docs/getting-started/quickstart.md and
+examples/quickstart/README.md document (measured with 2 threads, torch 2.13.0+cpu); the
+tolerance covers other CPUs, thread counts and versions, whose floating-point
 sums differ and lead the run onto another trajectory. The model and data are built in a
 temporary directory, so the checkout's examples/models/tiny-arith is left alone.
 """
@@ -54,7 +55,8 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-#: README: the `answer` reward's mean over the first and last 10% of steps, with tolerances.
+#: docs/getting-started/quickstart.md: the `answer` reward's mean over the first and last 10% of
+#: steps, with tolerances.
 FIRST, FIRST_TOL = 0.11, 0.05
 LAST, LAST_TOL = 0.80, 0.10
 
@@ -117,7 +119,7 @@ def _train_and_check(
     summary = f"answer reward first 10% {first:.3f}, last 10% {last:.3f}, {elapsed:.0f} s"
     print(summary)
     assert abs(first - FIRST) <= FIRST_TOL, summary  # chance: the start policy guesses the digit
-    # RL taught it the addition: at least as well as the README's run. Learning more is no
+    # RL taught it the addition: at least as well as the documented run. Learning more is no
     # failure (two ranks on this machine reach 0.94: the trajectory follows the CPU's rounding).
     assert last >= LAST - LAST_TOL, summary
     assert _window_mean(fmt, False) > 0.9  # and it kept the answer format

@@ -2,8 +2,8 @@
 (SmolLM2-135M-Instruct from its GGUF, GRPO + LoRA on GSM8K, the vllm backend when vLLM is
 installed, else hf): the example as it is for its first STEPS steps, asserting that the strict
 format reward rises (the proof run's first 12 steps took about 6 minutes on 2 cores; its full
-hour is in the README), then ``rlvr eval`` of the adapter checkpoint and ``rlvr plot`` on the
-run.
+hour is in docs/experiments/smollm2-gsm8k.md), then ``rlvr eval`` of the adapter checkpoint and
+``rlvr plot`` on the run.
 
 Slow (about 8 minutes on 2 CPU cores). Needs the GGUF: when
 ``examples/models/SmolLM2-135M-Instruct.Q4_1.gguf`` is missing, the test runs
@@ -32,10 +32,11 @@ GGUF = ROOT / "examples" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 GSM8K = ROOT / "examples" / "data" / "gsm8k" / "train.jsonl"
 
 # The example as it is, only shorter: its first STEPS steps (2 prompts x 8 completions each),
-# with the thread settings of the README's proof run (both cores, for training and vLLM). The
-# example's cosine schedule spans its max_steps (200): cut to 12 steps it would decay to 0
-# within the test, while over the example's first 12 steps it stays within 1% of its peak; so
-# the short run holds the peak (constant after the same warm-up).
+# with the thread settings of the proof run in docs/getting-started/first-real-model.md (both
+# cores, for training and vLLM). The example's cosine schedule spans its max_steps (200): cut
+# to 12 steps it would decay to 0 within the test, while over the example's first 12 steps it
+# stays within 1% of its peak; so the short run holds the peak (constant after the same
+# warm-up).
 STEPS = 12
 SHORT = [
     f"training.max_steps={STEPS}",

@@ -233,7 +233,7 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
 #: keys that act only with several ranks, so one process cannot probe them here.
 SEVERAL_RANKS = {
     "parallelism": "tests/test_distributed.py: fsdp runs equal one process, fsdp resume",
-    "fsdp_cpu_offload": "untested here (CUDA); listed as such in the README",
+    "fsdp_cpu_offload": "untested here (CUDA); listed as such in docs/how-to/several-gpus.md",
 }
 
 #: probes that need whole runs (slow); the rest only build the trainer.

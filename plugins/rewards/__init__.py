@@ -58,7 +58,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
             params=ArithmeticParams,
             factory=ArithmeticReward,
             description="Every calculation written out (16 * 5 = 80) is right; arithmetic "
-            "only, not reasoning (see the README before training on it).",
+            "only, not reasoning (see docs/concepts/rewards.md before training on it).",
         )
     )
     register(
