@@ -19,19 +19,23 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import AliasChoices, BaseModel
 
 import rlvr
 from rlvr.api.host import create_host
 from rlvr.api.registration import Params
 from rlvr.cli.main import build_parser
-from rlvr.config.schema import RunConfig
+from rlvr.config.schema import RunConfig, validate
+from rlvr.config.trl import TRL_ALGORITHM_KEYS, TRL_IGNORED
 from rlvr.testing import check_algorithm
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 sys.path.insert(0, str(DOCS / "_ext"))
+sys.path.insert(0, str(ROOT / "tests"))
 import rlvr_reference  # noqa: E402
+import test_quickstart  # noqa: E402  (the figures it asserts)
 
 # --------------------------------------------------------------------------- helpers
 
@@ -102,8 +106,6 @@ def test_config_reference_shows_defaults_and_descriptions():
 
 
 def test_trl_keys_section_lists_what_training_takes_from_trl():
-    from rlvr.config.trl import TRL_ALGORITHM_KEYS, TRL_IGNORED
-
     section = rlvr_reference.render_config().split("## TRL keys")[1]
     for key in [*TRL_IGNORED, *TRL_ALGORITHM_KEYS]:
         assert f"`{key}`" in section
@@ -134,11 +136,7 @@ def test_plugin_reference_covers_every_registered_plugin_and_param():
 
 
 def test_plugin_reference_example_validates():
-    from rlvr.config.schema import validate
-
     page = (DOCS / "reference" / "plugins.md").read_text(encoding="utf-8")
-    import yaml
-
     snippet = re.search(r"```yaml\n(.*?)```", page, re.S)
     assert snippet is not None
     config = validate(yaml.safe_load(snippet.group(1)), create_host())
@@ -317,10 +315,6 @@ def test_readme_lists_every_builtin_plugin():
 
 
 def test_readme_config_validates():
-    import yaml
-
-    from rlvr.config.schema import validate
-
     section = README.split("## A config that composes rewards")[1]
     snippet = re.search(r"```yaml\n(.*?)```", section, re.S)
     assert snippet is not None
@@ -332,9 +326,6 @@ def test_readme_config_validates():
 
 
 def test_quickstart_page_states_the_figures_the_quickstart_test_asserts():
-    sys.path.insert(0, str(ROOT / "tests"))
-    import test_quickstart
-
     page = (DOCS / "getting-started" / "quickstart.md").read_text(encoding="utf-8")
     assert f"**{test_quickstart.FIRST:.2f}**" in page
     assert f"**{test_quickstart.LAST:.2f}**" in page

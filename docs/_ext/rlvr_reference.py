@@ -30,6 +30,13 @@ from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+import rlvr
+from rlvr.api.host import KINDS, create_host
+from rlvr.api.registration import Params
+from rlvr.cli.main import build_parser
+from rlvr.config.schema import SECTIONS, RunConfig
+from rlvr.config.trl import TRL_ALGORITHM_KEYS, TRL_IGNORED
+
 # --------------------------------------------------------------------------- model fields
 
 
@@ -230,8 +237,6 @@ def config_tables() -> list[Table]:
 
     A plugin entry's ``params`` is one key here: its fields depend on the plugin and are on the
     plugin reference (:func:`plugin_docs`)."""
-    from rlvr.api.registration import Params
-    from rlvr.config.schema import SECTIONS, RunConfig
 
     def expand(model: type) -> bool:
         return not issubclass(model, Params) and bool(model.model_fields)
@@ -247,7 +252,6 @@ def config_tables() -> list[Table]:
 
 def section_rows() -> list[Row]:
     """The top level of the config: its six sections."""
-    from rlvr.config.schema import RunConfig
 
     return [
         Row(
@@ -264,7 +268,6 @@ def section_rows() -> list[Row]:
 def trl_key_rows() -> tuple[list[tuple[str, str]], tuple[str, ...]]:
     """TRL ``GRPOConfig`` keys that ``training:`` takes beyond its own: the ones dropped (with
     why) and the ones moved to ``algorithm.params``."""
-    from rlvr.config.trl import TRL_ALGORITHM_KEYS, TRL_IGNORED
 
     return sorted(TRL_IGNORED.items()), TRL_ALGORITHM_KEYS
 
@@ -289,7 +292,6 @@ def plugin_docs(
 
     The host is a fresh :func:`rlvr.api.host.create_host` unless one is given; plugins are
     listed by kind (reward, algorithm, backend) in the order they registered."""
-    from rlvr.api.host import KINDS, create_host
 
     host = host or create_host()
     out = []
@@ -359,8 +361,6 @@ def _option(action: argparse.Action) -> Option:
 def cli_commands(parser: argparse.ArgumentParser | None = None) -> list[Command]:
     """Every command and subcommand of ``rlvr``, with its usage line and options."""
     if parser is None:
-        from rlvr.cli.main import build_parser
-
         parser = build_parser()
     out: list[Command] = []
 
@@ -419,7 +419,6 @@ def api_names() -> dict[str, list[tuple[str, str, str]]]:
     """``rlvr.__all__`` by section: ``{section: [(name, kind, defining module)]}``, where kind
     is ``class``, ``function`` or ``data``. ``functional`` (a module) and ``__version__`` are
     left out: the page documents the submodule on its own."""
-    import rlvr
 
     exports: dict[str, str] = dict(rlvr._EXPORTS)
     exports["hookimpl"] = "rlvr.api.hookspecs"
@@ -610,7 +609,6 @@ def render_cli(commands: list[Command] | None = None) -> str:
 
 def render_api() -> str:
     """The public API: autodoc of every name in ``rlvr.__all__``, by section."""
-    import rlvr
 
     lines: list[str] = []
     for title, names in api_names().items():
