@@ -317,6 +317,12 @@ class RewardEntry(PluginEntry):
     on_error: Literal["fallback", "raise"] = Field(
         "fallback", description="a call that raises: use the fallback, or stop the run"
     )
+    correctness: bool = Field(
+        False,
+        description="this reward decides whether a completion is correct when evaluating "
+        "(accuracy, pass@k); at most one entry. Unmarked: the first reward whose plugin checks "
+        "answers (answer, numbers), see rlvr.evaluation.evaluate.correctness",
+    )
 
     @property
     def key(self) -> str:
@@ -726,6 +732,14 @@ def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
                 )
             )
         labels.setdefault(entry.key, i)
+    marked = [i for i, entry in enumerate(config.rewards) if entry.correctness]
+    for i in marked[1:]:
+        problems.append(
+            (
+                f"rewards[{i}].correctness",
+                f"rewards[{marked[0]}] is marked too; mark the one reward that decides correctness",
+            )
+        )
     if config.backend is not None:
         missing = host.backends[config.backend.name].available()
         if missing:
