@@ -251,7 +251,7 @@ def test_json_schema_is_a_union_on_name(host):
 def test_validate_command(tmp_path, capsys, train_sections):
     path = tmp_path / "c.yaml"
     path.write_text(train_sections + "rewards:\n  - name: answer\n")
-    assert main(["validate", str(path), "--set", "rewards[0].weight=3"]) == 0
+    assert main(["validate", str(path), "--set", "rewards[0].weight=3", "--print"]) == 0
     out = capsys.readouterr().out
     assert "weight: 3" in out and "correct:" in out  # resolved, params defaults filled in
     assert "name: grpo" in out and "name: hf" in out  # train's default algorithm and backend

@@ -558,6 +558,39 @@ def headline(summary: Mapping[str, Any]) -> str:
     return " | ".join(parts)
 
 
+def report(summary: Mapping[str, Any]) -> str:
+    """What ``rlvr eval`` prints: :func:`headline`, then pass@k, the per-reward means,
+    completion lengths, what was evaluated, and where the files are (``--json``: all of it)."""
+    lines = [headline(summary)]
+    passes = sorted(
+        (int(k.removeprefix("pass@")), v) for k, v in summary.items() if k.startswith("pass@")
+    )
+    if passes:
+        lines.append("  ".join(f"pass@{j} {v:.3f}" for j, v in passes if v is not None))
+    means = [
+        f"{k.removeprefix('rewards/').removesuffix('/mean')} {v:.3f}"
+        for k, v in summary.items()
+        if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, int | float)
+    ]
+    if means:
+        lines.append("reward means: " + "  ".join(means))
+    length, cut = summary.get("completion_length/mean"), summary.get("truncated_frac")
+    if isinstance(length, int | float):
+        clipped = f", {100 * cut:.1f}% cut at max_completion_length" if cut is not None else ""
+        lines.append(f"completions: {length:.1f} tokens on average{clipped}")
+    split = summary.get("data")
+    took = summary.get("total_time")
+    lines.append(
+        f"model {summary.get('model')} on {split}: {summary.get('num_samples')} samples, "
+        f"temperature {summary.get('temperature')}"
+        + (f", {took:.1f} s" if isinstance(took, int | float) else "")
+    )
+    lines.append(f"samples: {summary.get('samples')}  summary: {summary.get('summary')}")
+    if summary.get("reward_errors"):
+        lines.append(f"reward errors: {summary['reward_errors']}")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- internals
 
 
@@ -713,5 +746,6 @@ __all__ = [
     "output_paths",
     "pass_at_k",
     "pass_at_ks",
+    "report",
     "resolve_checkpoint",
 ]
