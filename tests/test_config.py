@@ -251,7 +251,7 @@ def test_json_schema_is_a_union_on_name(host):
 def test_validate_command(tmp_path, capsys, train_sections):
     path = tmp_path / "c.yaml"
     path.write_text(train_sections + "rewards:\n  - name: answer\n")
-    assert main(["validate", str(path), "--set", "rewards[0].weight=3"]) == 0
+    assert main(["validate", str(path), "--set", "rewards[0].weight=3", "--print"]) == 0
     out = capsys.readouterr().out
     assert "weight: 3" in out and "correct:" in out  # resolved, params defaults filled in
     assert "name: grpo" in out and "name: hf" in out  # train's default algorithm and backend
@@ -313,11 +313,19 @@ def test_messages_echo_values_and_name_the_override(tmp_path, capsys):
     assert "did you mean 'training'?" in line and line.endswith("(from --set traning.seed=1)")
 
 
-def test_eval_steps_is_a_setting_and_trl_eval_strategy_is_ignored_saying_why(host):
-    with pytest.warns(UserWarning, match=r"training.eval_strategy is ignored: .*eval_steps"):
-        config = load_config({"training": {"eval_steps": 50, "eval_strategy": "steps"}}, host)
+def test_eval_steps_is_a_setting_and_trl_eval_strategy_keeps_its_meaning(host):
+    config = load_config({"training": {"eval_steps": 50, "eval_strategy": "steps"}}, host)
     assert config.training.eval_steps == 50
     assert "eval_strategy" not in config.training.model_dump()
+    # TRL's eval_strategy: steps without eval_steps evaluates every logging_steps
+    config = load_config({"training": {"logging_steps": 5, "eval_strategy": "steps"}}, host)
+    assert config.training.eval_steps == 5
+    found = problems({"training": {"eval_steps": 50, "eval_strategy": "no"}}, host)
+    msg = found["training.eval_strategy"]
+    assert "turns evaluation off but training.eval_steps turns it on" in msg
+    found = problems({"training": {"eval_strategy": "epoch", "save_strategy": "epoch"}}, host)
+    assert "rlvr evaluates every training.eval_steps" in found["training.eval_strategy"]
+    assert "rlvr saves every training.save_steps" in found["training.save_strategy"]
 
 
 def test_settings_that_cannot_learn_warn(host):

@@ -27,7 +27,7 @@ from rlvr.api.host import create_host
 from rlvr.api.registration import Params
 from rlvr.cli.main import build_parser
 from rlvr.config.schema import RunConfig, validate
-from rlvr.config.trl import TRL_ALGORITHM_KEYS, TRL_IGNORED
+from rlvr.config.trl import TRL_KEYS
 from rlvr.testing import check_algorithm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +107,7 @@ def test_config_reference_shows_defaults_and_descriptions():
 
 def test_trl_keys_section_lists_what_training_takes_from_trl():
     section = rlvr_reference.render_config().split("## TRL keys")[1]
-    for key in [*TRL_IGNORED, *TRL_ALGORITHM_KEYS]:
+    for key in TRL_KEYS:
         assert f"`{key}`" in section
 
 
@@ -154,7 +154,7 @@ def parser_commands(parser: argparse.ArgumentParser, path: str) -> dict[str, set
             for name, sub in action.choices.items():
                 out.update(parser_commands(sub, f"{path} {name}"))
         elif not isinstance(action, argparse._HelpAction):
-            out[path] |= set(action.option_strings) or {action.dest}
+            out[path] |= set(action.option_strings) or {str(action.metavar or action.dest)}
     return out
 
 

@@ -25,6 +25,7 @@ from rlvr.evaluation.evaluate import (
     eval_call_sequences,
     eval_data,
     evaluate,
+    headline,
     mean_pass_at_k,
     output_paths,
     pass_at_k,
@@ -209,8 +210,9 @@ def _raw(tiny_model, eval_dir, tmp_path, rewards=None, **training):
     t.update(training)
     return {
         "model": {"name_or_path": str(tiny_model)},
-        "data": {"path": str(eval_dir), "prompt_field": "question"},
-        "rewards": rewards or [{"name": "parity"}, {"name": "format", "weight": 0.5}],
+        "data": {"path": str(eval_dir), "prompt_field": "question", "chat_template": True},
+        "rewards": rewards
+        or [{"name": "parity", "correctness": True}, {"name": "format", "weight": 0.5}],
         "training": t,
     }
 
@@ -220,7 +222,7 @@ def test_evaluate_end_to_end(tiny_model, eval_dir, tmp_path):
     config = load_config(
         _raw(tiny_model, eval_dir, tmp_path), host, require=("model", "data", "rewards")
     )
-    assert correctness(config) == ("parity", 1.0)  # no `answer` reward: the first one
+    assert correctness(config, host=host) == ("parity", 1.0, "marked `correctness: true`")
     summary = evaluate(config, host, k=3, limit=4, progress=False)
 
     samples_path = tmp_path / "run" / "eval" / "samples.jsonl"
@@ -278,6 +280,89 @@ def test_evaluate_end_to_end(tiny_model, eval_dir, tmp_path):
         evaluate(config, host, metric="nope", progress=False)
     with pytest.raises(EvalError, match="k must be"):
         evaluate(config, host, k=0, progress=False)
+
+
+def test_correctness_follows_the_documented_rule_and_never_picks_a_format_reward():
+    host = create_host(plugins=[ParityPlugin()])
+    trl = str(Path(__file__).parent / "trl_rewards.py")
+
+    def chosen(rewards, metric=None):
+        config = load_config({"rewards": rewards}, host, training=False)
+        return correctness(config, metric, host=host)
+
+    fmt, answer = {"name": "format"}, {"name": "answer"}
+    # a plugin that checks answers, wherever it is; its `correct` param is the threshold
+    assert chosen([fmt, {"name": "numbers", "params": {"correct": 2.0}}]) == (
+        "numbers",
+        2.0,
+        "the numbers reward checks answers",
+    )
+    assert chosen([fmt, answer]).label == "answer"
+    # marked, or --metric, wins (even a format reward, when named)
+    assert chosen([{**fmt, "correctness": True}, answer]).label == "format"
+    assert chosen([{**fmt, "correctness": True}, answer], metric="answer").rule == (
+        "chosen with --metric"
+    )
+    # TRL-style callables: the one named for correctness or accuracy, not the format one
+    strict = {"name": "callable", "label": "strict_format", "params": {"function": f"{trl}:record"}}
+    gsm8k = {
+        "name": "callable",
+        "label": "gsm8k",
+        "params": {"function": f"{trl}:correctness_reward_func"},
+    }
+    assert chosen([strict, gsm8k]) == ("gsm8k", 1.0, "a callable reward named for accuracy")
+    accuracy_format = {**strict, "label": "accuracy_format"}
+    assert chosen([accuracy_format]).label is None  # says format too: not taken
+    # nothing checks answers: no accuracy, and the reason says how to get one
+    none = chosen([fmt, {"name": "parity"}, strict])
+    assert none.label is None and "mark one with `correctness: true`" in none.rule
+    with pytest.raises(Exception, match=r"rewards\[0\] is marked too"):
+        chosen([{**answer, "correctness": True}, {"name": "numbers", "correctness": True}])
+
+
+def test_eval_with_trl_style_rewards_judges_by_the_correctness_one(
+    tiny_model, eval_dir, tmp_path, capsys
+):
+    """Issue #36: with TRL-style rewards rlvr eval took the first (a format reward always 1)
+    and printed accuracy 100%, saying nothing of which reward it used."""
+    trl = str(Path(__file__).parent / "trl_rewards.py")
+    rewards = [
+        {"name": "callable", "label": "format_ok", "params": {"function": f"{trl}:record"}},
+        {
+            "name": "callable",
+            "label": "gsm8k",
+            "params": {"function": f"{trl}:correctness_reward_func", "format": "conversational"},
+        },
+    ]
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(_raw(tiny_model, eval_dir, tmp_path, rewards=rewards)))
+    assert main(["eval", str(cfg), "--limit", "4", "--output", str(tmp_path / "e")]) == 0
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "e" / "summary.json").read_text())
+    samples = [json.loads(x) for x in (tmp_path / "e" / "samples.jsonl").read_text().splitlines()]
+    right = sum(r["rewards"]["gsm8k"] >= 1.0 for r in samples) / len(samples)
+    assert summary["metric"] == "gsm8k" and summary["accuracy"] == right < 1.0
+    assert all(r["rewards"]["format_ok"] == 1.0 for r in samples)  # what was taken before
+    line = f"accuracy {100 * right:.1f}% (pass@1: reward 'gsm8k' >= 1, a callable reward named"
+    assert out.startswith(line)
+
+
+def test_eval_without_a_correctness_reward_reports_mean_rewards_and_says_so(
+    tiny_model, eval_dir, tmp_path
+):
+    host = create_host(plugins=[ParityPlugin()])
+    rewards = [{"name": "parity"}, {"name": "format"}]
+    raw = _raw(tiny_model, eval_dir, tmp_path, rewards=rewards)
+    config = load_config(raw, host, require=("model", "data", "rewards"))
+    summary = evaluate(config, host, k=2, limit=2, progress=False)
+    assert summary["metric"] is None and summary["threshold"] is None
+    assert not [k for k in summary if k.startswith("pass@") or k == "accuracy"]
+    assert summary["reward"] is not None and "rewards/parity/mean" in summary
+    samples = [json.loads(x) for x in Path(summary["samples"]).read_text().splitlines()]
+    assert all("correct" not in r for r in samples)
+    line = headline(summary)
+    assert line.startswith("no accuracy: no reward checks answers: mark one with `correctness:")
+    assert f"reward {summary['reward']:.3f}" in line
 
 
 def test_eval_call_size_follows_the_backend_and_the_config(tiny_model, eval_dir, tmp_path):
@@ -344,20 +429,28 @@ def test_cli_eval(tiny_model, eval_dir, tmp_path, capsys):
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump(raw))
     out = tmp_path / "eval" / "samples.jsonl"
-    code = main(["eval", str(cfg), "-k", "2", "--limit", "3", "--output", str(out)])
+    code = main(["eval", str(cfg), "-k", "2", "--limit", "3", "--output", str(out), "--json"])
     assert code == 0
     captured = capsys.readouterr()
-    printed = json.loads(captured.out)
+    printed = json.loads(captured.out)  # --json: the summary, for scripts
     assert printed["metric"] == "answer" and printed["num_samples"] == 6
     assert {"pass@1", "pass@2", "reward", "rewards/answer/mean", "format_ok"} <= set(printed)
     samples = [json.loads(line) for line in out.read_text().splitlines()]
     compliant = sum(r["rewards"]["format"] >= 1.0 for r in samples) / len(samples)
     assert printed["format_ok"] == compliant == sum(r["format_ok"] for r in samples) / 6
-    # the line for people: accuracy and format compliance in percent
-    headline = f"accuracy {100 * printed['accuracy']:.1f}% (pass@1) | format compliance "
-    assert headline + f"{100 * compliant:.1f}%" in captured.err
     assert len(out.read_text().splitlines()) == 6
     assert json.loads((tmp_path / "eval" / "samples.summary.json").read_text()) == printed
+    # without --json, the result for people: a few lines, the first naming the reward
+    assert main(["eval", str(cfg), "-k", "2", "--limit", "3", "--output", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        f"accuracy {100 * printed['accuracy']:.1f}% (pass@1: reward 'answer' >= 1, the answer "
+        f"reward checks answers) | format compliance {100 * compliant:.1f}% | reward "
+        f"{printed['reward']:.3f} | 3 prompts x 2"
+    )
+    assert lines[1] == f"pass@1 {printed['pass@1']:.3f}  pass@2 {printed['pass@2']:.3f}"
+    assert lines[2].startswith("reward means: answer ") and len(lines) <= 8
+    assert lines[-1] == f"samples: {out}  summary: {printed['summary']}"
     # a named split of a single file is refused with a message, no traceback
     raw["data"]["path"] = str(eval_dir / "train.jsonl")
     cfg.write_text(yaml.safe_dump(raw))
@@ -371,14 +464,13 @@ def test_cli_greedy_eval_of_a_training_config_does_not_warn(tiny_model, eval_dir
     raw = _raw(tiny_model, eval_dir, tmp_path, rewards=[{"name": "answer"}])
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump({**raw, "algorithm": {"name": "grpo"}}))
-    code = main(["eval", str(cfg), "--limit", "2", "--set", "training.temperature=0"])
+    code = main(["eval", str(cfg), "--limit", "2", "--set", "training.temperature=0", "--json"])
     assert code == 0
     captured = capsys.readouterr()
-    assert "accuracy" in captured.err and "warning" not in captured.err
+    assert "warning" not in captured.err
     # --greedy is that --set: the same completions, temperature 0 in the summary
-    assert (
-        main(["eval", str(cfg), "--limit", "2", "--greedy", "--output", str(tmp_path / "g")]) == 0
-    )
+    greedy_eval = ["eval", str(cfg), "--limit", "2", "--greedy", "--output", str(tmp_path / "g")]
+    assert main([*greedy_eval, "--json"]) == 0
     greedy = json.loads(capsys.readouterr().out)
     assert greedy["temperature"] == 0 == json.loads(captured.out)["temperature"]
     assert greedy["reward"] == json.loads(captured.out)["reward"]

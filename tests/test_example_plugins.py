@@ -113,7 +113,7 @@ def test_pass_at_k_validates_and_conforms(venv, tmp_path, train_sections):
         "rewards: [{name: answer}, {name: format}]\n"
         "training: {num_generations: 8}\n"
     )
-    resolved = rlvr(venv, "validate", config)
+    resolved = rlvr(venv, "validate", config, "--print")
     assert "k: 4" in resolved and "correct_metric: answer" in resolved
 
     # k larger than the group: the declared requirement rejects it before any model loads

@@ -252,8 +252,9 @@ def test_the_schema_walk_covers_every_training_key():
 def test_trl_compat_keys_are_ignored_with_a_warning(key, host):
     from rlvr.config.schema import load_config
 
+    # 12345: a value none of them ignores silently (each key's TRL default is accepted quietly)
     with pytest.warns(UserWarning, match=rf"^training\.{key} is ignored: "):
-        config = load_config({"training": {key: 1}}, host)
+        config = load_config({"training": {key: 12345}}, host)
     assert key not in config.training.model_dump()
 
 

@@ -65,7 +65,10 @@ class Reward:
     ``factory(params)`` runs inside each reward worker process and must be importable by
     reference (a module-level function or class), so it can be sent to the workers.
     ``fields(params)`` names the dataset fields the reward reads, so a dataset lacking one is
-    reported before training starts.
+    reported before training starts. ``correctness``: the reward checks the answer (its score
+    at least its params' ``correct``, else 1, means right), so ``rlvr eval`` may judge
+    accuracy by it when no reward is marked ``correctness: true``
+    (:func:`rlvr.evaluation.evaluate.correctness`).
     """
 
     name: str
@@ -74,6 +77,7 @@ class Reward:
     description: str
     fields: Callable[[Any], tuple[str, ...]] = lambda params: ()
     dist: str | None = None
+    correctness: bool = False
 
 
 # --------------------------------------------------------------------------- algorithms

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -29,11 +30,59 @@ NPROC_HELP = (
 MODEL_COMMANDS = ("train", "eval", "export", "validate")
 
 
-def _add_config(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
-    if positional:
-        p.add_argument("config", help="run config (.yaml, .yml or .toml)")
-    else:
-        p.add_argument("--config", "-c", required=True, help="run config (.yaml or .toml)")
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written (paragraphs kept), and each option's default where it says
+    something (not None, False or an empty list)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        quiet = default in (None, False, [], argparse.SUPPRESS) or action.nargs == 0
+        if "%(default)" in text or quiet or not action.option_strings:
+            return text
+        return text + " (default: %(default)s)"
+
+
+def _common() -> argparse.ArgumentParser:
+    """Options every command takes, wherever on the line they are (``rlvr train c.yaml -v``).
+    SUPPRESS as default: a subcommand that does not see -v leaves the top level's value."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show third-party progress bars and logs",
+    )
+    return common
+
+
+def _command(sub: Any, name: str, summary: str, description: str = "") -> argparse.ArgumentParser:
+    """A subcommand: ``summary`` in ``rlvr --help``, and with ``description`` in its own."""
+    paragraphs = [f"{summary[0].upper()}{summary[1:]}.", description]
+    return sub.add_parser(
+        name,
+        help=summary,
+        description="\n\n".join(textwrap.fill(p, 79) for p in paragraphs if p),
+        formatter_class=_HelpFormatter,
+        parents=[_common()],
+    )
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    """The run config, the same way for every command: ``rlvr CMD CONFIG`` (``-c CONFIG``
+    is accepted too)."""
+    p.add_argument(
+        "config", nargs="?", default=None, metavar="CONFIG", help="run config (.yaml, .yml, .toml)"
+    )
+    p.add_argument(
+        "-c",
+        "--config",
+        dest="config_option",
+        default=None,
+        metavar="CONFIG",
+        help="the run config, given as an option instead",
+    )
     p.add_argument(
         "--set",
         dest="overrides",
@@ -47,7 +96,9 @@ def _add_config(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlvr",
-        description="Reinforcement learning of language models with verifiable rewards.",
+        description="Reinforcement learning of language models with verifiable rewards.\n\n"
+        "rlvr COMMAND --help describes a command and its options.",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rlvr {__version__}")
     parser.add_argument(
@@ -55,39 +106,83 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train a policy from a config")
+    p = _command(
+        sub,
+        "train",
+        "train a policy from a config",
+        "Validates the config (as rlvr validate does), loads the model and trains; everything "
+        "lands in training.output_dir (checkpoints, metrics.jsonl, samples.jsonl).",
+    )
     _add_config(p)
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
     p.add_argument(
-        "--nproc-per-node",
-        type=int,
-        default=1,
-        metavar="N",
-        help=NPROC_HELP,
+        "--resume", action="store_true", help="continue from output_dir's latest checkpoint"
+    )
+    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help=NPROC_HELP)
+
+    p = _command(
+        sub,
+        "validate",
+        "check a config as rlvr train would, before any model loads",
+        "Runs every check rlvr train runs before loading weights (schema, plugin params, "
+        "cross-plugin rules, data files and columns, the model's config). Prints every "
+        "problem with its path and exits 2, or ends with one OK line.",
+    )
+    _add_config(p)
+    p.add_argument(
+        "--print",
+        action="store_true",
+        dest="print_config",
+        help="print the resolved config (every default filled in) as YAML",
     )
 
-    p = sub.add_parser("validate", help="check a config; print it resolved, or every problem")
-    _add_config(p)
+    _command(
+        sub,
+        "schema",
+        "print the JSON Schema of a config (installed plugins)",
+        "For editors: a config's sections, each plugin entry a union on its name.",
+    )
 
-    sub.add_parser("schema", help="print the JSON Schema of a config (installed plugins)")
-
-    p = sub.add_parser("plugins", help="list plugins, what they register, and failures")
+    p = _command(sub, "plugins", "list plugins, what they register, and failures")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
-    rewards = sub.add_parser("rewards", help="reward tools").add_subparsers(
+    rewards = _command(sub, "rewards", "reward tools").add_subparsers(
         dest="rewards_command", required=True, metavar="COMMAND"
     )
-    p = rewards.add_parser("score", help="score a JSONL file of completions")
-    _add_config(p, positional=False)
+    p = _command(
+        rewards,
+        "score",
+        "score a JSONL file of completions",
+        "Scores each row's `completion` with the config's rewards (the row's other fields "
+        "reach them as dataset fields) and writes the rows with their rewards.",
+    )
+    _add_config(p)
     p.add_argument("--input", "-i", required=True, help="JSONL rows with a `completion` field")
     p.add_argument("--output", "-o", required=True, help="where to write the scored rows")
-    p.add_argument("--workers", type=int, default=None, help="reward worker processes")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="reward worker processes (training.reward_workers)",
+    )
     p.add_argument("--batch-size", type=int, default=256, help="rows per scoring batch")
 
-    p = sub.add_parser("eval", help="generate on an eval split and score (pass@1, pass@k)")
+    p = _command(
+        sub,
+        "eval",
+        "generate on an eval split and score it (accuracy, pass@k)",
+        "Samples k completions per prompt of the eval data with the training sampling "
+        "settings, scores them with the config's rewards and prints the result; a completion "
+        "is correct by the correctness reward (--metric, the reward marked correctness: true, "
+        "or the first that checks answers), which the result names. Writes the samples and "
+        "summary.json.",
+    )
     _add_config(p)
-    p.add_argument("--checkpoint", help="checkpoint dir (default: the config's model)")
-    p.add_argument("--split", default=None, help="eval split (default data.eval_split)")
+    p.add_argument(
+        "--checkpoint", help="checkpoint dir or run output_dir (default: config's model)"
+    )
+    p.add_argument(
+        "--split", default=None, help="eval split or data file (default data.eval_split)"
+    )
     p.add_argument("-k", type=int, default=1, help="samples per prompt for pass@k")
     p.add_argument(
         "--greedy",
@@ -98,11 +193,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="evaluate the first N prompts")
     p.add_argument("--output", default=None, help="samples JSONL (default OUTPUT_DIR/eval)")
     p.add_argument("--metric", default=None, help="reward label that decides correctness")
-    p.add_argument("--threshold", type=float, default=None, help="correct when >= this")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="correct when >= this (default: the reward's `correct` param, else 1)",
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help=NPROC_HELP)
 
-    p = sub.add_parser(
-        "export", help="write a checkpoint (LoRA adapters merged in) as a plain HF model"
+    p = _command(
+        sub,
+        "export",
+        "write a checkpoint (LoRA adapters merged in) as a plain HF model",
     )
     p.add_argument("checkpoint", help="a checkpoint dir, or a run's output_dir (its latest)")
     p.add_argument("output", help="new directory for the model and tokenizer")
@@ -110,21 +213,35 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", default=None, help="run config naming the base model (default: the one saved)"
     )
 
-    p = sub.add_parser("plot", help="draw a run's curves to PNG")
+    p = _command(sub, "plot", "draw a run's curves to PNG")
     p.add_argument("output_dir", help="a run's output_dir (holds metrics.jsonl)")
 
-    new = sub.add_parser("new", help="scaffold a new package").add_subparsers(
+    new = _command(sub, "new", "scaffold a new package").add_subparsers(
         dest="new_command", required=True, metavar="WHAT"
     )
-    p = new.add_parser("plugin", help="write a ready-to-install plugin package")
+    p = _command(new, "plugin", "write a ready-to-install plugin package")
     p.add_argument("name", help="plugin name, e.g. my_reward")
     p.add_argument("--kind", choices=["reward", "algorithm", "backend"], required=True)
     p.add_argument("--dir", default=".", help="where to create the package")
     return parser
 
 
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, with the run config resolved from ``CONFIG`` or ``-c CONFIG``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if hasattr(args, "config_option"):
+        given = [c for c in (args.config, args.config_option) if c is not None]
+        if len(given) != 1:
+            how = "twice" if given else "none"
+            sub = " ".join(a for a in (args.command, getattr(args, "rewards_command", None)) if a)
+            parser.error(f"{sub}: give the run config once (got {how}): rlvr {sub} CONFIG")
+        args.config = given[0]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     warnings.simplefilter("default")
     if getattr(args, "nproc_per_node", 1) > 1 and "WORLD_SIZE" not in os.environ:
         return _torchrun(argv, args.nproc_per_node)
@@ -150,6 +267,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `rlvr schema | head`: the reader left; stop quietly
+        _quiet_stdout()
+        return 141  # 128 + SIGPIPE, as a shell reports a command a pipe cut short
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of a closed pipe does not
+    print "Exception ignored ... BrokenPipeError" at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 _default_showwarning = warnings.showwarning
@@ -172,7 +300,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     # The same sections and defaults as train: validate promises train's checks, and a config
     # without `algorithm:` trains with grpo's group-size and reference-model rules.
     config = validate(args.config, overrides=args.overrides, host=host)
-    print(dump(config), end="")
+    if args.print_config:
+        print(dump(config), end="", flush=True)
+    # With --print the YAML alone is on stdout (`> resolved.yaml`); the verdict on stderr.
+    print(
+        f"OK: {args.config} is valid for rlvr train",
+        file=sys.stderr if args.print_config else sys.stdout,
+    )
     return 0
 
 
@@ -248,7 +382,7 @@ def _torchrun(argv: Sequence[str] | None, nproc: int) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     host = _host()
-    from rlvr.evaluation.evaluate import headline  # loads torch with the evaluator
+    from rlvr.evaluation.evaluate import report  # loads torch with the evaluator
 
     result: dict[str, Any] = evaluate(
         args.config,
@@ -264,8 +398,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         host=host,
     )
     if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
-        print(json.dumps(result, indent=2))
-        print(headline(result), file=sys.stderr)
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            print(report(result))
     return 0
 
 

@@ -8,7 +8,7 @@ after a separator, the valid keys; a problem at a key given with ``--set`` says 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
@@ -19,17 +19,21 @@ def pydantic_problems(
     prefix: str,
     model: type[BaseModel],
     elsewhere: Callable[[str], str | None] = lambda key: None,
+    also: Mapping[str, Sequence[str]] | None = None,
 ) -> list[tuple[str, str]]:
     """The errors of validating ``model`` at ``prefix`` (e.g. ``rewards[1].params``).
     ``elsewhere(key)`` says where an unknown key without a near miss does belong, if anywhere
-    (another plugin's params)."""
+    (another plugin's params). ``also`` names keys accepted at a path besides the model's
+    fields (TRL's under ``training``), so a near miss of one is suggested, not an unrelated
+    field."""
     problems = []
     for err in exc.errors():
         loc = err["loc"]
         path = _path(prefix, loc)
         if err["type"] == "extra_forbidden":
             key = str(loc[-1])
-            msg = _unknown_key_message(key, _model_at(model, loc[:-1]), elsewhere(key))
+            extra = (also or {}).get(_path(prefix, loc[:-1]), ())
+            msg = _unknown_key_message(key, _model_at(model, loc[:-1]), elsewhere(key), extra)
         else:
             msg = _describe(err)
         problems.append((path, msg))
@@ -72,12 +76,15 @@ def _clip(text: str, size: int = 60) -> str:
 
 
 def _unknown_key_message(
-    key: str, model: type[BaseModel] | None, elsewhere: str | None = None
+    key: str,
+    model: type[BaseModel] | None,
+    elsewhere: str | None = None,
+    extra: Sequence[str] = (),
 ) -> str:
     msg = f"unknown key {key!r}"
     if model is not None:
         fields = list(model.model_fields)
-        close = difflib.get_close_matches(key, fields, n=1)
+        close = difflib.get_close_matches(key, [*fields, *extra], n=1)
         close = close or [f for f in fields if f.startswith(key)][:1]  # `name` -> name_or_path
         if close:
             msg += f"; did you mean {close[0]!r}?"

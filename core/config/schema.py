@@ -40,7 +40,7 @@ from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host
 from rlvr.api.registration import Params, Requirements
 from rlvr.config.problems import key_path, pydantic_problems, sort_problems, with_origins
-from rlvr.config.trl import move_trl_keys
+from rlvr.config.trl import TRL_KEYS, move_trl_keys
 
 SECTIONS = ("model", "data", "rewards", "algorithm", "backend", "training")
 DEFAULT_ALGORITHM = "grpo"
@@ -135,12 +135,20 @@ class DataConfig(Section):
     prompt_field: str = Field("prompt", description="the row field that holds the prompt")
     system_prompt: str | None = Field(None, description="system message before every prompt")
     chat_template: bool | None = Field(
-        None, description="use the tokenizer's chat template (default: when it has one)"
+        None,
+        description="send the prompts through the tokenizer's chat template. null: when it has "
+        "one, plain-string prompts included (with a warning: TRL sends those as plain text); "
+        "a list of messages always goes through the template",
     )
     eval_path: str | None = Field(None, description="eval data (default: same path)")
     eval_split: str | None = Field("test", description="split that evaluation reads")
     max_samples: int | None = Field(None, ge=1, description="use only the first N rows")
     shuffle: bool = Field(True, description="draw prompts in a seeded random order each epoch")
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="extra keyword arguments of the tokenizer's apply_chat_template (e.g. "
+        "{enable_thinking: false}); TRL's chat_template_kwargs",
+    )
 
 
 class GuidanceConfig(Section):
@@ -172,7 +180,8 @@ class TrainingConfig(Section):
     """Optimisation and sampling settings, named as in TRL's GRPOConfig.
 
     One deliberate difference: ``per_device_train_batch_size`` counts *prompts*, each sampled
-    ``num_generations`` times (in TRL it counts completions).
+    ``num_generations`` times (in TRL it counts completions). A GRPOConfig pasted under a
+    top-level ``trl:`` section keeps TRL's meaning (:mod:`rlvr.config.trl`).
     """
 
     output_dir: str = Field("outputs/run", min_length=1, description="where the run writes")
@@ -341,6 +350,12 @@ class RewardEntry(PluginEntry):
     fallback: float = Field(0.0, description="value of a call that times out or crashes")
     on_error: Literal["fallback", "raise"] = Field(
         "fallback", description="a call that raises: use the fallback, or stop the run"
+    )
+    correctness: bool = Field(
+        False,
+        description="this reward decides whether a completion is correct when evaluating "
+        "(accuracy, pass@k); at most one entry. Unmarked: the first reward whose plugin checks "
+        "answers (answer, numbers), see rlvr.evaluation.evaluate.correctness",
     )
 
     @property
@@ -596,17 +611,24 @@ def validate(
     (``info.context["config_dir"]``) to resolve relative paths: the config file's directory,
     or the current directory for an entry whose params were given with ``--set``
     (``set_keys``) or a config that came from no file."""
-    data = _with_defaults(data, require)
+    data = dict(data)
     if "training" in data and data["training"] is None:  # `training:` with every key commented out
         data["training"] = {}
-    problems = _missing_sections(data, require) + _unknown_names(data, host)
-    problems += move_trl_keys(data, host)
+    # Before the defaults: a TRL key may name the backend (use_vllm) or land in the defaulted
+    # algorithm's params.
+    defaults = {"algorithm": DEFAULT_ALGORITHM, "backend": DEFAULT_BACKEND}
+    native = frozenset(TrainingConfig.model_fields)
+    moved = move_trl_keys(data, host, require=require, defaults=defaults, native=native)
+    data = _with_defaults(data, require)
+    problems = _missing_sections(data, require) + _unknown_names(data, host) + moved
     config = None
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         known = {p for p, _ in problems}
-        problems += [p for p in pydantic_problems(exc, "", RunConfig) if p[0] not in known]
+        also = {"training": list(TRL_KEYS)}  # a near miss of a TRL key: that key
+        found = pydantic_problems(exc, "", RunConfig, also=also)
+        problems += [p for p in found if p[0] not in known]
     params, found = _plugin_params(data, host, config_dir, set_keys)
     problems += found
     if problems or config is None:
@@ -705,7 +727,8 @@ def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tu
             hint = difflib.get_close_matches(key, SECTIONS, n=1)
             msg = f"unknown section {key!r}"
             msg += f"; did you mean {hint[0]!r}?" if hint else ""
-            problems.append((key, msg + f" -- sections: {', '.join(SECTIONS)}"))
+            known = ", ".join(SECTIONS)
+            problems.append((key, msg + f" -- sections: {known}, trl (a pasted TRL GRPOConfig)"))
     return problems
 
 
@@ -751,6 +774,14 @@ def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
                 )
             )
         labels.setdefault(entry.key, i)
+    marked = [i for i, entry in enumerate(config.rewards) if entry.correctness]
+    for i in marked[1:]:
+        problems.append(
+            (
+                f"rewards[{i}].correctness",
+                f"rewards[{marked[0]}] is marked too; mark the one reward that decides correctness",
+            )
+        )
     if config.backend is not None:
         missing = host.backends[config.backend.name].available()
         if missing:

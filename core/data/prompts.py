@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rlvr.api.errors import RlvrError
+from rlvr.api.errors import ConfigWarning, RlvrError
 
 logger = logging.getLogger("rlvr.data.prompts")
 
@@ -214,7 +215,9 @@ def require_fields(
 
 
 def use_chat_template(data: Any, tokenizer: Any) -> bool:
-    """Whether prompts go through the tokenizer's chat template."""
+    """Whether prompts go through the tokenizer's chat template: ``data.chat_template``, or
+    (null) whenever the tokenizer has one, plain strings included, where TRL sends a plain
+    string as plain text (:func:`plain_string_warning` says so)."""
     has = getattr(tokenizer, "chat_template", None) is not None
     if data.chat_template is None:
         return has
@@ -247,7 +250,10 @@ def format_prompt(row: Mapping[str, Any], data: Any, tokenizer: Any, chat: bool)
     value = row.get(data.prompt_field)
     if chat:
         messages = _messages(value, data.system_prompt)
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        kwargs = getattr(data, "chat_template_kwargs", None) or {}
+        return tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **kwargs
+        )
     if isinstance(value, list):  # messages without a chat template: join their contents
         value = "\n\n".join(str(m.get("content", "")) for m in _messages(value, None))
     elif not isinstance(value, str):
@@ -255,6 +261,22 @@ def format_prompt(row: Mapping[str, Any], data: Any, tokenizer: Any, chat: bool)
             f"prompt field {data.prompt_field!r} must hold text, got {type(value).__name__}"
         )
     return value if data.system_prompt is None else f"{data.system_prompt}\n\n{value}"
+
+
+def plain_string_warning(rows: Sequence[Mapping[str, Any]], data: Any, chat: bool) -> str | None:
+    """The warning for plain-string prompts sent through the chat template because
+    ``data.chat_template`` is unset: rlvr's default, where TRL (its "standard" format) sends
+    them as they are. None when the setting is explicit or the prompts are messages."""
+    if not chat or data.chat_template is not None or not rows:
+        return None
+    if not isinstance(rows[0].get(data.prompt_field), str):
+        return None
+    return (
+        f"data.chat_template is unset: the plain-string prompts ({data.prompt_field!r}) go "
+        "through the tokenizer's chat template, where TRL sends them as plain text; set "
+        "data.chat_template: true to keep this (and silence this warning), or false for TRL's "
+        "behaviour"
+    )
 
 
 @dataclass
@@ -280,6 +302,9 @@ class PromptSet:
         self.chat = use_chat_template(data, tokenizer)
         self._cache: dict[int, Prompt] = {}
         self._warned = False
+        warning = plain_string_warning(rows, data, self.chat)
+        if warning is not None:
+            warnings.warn(warning, ConfigWarning, stacklevel=1)  # one location: shown once
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -378,6 +403,7 @@ __all__ = [
     "check_fields",
     "format_prompt",
     "load_rows",
+    "plain_string_warning",
     "require_fields",
     "use_chat_template",
 ]

@@ -26,11 +26,18 @@ generator, and :class:`rlvr.rewards.scoring.Scorer` for the rewards. Decisions, 
   ``training.temperature=0`` (``rlvr eval --greedy`` does; then ``k > 1`` repeats the same
   completion and only warns).
   Seeds derive from ``training.seed``.
-- **Correctness** (for pass@k): the reward labelled ``metric`` (default: the first reward
-  whose name is ``answer``, else the first reward) scored ``>= threshold`` (default: that
-  reward's ``correct`` param when it has one, as ``answer`` and ``numbers`` do, else 1.0). A
-  reward that returned None (not applicable) counts as not correct. The raw value is compared,
-  not the weighted one.
+- **Correctness** (for accuracy and pass@k), :func:`correctness`, first that applies: the
+  reward labelled ``metric`` (``rlvr eval --metric``); the rewards[] entry marked
+  ``correctness: true``; the first reward whose plugin registers as checking answers
+  (``correctness=True``: the built-in ``answer`` and ``numbers``); the first ``callable``
+  reward whose label or function name says accuracy or correct(ness) and neither format nor
+  length (TRL's ``accuracy_reward``, the GSM8K recipes' ``correctness_reward_func``). A
+  format or length reward is never picked unless named. With none, no accuracy or pass@k is
+  reported, only the mean rewards, and the console says so. A completion is correct when that
+  reward's raw value (not the weighted one) is ``>= threshold`` (default: the reward's
+  ``correct`` param when it has one, as ``answer`` and ``numbers`` do, else 1.0); None (not
+  applicable) counts as not correct. The console and the summary name the reward and why it
+  was chosen (``metric``, ``metric_rule``).
 - **Format compliance** (``format_ok``, only with a ``format`` reward): the fraction of
   completions for which every reward whose plugin is ``format`` scores at least its declared
   ``correct`` (the built-in ``format``: the score of a full match), :func:`format_checks`.
@@ -55,13 +62,15 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rlvr.api.errors import RlvrError
+from rlvr.api.host import create_host
 from rlvr.rewards.failures import ERRORS_FILE, RewardErrorLog
 
 if TYPE_CHECKING:
@@ -119,20 +128,67 @@ def mean_pass_at_k(counts: Sequence[tuple[int, int]], k: int) -> float:
 # --------------------------------------------------------------------------- resolution
 
 
-def correctness(config: Any, metric: str | None = None, threshold: float | None = None):
-    """``(label, threshold)`` deciding whether a completion is correct (see the module doc)."""
+class Correctness(NamedTuple):
+    """Which reward decides correctness, from what score, and why it was chosen."""
+
+    label: str | None  #: None: no reward qualifies; accuracy and pass@k are not reported
+    threshold: float | None
+    rule: str  #: how it was chosen, for the console and the summary
+
+
+#: A ``callable`` reward named like one that checks answers...
+_ACCURACY_NAME = re.compile(r"accura|correct", re.IGNORECASE)
+#: ...and not like one that checks the form.
+_FORM_NAME = re.compile(r"format|length|len_|style|tag", re.IGNORECASE)
+NO_CORRECTNESS = (
+    "no reward checks answers: mark one with `correctness: true` or pass --metric LABEL"
+)
+
+
+def correctness(
+    config: Any,
+    metric: str | None = None,
+    threshold: float | None = None,
+    host: Any = None,
+) -> Correctness:
+    """The reward deciding whether a completion is correct, by the rule of the module doc.
+    ``host`` says which plugins check answers (default: the installed plugins)."""
     entries = list(config.rewards)
     if not entries:
         raise EvalError("evaluation needs at least one reward in the config's `rewards:`")
-    if metric is None:
-        entry = next((e for e in entries if e.name == "answer"), entries[0])
-    else:
+    if metric is not None:
         found = [e for e in entries if e.key == metric]
         if not found:
             labels = ", ".join(e.key for e in entries)
             raise EvalError(f"metric {metric!r} is not a configured reward label ({labels})")
-        entry = found[0]
-    return entry.key, float(_declared_correct(entry) if threshold is None else threshold)
+        entry, rule = found[0], "chosen with --metric"
+    else:
+        entry, rule = _correctness_entry(entries, host)
+        if entry is None:
+            return Correctness(None, None, NO_CORRECTNESS)
+    value = float(_declared_correct(entry) if threshold is None else threshold)
+    return Correctness(entry.key, value, rule)
+
+
+def _correctness_entry(entries: Sequence[Any], host: Any) -> tuple[Any, str]:
+    marked = [e for e in entries if getattr(e, "correctness", False)]
+    if marked:
+        return marked[0], "marked `correctness: true`"
+    if host is None:
+        host = create_host()
+    for e in entries:
+        record = host.rewards.get(e.name)
+        if record is not None and getattr(record, "correctness", False):
+            return e, f"the {e.name} reward checks answers"
+    for e in entries:
+        if e.name != "callable":
+            continue
+        names = [e.key, str(getattr(e.params, "function", "")).rpartition(":")[2]]
+        if any(_ACCURACY_NAME.search(n) for n in names) and not any(
+            _FORM_NAME.search(n) for n in names
+        ):
+            return e, "a callable reward named for accuracy"
+    return None, NO_CORRECTNESS
 
 
 def _declared_correct(entry: Any) -> float:
@@ -247,6 +303,7 @@ class Evaluation:
         greedy: bool = False,
         metric: str | None = None,
         threshold: float | None = None,
+        host: Any = None,
     ) -> None:
         if k < 1:
             raise EvalError(f"k must be >= 1 (got {k})")
@@ -254,7 +311,8 @@ class Evaluation:
         self.prompts = prompts
         self.k = k
         self.greedy = greedy
-        self.metric, self.threshold = correctness(config, metric, threshold)
+        self.correctness = correctness(config, metric, threshold, host)
+        self.metric, self.threshold = self.correctness.label, self.correctness.threshold
         self.format_checks = format_checks(config)
         self.labels = [e.key for e in config.rewards]
 
@@ -304,12 +362,14 @@ class Evaluation:
         from rlvr.rewards.scoring import RewardStats, merge_summaries
 
         k = self.k
-        counts = []
-        for i in range(len(self.prompts)):
-            mine = records[i * k : (i + 1) * k]
-            counts.append((len(mine), sum(r["correct"] for r in mine)))
-        out: dict[str, Any] = {f"pass@{j}": mean_pass_at_k(counts, j) for j in pass_at_ks(k)}
-        out["accuracy"] = sum(c for _, c in counts) / max(len(records), 1)
+        out: dict[str, Any] = {}
+        if self.metric is not None:  # else no reward checks answers: mean rewards only
+            counts = []
+            for i in range(len(self.prompts)):
+                mine = records[i * k : (i + 1) * k]
+                counts.append((len(mine), sum(r["correct"] for r in mine)))
+            out.update({f"pass@{j}": mean_pass_at_k(counts, j) for j in pass_at_ks(k)})
+            out["accuracy"] = sum(c for _, c in counts) / max(len(records), 1)
         if self.format_checks:
             out["format_ok"] = sum(r["format_ok"] for r in records) / max(len(records), 1)
         out.update(
@@ -384,7 +444,7 @@ def evaluate(
     if k < 1:
         raise EvalError(f"k must be >= 1 (got {k})")
     t = config.training
-    correctness(config, metric, threshold)  # a bad metric fails before anything loads
+    correctness(config, metric, threshold, host)  # a bad metric fails before anything loads
     backend_name, backend_params, backend = _backend(config, host)
     model_path = resolve_checkpoint(checkpoint) if checkpoint is not None else None
     rows, data_cfg, split_name, data_desc = eval_prompt_rows(config, host, split, limit)
@@ -412,7 +472,9 @@ def evaluate(
             device, dtype = resolve_device_dtype(config.model.dtype)
             model, tokenizer, model_desc = _load_model(config, model_path, device, dtype)
             prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
-            evaluation = Evaluation(config, prompts, k=k, metric=metric, threshold=threshold)
+            evaluation = Evaluation(
+                config, prompts, k=k, metric=metric, threshold=threshold, host=host
+            )
             run = RunInfo.from_config(
                 config, num_generations=k, device=device, dtype=dtype, evaluation=True
             )
@@ -442,6 +504,7 @@ def evaluate(
             "num_samples": len(records),
             "metric": evaluation.metric,
             "threshold": evaluation.threshold,
+            "metric_rule": evaluation.correctness.rule,
             "format_checks": dict(evaluation.format_checks),
             "backend": backend_name,
             "device": run.device,
@@ -476,14 +539,56 @@ def _errors_path(samples: Path, summary: Path) -> Path:
 
 
 def headline(summary: Mapping[str, Any]) -> str:
-    """One line for people: accuracy (pass@1) and format compliance in percent."""
-    parts = [f"accuracy {100 * (summary.get('accuracy') or 0):.1f}% (pass@1)"]
+    """One line for people: accuracy (pass@1) by the named reward, or that no reward checks
+    answers; format compliance in percent; the mean reward."""
+    metric = summary.get("metric")
+    if metric is not None:
+        threshold = summary.get("threshold")
+        parts = [
+            f"accuracy {100 * (summary.get('accuracy') or 0):.1f}% (pass@1: reward "
+            f"{metric!r} >= {threshold:g}, {summary.get('metric_rule', 'chosen')})"
+        ]
+    else:
+        parts = [f"no accuracy: {summary.get('metric_rule', NO_CORRECTNESS)}"]
     if summary.get("format_ok") is not None:
         parts.append(f"format compliance {100 * summary['format_ok']:.1f}%")
     if summary.get("reward") is not None:
         parts.append(f"reward {summary['reward']:.3f}")
     parts.append(f"{summary.get('num_prompts')} prompts x {summary.get('k')}")
     return " | ".join(parts)
+
+
+def report(summary: Mapping[str, Any]) -> str:
+    """What ``rlvr eval`` prints: :func:`headline`, then pass@k, the per-reward means,
+    completion lengths, what was evaluated, and where the files are (``--json``: all of it)."""
+    lines = [headline(summary)]
+    passes = sorted(
+        (int(k.removeprefix("pass@")), v) for k, v in summary.items() if k.startswith("pass@")
+    )
+    if passes:
+        lines.append("  ".join(f"pass@{j} {v:.3f}" for j, v in passes if v is not None))
+    means = [
+        f"{k.removeprefix('rewards/').removesuffix('/mean')} {v:.3f}"
+        for k, v in summary.items()
+        if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, int | float)
+    ]
+    if means:
+        lines.append("reward means: " + "  ".join(means))
+    length, cut = summary.get("completion_length/mean"), summary.get("truncated_frac")
+    if isinstance(length, int | float):
+        clipped = f", {100 * cut:.1f}% cut at max_completion_length" if cut is not None else ""
+        lines.append(f"completions: {length:.1f} tokens on average{clipped}")
+    split = summary.get("data")
+    took = summary.get("total_time")
+    lines.append(
+        f"model {summary.get('model')} on {split}: {summary.get('num_samples')} samples, "
+        f"temperature {summary.get('temperature')}"
+        + (f", {took:.1f} s" if isinstance(took, int | float) else "")
+    )
+    lines.append(f"samples: {summary.get('samples')}  summary: {summary.get('summary')}")
+    if summary.get("reward_errors"):
+        lines.append(f"reward errors: {summary['reward_errors']}")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- internals
@@ -601,13 +706,14 @@ def _sample_and_score(
             gen_time += t1 - t0
             summaries.append(scores.summary())
             for j, c in enumerate(items):
-                value = c.rewards[label]
                 record = {
                     "index": c.prompt_index,
                     "sample": j % k,
                     **sample_record(c, prompts, config.data.prompt_field),
-                    "correct": value is not None and value >= threshold,
                 }
+                if label is not None and threshold is not None:
+                    value = c.rewards[label]
+                    record["correct"] = value is not None and value >= threshold
                 if checks:
                     record["format_ok"] = is_format_ok(c.rewards, checks)
                 records.append(record)
@@ -625,6 +731,7 @@ def _sample_and_score(
 
 
 __all__ = [
+    "Correctness",
     "EvalError",
     "Evaluation",
     "eval_call_sequences",
@@ -639,5 +746,6 @@ __all__ = [
     "output_paths",
     "pass_at_k",
     "pass_at_ks",
+    "report",
     "resolve_checkpoint",
 ]

@@ -404,7 +404,7 @@ class MetricsLogger:
             self._bar.set_postfix(
                 reward=f"{line.get('reward', 0):.3f}", loss=f"{line.get('loss', 0):.4f}"
             )
-        if step % self.logging_steps == 0 or step == self.max_steps or "eval/pass@1" in line:
+        if step % self.logging_steps == 0 or step == self.max_steps or "eval/reward_mean" in line:
             self.write(compact_line(line, self.max_steps))
 
     def log_samples(self, step: int, samples: Iterable[Mapping[str, Any]]) -> None:
@@ -475,12 +475,13 @@ def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
         parts.insert(2 if len(parts) > 1 and parts[1].startswith("reward ") else 1, " ".join(means))
     if m.get("skipped"):
         parts.append("SKIPPED (non-finite)")
-    if (p1 := num("eval/pass@1", ".3f")) is not None:
-        format_ok = num("eval/format_ok", ".3f")
+    if (reward := num("eval/reward_mean", ".3f")) is not None:
+        p1, format_ok = num("eval/pass@1", ".3f"), num("eval/format_ok", ".3f")
         parts.append(
-            f"eval pass@1 {p1}"
+            "eval"
+            + (f" pass@1 {p1}" if p1 is not None else "")
             + (f" format_ok {format_ok}" if format_ok is not None else "")
-            + f" reward {num('eval/reward_mean', '.3f')}"
+            + f" reward {reward}"
         )
     return " | ".join(parts)
 

@@ -39,7 +39,7 @@ def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -
         rows = read_metrics(out)
     except FileNotFoundError:
         rows = []
-    evals = [r for r in rows if "eval/pass@1" in r]
+    evals = [r for r in rows if "eval/reward_mean" in r]
     rows = [r for r in rows if "reward" in r]  # training steps (step 0 is evaluation only)
     ckpt = latest_checkpoint(out)
     steps = rows[-1]["step"] if rows else 0
@@ -59,10 +59,16 @@ def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -
         first_eval, last_eval = evals[0], evals[-1]
 
         def figures(r: dict) -> str:
-            fmt = r.get("eval/format_ok")
-            return f"pass@1 {r['eval/pass@1']:.3f}" + (
-                f", format_ok {fmt:.3f}" if isinstance(fmt, int | float) else ""
+            # pass@1 (the reward mean where no reward checks answers), format_ok
+            first = (
+                ("pass@1", "eval/pass@1") if "eval/pass@1" in r else ("reward", "eval/reward_mean")
             )
+            shown = [
+                f"{name} {r[key]:.3f}"
+                for name, key in (first, ("format_ok", "eval/format_ok"))
+                if isinstance(r.get(key), int | float)
+            ]
+            return ", ".join(shown)
 
         lines.append(
             f"  eval:        step {first_eval['step']}: {figures(first_eval)} -> "

@@ -256,6 +256,7 @@ class Trainer:
                 PromptSet(rows_, eval_cfg, self.tokenizer, t.max_prompt_length),
                 k=t.eval_num_generations,
                 greedy=t.eval_sampling == "greedy",
+                host=self.host,
             )
 
         self.updates_per_step = self.algo.num_iterations

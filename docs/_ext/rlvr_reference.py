@@ -35,7 +35,7 @@ from rlvr.api.host import KINDS, create_host
 from rlvr.api.registration import Params
 from rlvr.cli.main import build_parser
 from rlvr.config.schema import SECTIONS, RunConfig
-from rlvr.config.trl import TRL_ALGORITHM_KEYS, TRL_IGNORED
+from rlvr.config.trl import trl_keys_markdown
 
 # --------------------------------------------------------------------------- model fields
 
@@ -263,13 +263,6 @@ def section_rows() -> list[Row]:
         )
         for name, info in RunConfig.model_fields.items()
     ]
-
-
-def trl_key_rows() -> tuple[list[tuple[str, str]], tuple[str, ...]]:
-    """TRL ``GRPOConfig`` keys that ``training:`` takes beyond its own: the ones dropped (with
-    why) and the ones moved to ``algorithm.params``."""
-
-    return sorted(TRL_IGNORED.items()), TRL_ALGORITHM_KEYS
 
 
 # --------------------------------------------------------------------------- plugins
@@ -535,23 +528,18 @@ def render_config() -> str:
         if table.doc:
             lines += [prose(table.doc), ""]
         lines += [*key_table(table.rows, "config"), ""]
-    ignored, moved = trl_key_rows()
     lines += [
         "(config-trl-keys)=",
-        "## TRL keys in `training:`",
+        "## TRL keys",
         "",
-        "A `GRPOConfig` pasted into `training:` validates. These TRL keys are moved to "
-        "`algorithm.params` when the configured algorithm has a param of that name: "
-        + ", ".join(code(k) for k in moved)
-        + ". These are dropped, each with a one-line warning that says why:",
+        "Every field of TRL's `GRPOConfig` (its own and the `TrainingArguments` it inherits) is "
+        "decided here: pasted under a top-level `trl:` section it keeps TRL's meaning and units; "
+        "under `training:` the same keys keep rlvr's units. *mapped*: an rlvr `training` key of "
+        "the same name; *moved*: another home; *ignored*: dropped with a one-line warning that "
+        "says why; *error*: rlvr would not do what TRL does, and the message says the fix. "
+        "The table is `rlvr.config.trl.TRL_KEYS`, rendered by `trl_keys_markdown()`.",
         "",
-        "| key | why |",
-        "|---|---|",
-        *[f"| {code(k)} | {cell(prose(why))} |" for k, why in ignored],
-        "",
-        "TRL's `reward_weights` is an error that spells out the `rewards[i].weight` entries "
-        "to write instead.",
-        "",
+        trl_keys_markdown(),
     ]
     return "\n".join(lines)
 

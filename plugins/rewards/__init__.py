@@ -41,6 +41,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
             factory=AnswerReward,
             description="Math correctness of the extracted answer (numeric, then math-verify).",
             fields=_gold_field,
+            correctness=True,
         )
     )
     register(
@@ -50,6 +51,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
             factory=NumbersReward,
             description="Fast numeric check: the first/last number of the answer equals the gold.",
             fields=_gold_field,
+            correctness=True,
         )
     )
     register(

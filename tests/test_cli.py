@@ -1,0 +1,100 @@
+"""The ``rlvr`` command line is one shape for every command: the config as ``CONFIG`` (or
+``-c CONFIG``) everywhere, ``-v`` anywhere on the line, help with descriptions and defaults,
+``validate`` ending in one OK line, and output cut short by ``| head`` without a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rlvr.cli.main import main, parse_args
+
+
+@pytest.fixture
+def config(tmp_path, train_sections):
+    path = tmp_path / "run.yaml"
+    path.write_text(train_sections + "rewards: [{name: numbers}]\ntraining: {reward_workers: 0}\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "c.yaml"],
+        ["validate", "c.yaml"],
+        ["eval", "c.yaml"],
+        ["rewards", "score", "c.yaml", "-i", "in.jsonl", "-o", "out.jsonl"],
+    ],
+)
+def test_every_command_takes_the_config_the_same_way_and_v_anywhere(argv, capsys):
+    positional = parse_args(argv)
+    assert positional.config == "c.yaml" and positional.verbose is False
+    flagged = [*argv[:-5], *argv[-4:]] if argv[0] == "rewards" else argv[:-1]
+    flagged = [*flagged, "-c", "c.yaml"]
+    assert parse_args(flagged).config == "c.yaml"  # the old `rewards score -c` too
+    assert parse_args([*argv, "-v"]).verbose is True
+    assert parse_args(["-v", *argv]).verbose is True
+    assert parse_args([*argv[:1], "--verbose", *argv[1:]]).verbose is True
+    with pytest.raises(SystemExit):
+        parse_args([*argv, "-c", "other.yaml"])
+    assert "give the run config once (got twice)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args([a for a in argv if a != "c.yaml"])
+    assert "give the run config once (got none)" in capsys.readouterr().err
+
+
+def test_rewards_score_with_a_positional_config(config, tmp_path, capsys):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"completion": "#### 2", "answer": "2"}) + "\n")
+    out = tmp_path / "scored.jsonl"
+    assert main(["rewards", "score", str(config), "-i", str(rows), "-o", str(out), "-v"]) == 0
+    assert json.loads(out.read_text())["rewards"]["numbers"] == 1.0
+
+
+def test_subcommand_help_has_a_description_and_the_defaults(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "Generate on an eval split and score it (accuracy, pass@k)." in text
+    assert "which the result names" in text  # the description, not only the one-line help
+    assert "(default: 1)" in text  # -k
+    assert "(default: None)" not in text and "(default: False)" not in text
+    with pytest.raises(SystemExit):
+        main(["rewards", "score", "--help"])
+    text = capsys.readouterr().out
+    assert "Scores each row's `completion`" in text and "(default: 256)" in text
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "rlvr COMMAND --help" in capsys.readouterr().out
+
+
+def test_validate_ends_with_one_ok_line_and_prints_the_config_when_asked(config, capsys):
+    assert main(["validate", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert out == f"OK: {config} is valid for rlvr train\n"
+    assert main(["validate", str(config), "--print"]) == 0
+    captured = capsys.readouterr()
+    assert "name: grpo" in captured.out and "reward_workers: 0" in captured.out
+    assert "OK:" not in captured.out  # stdout is the YAML alone: `--print > resolved.yaml`
+    assert captured.err.endswith(f"OK: {config} is valid for rlvr train\n")
+
+
+@pytest.mark.parametrize("argv", [["schema"], ["plugins"]])
+def test_output_cut_short_by_a_closed_pipe_ends_quietly(argv):
+    """`rlvr schema | head -1`: the reader is gone before rlvr writes; no BrokenPipeError."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlvr", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # as `head` exits: every write of rlvr's meets a closed pipe
+    err = proc.stderr.read()
+    code = proc.wait(timeout=120)
+    assert "BrokenPipeError" not in err and "Traceback" not in err, err
+    assert code in (0, 141)
