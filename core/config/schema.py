@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib.util
+import math
 import os
 import re
 import tomllib
@@ -31,6 +32,7 @@ from pydantic import (
     SerializeAsAny,
     SkipValidation,
     ValidationError,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
@@ -38,7 +40,7 @@ from pydantic import (
 
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host
-from rlvr.api.registration import Params, Requirements
+from rlvr.api.registration import REWARD_LIMIT, Params, Requirements
 from rlvr.config.problems import key_path, pydantic_problems, sort_problems, with_origins
 from rlvr.config.trl import move_trl_keys
 
@@ -308,6 +310,19 @@ class RewardEntry(PluginEntry):
     on_error: Literal["fallback", "raise"] = Field(
         "fallback", description="a call that raises: use the fallback, or stop the run"
     )
+
+    @field_validator("weight", "fallback")
+    @classmethod
+    def _sane(cls, value: float, info: ValidationInfo) -> float:
+        # Every step sums weight x value over the rewards: a NaN there (or an overflow to inf)
+        # makes every advantage NaN, so the run could only skip steps until max_bad_steps.
+        if not math.isfinite(value) or abs(value) > REWARD_LIMIT:
+            raise ValueError(
+                f"{value!r} is not a usable {info.field_name}: it must be a finite number "
+                f"between -{REWARD_LIMIT:g} and {REWARD_LIMIT:g} (rewards score about -1..1, "
+                "so weights and fallbacks are small numbers too)"
+            )
+        return value
 
     @property
     def key(self) -> str:

@@ -8,8 +8,9 @@ result is reported as soon as it is ready, so the parent always knows which call
 running and since when. A call that overruns its reward's ``timeout`` gets the worker
 SIGKILLed; the call yields the fallback and counts as a timeout, a replacement worker starts
 and the rest of the chunk is sent again. A crash is handled the same way (counted as an
-error). A reward that raises, or returns something that is not a number, yields the fallback
-and counts as an error; the worker carries on.
+error). A reward that raises, or returns something that is not a number (or a number that is
+not finite, or past :data:`~rlvr.api.registration.REWARD_LIMIT` in magnitude), yields the
+fallback and counts as an error; the worker carries on.
 
 Workers are started with ``forkserver`` (default) or ``spawn``, never ``fork`` (the parent may
 hold torch threads). Each builds every reward once, ``factory(params)``, when it starts. They
@@ -44,6 +45,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
+
+from rlvr.api.registration import REWARD_LIMIT
 
 if TYPE_CHECKING:
     from rlvr.api.registration import RewardFn, Sample
@@ -121,7 +124,17 @@ def _call(
     if value is None:
         return None, None, None, None
     if isinstance(value, numbers.Real) and math.isfinite(value):
-        return float(value), None, None, None
+        if abs(float(value)) <= REWARD_LIMIT:
+            return float(value), None, None, None
+        # Finite, but no score: its square overflows the advantages' statistics (1e308).
+        return (
+            None,
+            f"reward {label!r} returned {_clip(repr(value), 80)}, beyond the "
+            f"{REWARD_LIMIT:g} a reward value may reach in magnitude; expected a score of "
+            "about -1..1",
+            None,
+            None,
+        )
     return (
         None,
         f"reward {label!r} returned {_clip(repr(value), 80)} ({type(value).__name__}); "
