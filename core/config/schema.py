@@ -257,6 +257,16 @@ class TrainingConfig(Section):
         "num_generations - 1 are sampled (null: all sampled)",
     )
 
+    @field_validator("learning_rate")
+    @classmethod
+    def _finite_lr(cls, value: float) -> float:
+        if not math.isfinite(value):  # .nan is already "not > 0"
+            raise ValueError(
+                f"{value!r} is not a learning rate: it must be a finite number (e.g. 1e-6 for "
+                "a 1B model, 1e-3 for the quickstart's tiny one)"
+            )
+        return value
+
     @field_validator("max_steps")
     @classmethod
     def _steps(cls, value: int) -> int:
@@ -731,6 +741,7 @@ def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     if config.algorithm is not None:
         problems += _algorithm_checks(config, host)
     problems += _lora_checks(config)
+    problems += _learning_rate_checks(config.training)
     problems += host.validate_hooks(config)
     return problems
 
@@ -760,6 +771,28 @@ def _lora_checks(config: RunConfig) -> list[tuple[str, str]]:
             )
         )
     return problems
+
+
+#: The largest learning rate an Adam-family optimizer accepts.
+MAX_ADAM_LR = 1.0
+
+
+def _learning_rate_checks(t: TrainingConfig) -> list[tuple[str, str]]:
+    """Adam moves every weight by about ``learning_rate`` per step, whatever the gradients' scale;
+    past 1 that is more than any weight of a trained model (typically 0.01-0.1): the first update
+    turns the weights to noise, so no run can want it (SGD's step scales with the gradient, so
+    there a large value is only a warning, :func:`learning_warnings`)."""
+    if t.optim == "sgd" or t.learning_rate <= MAX_ADAM_LR:
+        return []
+    return [
+        (
+            "training.learning_rate",
+            f"{t.learning_rate:g} is not a learning rate for {t.optim}: Adam moves every weight "
+            f"by about the learning rate each step, so anything past {MAX_ADAM_LR:g} turns the "
+            "weights to noise in one update; RL fine-tuning uses about 1e-6 (1e-5 with LoRA), "
+            "the quickstart's tiny model 1e-3",
+        )
+    ]
 
 
 def _algorithm_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
@@ -827,6 +860,12 @@ def learning_warnings(config: RunConfig, host: Host) -> list[str]:
             "learns nothing; use a temperature around 1"
         )
     t = config.training
+    if t.optim == "sgd" and t.learning_rate > MAX_ADAM_LR:
+        out.append(
+            f"training.learning_rate: {t.learning_rate:g} with sgd moves the weights by up to "
+            f"{t.learning_rate:g} x max_grad_norm ({t.max_grad_norm:g}) per step; a run whose "
+            "update blows the weights up stops at that step"
+        )
     if t.max_steps > 0 and max(t.warmup_steps, 0) >= t.max_steps:
         out.append(
             f"training.warmup_steps: {t.warmup_steps} >= max_steps {t.max_steps}: the learning "

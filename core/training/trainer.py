@@ -30,7 +30,9 @@ Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns; s
 ``eval_steps`` is set) that it then runs on the last step, as at a run's planned end. A step that
 raises (a second Ctrl-C, an error) before its first optimizer update is forgotten and the run
 saved at the step before it; a non-finite loss or gradient norm skips the update, and
-``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`.
+``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`. An
+update that makes the weights non-finite or blows them up (:class:`~rlvr.training.update.
+WeightsError`) stops the run without saving, and no save ever writes non-finite weights.
 A step whose dynamic sampling kept no group trains on nothing (no weight changes) and the run
 goes on. Rewards that fail more than the config allows (:mod:`rlvr.rewards.failures`, reported as
 each round is scored) stop the step the same way: the run is saved at the last finished step.
@@ -77,7 +79,7 @@ from rlvr.rollout.guidance import Guides
 from rlvr.rollout.runner import Rollout, Rollouts, build_batch, sample_record, step_seed
 from rlvr.training import memory
 from rlvr.training.models import load_run_models
-from rlvr.training.update import PolicyUpdate
+from rlvr.training.update import PolicyUpdate, WeightsError
 
 logger = logging.getLogger("rlvr.training.trainer")
 
@@ -476,8 +478,21 @@ class Trainer:
     # ------------------------------------------------------------------ saving
 
     def save(self) -> Path:
+        # Never a checkpoint to resume from with broken weights, whatever brought them here
+        # (the update checks its own steps, PolicyUpdate._check_weights).
+        if not math.isfinite(self.update.weights_norm()):
+            raise TrainingError(
+                f"not saving checkpoint-{self.step}: the trained weights are not finite; "
+                f"{self._resumes()}"
+            )
         with _saved_as_for_inference(self.policy):
             return self._save()
+
+    def _resumes(self) -> str:
+        """Where ``--resume`` would continue from, for a message."""
+        if self._last_saved is None:
+            return "no checkpoint was saved before (training.save_steps), so a new run starts over"
+        return f"--resume continues from {self.output_dir / f'checkpoint-{self._last_saved}'}"
 
     def _save(self) -> Path:
         weights = None
@@ -534,6 +549,8 @@ class Trainer:
                     step_began, evals_before = _clock(), self._eval_seconds
                     try:
                         self.train_step()
+                    except WeightsError as exc:  # the weights are lost: nothing to save
+                        raise TrainingError(f"step {self.step}: {exc}; {self._resumes()}") from None
                     except BaseException:  # Ctrl-C, nothing to train on, out of memory...
                         self._save_after_interrupt()
                         raise
