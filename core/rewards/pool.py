@@ -14,8 +14,9 @@ fallback and counts as an error; the worker carries on.
 
 Workers are started with ``forkserver`` (default) or ``spawn``, never ``fork`` (the parent may
 hold torch threads). Each builds every reward once, ``factory(params)``, when it starts. They
-get the parent's ``sys.path``, ignore SIGINT (the parent handles Ctrl-C), are daemonic and, on
-Linux, are SIGKILLed when the parent process dies, even in the middle of a call.
+get the parent's ``sys.path``, ignore SIGINT and SIGTERM (sent to a whole process group by
+Ctrl-C, systemd or Slurm: the parent handles them, and stops its workers itself), are daemonic
+and, on Linux, are SIGKILLed when the parent process dies, even in the middle of a call.
 
 Measured on a 2-core Linux VM shared with other jobs, Python 3.11: with
 ``forkserver`` the first pool of a process is ready, first call answered, in 0.3-0.6 s; later
@@ -151,6 +152,22 @@ def _clip(text: str, size: int) -> str:
 # --------------------------------------------------------------------------- worker side
 
 
+def _let_pass(signum: int, frame: Any) -> None:
+    """The workers' SIGINT and SIGTERM handler: nothing to do, the parent handles them."""
+
+
+def shield_from_stop_signals() -> None:
+    """Let SIGINT and SIGTERM pass this process (a worker, or the forkserver forking them).
+
+    A handler that does nothing rather than ``SIG_IGN``: an ignored signal stays ignored in
+    every program a reward starts (``SIG_IGN`` survives ``exec``), so a code-execution sandbox
+    could no longer be stopped with ``terminate()``; a handler is reset by ``exec``. Such a
+    subprocess does get a signal sent to the whole process group, its reward call fails, and
+    the trainer discards that step (:mod:`rlvr.training.trainer`)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _let_pass)
+
+
 def _die_with_parent() -> None:
     """Linux: be SIGKILLed when our parent ends, even while a call holds the GIL.
 
@@ -177,7 +194,7 @@ def _worker_main(
     Messages to the parent: ``("build", i)`` before building reward ``i``, ``("ready",)``,
     then ``(task, value, error)`` per call, in order.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    shield_from_stop_signals()
     if die_with_parent:
         _die_with_parent()
     sys.path[:] = sys_path
@@ -337,7 +354,9 @@ class RewardPool:
             return
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":  # import pydantic once, not in every new worker
-            self._ctx.set_forkserver_preload(["__main__", "rlvr.api.registration"])
+            self._ctx.set_forkserver_preload(
+                ["__main__", "rlvr.rewards._forkserver", "rlvr.api.registration"]
+            )
         # Pickled here, so a lambda fails now, in the caller, with a clear message.
         self._payloads = [(s.label, pickle.dumps((s.factory, s.params))) for s in self.specs]
         self._broken: dict[int, str] = {}  # rewards whose building killed or hung a worker
@@ -504,4 +523,4 @@ class RewardPool:
         job.queue.extendleft(reversed(w.pending))
 
 
-__all__ = ["PoolResult", "PoolSpec", "RewardPool"]
+__all__ = ["PoolResult", "PoolSpec", "RewardPool", "shield_from_stop_signals"]

@@ -20,7 +20,7 @@ import yaml
 #: Each behaves by the row's answer, so a test picks the bad row by the data order.
 REWARDS = textwrap.dedent(
     """
-    import os, time
+    import os, subprocess, time
 
     def digits(prompts, completions, **kwargs):
         return [sum(ch.isdigit() for ch in c) / max(len(c), 1) + 0.01 * len(c)
@@ -30,12 +30,20 @@ REWARDS = textwrap.dedent(
         # a reward with a bug: a float far past anything a reward means, on answer 5
         return [1e308 if a == "5" else 1.0 for a in answer]
 
-    def slow(prompts, completions, **kwargs):
-        # slow enough that a signal arrives while the step is being scored
+    def _scoring():  # tells a test that a call is running (it then sends a signal)
         marker = os.environ.get("RLVR_TEST_SCORING_MARKER")
         if marker:
             open(marker, "a").close()
-        time.sleep(float(os.environ.get("RLVR_TEST_SCORING_SLEEP", "0")))
+        return os.environ.get("RLVR_TEST_SCORING_SLEEP", "0")
+
+    def slow(prompts, completions, **kwargs):
+        # slow enough that a signal arrives while the step is being scored
+        time.sleep(float(_scoring()))
+        return [len(c) / 8 for c in completions]
+
+    def shell(prompts, completions, **kwargs):
+        # runs a program per call, as a code-execution reward does
+        subprocess.run(["sleep", _scoring()], check=True)
         return [len(c) / 8 for c in completions]
 
     def hang(prompts, completions, **kwargs):
