@@ -9,7 +9,10 @@ Rewards run isolated (:mod:`rlvr.rewards.pool`): a call that raises or times out
 - every scoring round with errors or timeouts prints one line with the counts;
 - a reward entry with ``on_error: raise`` stops the run at its first error, and any reward whose
   failed share of a round exceeds ``training.max_reward_error_frac`` stops it too
-  (:class:`RewardError`; the trainer saves a checkpoint of the last finished step).
+  (:class:`RewardError`; the trainer saves a checkpoint of the last finished step). The round
+  stops as soon as that is certain, and a reward whose first calls of a round all time out is
+  taken for stuck (:meth:`rlvr.rewards.pool.RewardPool.score`): a hanging judge stops a run in
+  seconds, not ``timeout x calls / workers`` of silence per step.
 """
 
 from __future__ import annotations
@@ -78,12 +81,18 @@ class RewardErrorLog:
                     "the fallback"
                 )
             if (errors + timeouts) / max(n, 1) > self.max_error_frac:
+                stopped = " (scoring stopped there)" if scores.stopped is not None else ""
                 raise RewardError(
-                    f"reward {label!r} failed on {errors + timeouts} of {n} calls, more than "
-                    f"training.max_reward_error_frac={self.max_error_frac:g} (e.g. "
+                    f"reward {label!r} failed on {errors + timeouts} of {n} calls{stopped}, more "
+                    f"than training.max_reward_error_frac={self.max_error_frac:g} (e.g. "
                     f"{next(iter(failures.values()))}); fix the reward (see {self.path}), or "
                     "raise training.max_reward_error_frac"
                 )
+        if scores.stopped is not None:  # a reward that hangs: stopped before its share did
+            raise RewardError(
+                f"{where}{scores.stopped}. Fix the reward (see {self.path}), raise its timeout, "
+                "or set training.max_reward_error_frac: 1 to make every call whatever fails"
+            )
 
     def _first(
         self, label: str, message: str, tb: str | None, sample: Sample, step: int | None

@@ -66,6 +66,10 @@ if TYPE_CHECKING:
     from rlvr.api.registration import RewardFn, Sample
 
 MAX_MESSAGES = 5  # distinct error messages kept per reward
+#: With a ``max_error_frac``: a reward whose first this many calls of a :meth:`RewardPool.score`
+#: (at least twice the workers) all time out is taken for stuck (an unreachable judge server),
+#: and the call stops there instead of spending ``timeout x calls / workers`` on it.
+STUCK_AFTER = 4
 MAX_TRACEBACK = 4000  # characters of a traceback sent to the parent
 
 
@@ -103,6 +107,9 @@ class PoolResult:
     sites: dict[str, dict[int, str]] = field(default_factory=dict)
     #: per label: site -> the traceback of its first occurrence in a process
     tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: why the call stopped before scoring every sample (``max_error_frac``); the values of
+    #: the calls it did not make are None. None when every call was made.
+    stopped: str | None = None
 
 
 # --------------------------------------------------------------------------- both sides
@@ -358,12 +365,26 @@ class _Worker:
 class _Job:
     """One :meth:`RewardPool.score` call: task ``t`` is sample ``t // R``, reward ``t % R``."""
 
-    def __init__(self, specs: Sequence[PoolSpec], samples: Sequence[Sample]) -> None:
+    def __init__(
+        self,
+        specs: Sequence[PoolSpec],
+        samples: Sequence[Sample],
+        max_error_frac: float | None = None,
+        stuck_after: int = STUCK_AFTER,
+    ) -> None:
         self.specs = specs
         self.samples = samples
         self.remaining = len(specs) * len(samples)
         self.queue: deque[int] = deque(range(self.remaining))
         labels = [s.label for s in specs]
+        #: failures (errors and timeouts) a reward may have before the job stops (None: all)
+        self.max_failures = (
+            max_error_frac * len(samples)
+            if max_error_frac is not None and max_error_frac < 1
+            else None
+        )
+        self.stuck_after = stuck_after
+        self.answered = dict.fromkeys(labels, 0)  # calls that returned (a value or an error)
         self.result = PoolResult(
             values={label: [None] * len(samples) for label in labels},
             timeouts=dict.fromkeys(labels, 0),
@@ -388,6 +409,8 @@ class _Job:
     ) -> None:
         spec = self.specs[t % len(self.specs)]
         self.remaining -= 1
+        if not timeout:
+            self.answered[spec.label] += 1
         if error is None:
             self.result.values[spec.label][t // len(self.specs)] = value
             return
@@ -399,11 +422,38 @@ class _Job:
             self.result.tracebacks[spec.label].setdefault(site, tb)
         if timeout:
             self.result.timeouts[spec.label] += 1
+        else:
+            self.result.errors[spec.label] += 1
+            messages = self.result.error_messages[spec.label]
+            if len(messages) < MAX_MESSAGES and error not in messages:
+                messages.append(error)
+        self._check(spec)
+
+    def _check(self, spec: PoolSpec) -> None:
+        """Stop the job (``result.stopped``) once ``spec``'s failures make the outcome
+        certain: more than ``max_error_frac`` of the calls, or its first ``stuck_after`` calls
+        all timed out (the caller stops the run either way)."""
+        if self.max_failures is None or self.result.stopped is not None:
             return
-        self.result.errors[spec.label] += 1
-        messages = self.result.error_messages[spec.label]
-        if len(messages) < MAX_MESSAGES and error not in messages:
-            messages.append(error)
+        label, n = spec.label, len(self.samples)
+        failed = len(self.result.failures[label])
+        timeouts = self.result.timeouts[label]
+        if failed > self.max_failures:
+            self.result.stopped = (
+                f"reward {label!r} failed on {failed} of the {n} calls already, past the share "
+                "allowed; the rest were not made"
+            )
+        elif self.answered[label] == 0 and timeouts >= self.stuck_after:
+            left = n - failed
+            self.result.stopped = (
+                f"reward {label!r} timed out on each of its first {timeouts} calls "
+                f"({spec.timeout:g} s each) and answered none: it looks stuck (e.g. a judge "
+                f"server it cannot reach); the other {left} calls were not made"
+            )
+
+    @property
+    def stopped(self) -> bool:
+        return self.result.stopped is not None
 
 
 def _death(proc) -> str:
@@ -466,14 +516,25 @@ class RewardPool:
 
     # ----------------------------------------------------------------------- public
 
-    def score(self, samples: Sequence[Sample]) -> PoolResult:
-        """Run every reward on every sample; never raises for a reward's misbehaviour."""
+    def score(
+        self, samples: Sequence[Sample], *, max_error_frac: float | None = None
+    ) -> PoolResult:
+        """Run every reward on every sample; never raises for a reward's misbehaviour.
+
+        With ``max_error_frac`` (below 1) the call stops as soon as a reward has failed on
+        more than that share of the samples, or its first :data:`STUCK_AFTER` calls (at
+        least twice the workers) all timed out: ``result.stopped`` then says why, and the
+        calls not made are None. A caller that stops on such a share (the trainer) learns
+        it without waiting ``timeout x calls / workers`` for a reward that hangs."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the reward pool is closed")
-            job = _Job(self.specs, samples)
+            stuck = max(STUCK_AFTER, 2 * len(self._workers))
+            job = _Job(self.specs, samples, max_error_frac, stuck)
             if self._local is not None:
                 for t in range(job.remaining):
+                    if job.stopped:
+                        break
                     _, i, sample = job.task(t)
                     job.record(t, *_call(self._local[i], self.specs[i].label, sample, self._seen))
                 return job.result
@@ -529,12 +590,16 @@ class RewardPool:
     def _run(self, job: _Job, chunk: int, until_ready: bool = False) -> None:
         self._discard_stale()
         try:
-            while job.remaining or (until_ready and not all(w.ready for w in self._workers)):
+            while (job.remaining and not job.stopped) or (
+                until_ready and not all(w.ready for w in self._workers)
+            ):
                 self._dispatch(job, chunk)
                 self._wait(job)
         except BaseException:  # e.g. Ctrl-C
             self._discard_stale()
             raise
+        if job.stopped:  # the calls still running are not wanted
+            self._discard_stale()
 
     def _discard_stale(self) -> None:
         """Replace the workers an interrupted call left busy (their results would be stale)."""
