@@ -6,8 +6,10 @@ never hides another's and every problem carries its own path (``rewards[1].param
 All problems are reported at once.
 
 Relative paths (``model.name_or_path``, ``data.path``, ``data.eval_path``,
-``training.output_dir``) written in a config file resolve against that file's directory;
-paths given with ``--set`` against the current directory.
+``training.output_dir``, and those in plugin params, such as ``callable``'s ``function``)
+written in a config file resolve against that file's directory; paths given with ``--set``
+against the current directory (param by param: a ``--set`` on one param of an entry leaves the
+others where the file put them).
 """
 
 from __future__ import annotations
@@ -462,14 +464,21 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def _parse_value(raw: str) -> Any:
-    """A ``--set`` value as YAML, plus what YAML 1.1 misses: ``1e-3`` is a float."""
+    """A ``--set`` value as YAML, plus what YAML 1.1 misses: ``1e-3`` is a float. A quoted
+    value (``'x="1e3"'``) is a string, as in the file."""
     value = yaml.safe_load(raw) if raw.strip() else ""
-    if isinstance(value, str):
+    if isinstance(value, str) and _plain_scalar(raw):
         try:
             return float(value)
         except ValueError:
             pass
     return value
+
+
+def _plain_scalar(raw: str) -> bool:
+    """Whether ``raw`` is YAML written without quotes (or a block scalar's ``|``, ``>``)."""
+    node = yaml.compose(raw, Loader=yaml.SafeLoader)
+    return isinstance(node, yaml.ScalarNode) and node.style is None
 
 
 def data_set(data: dict[str, Any], parts: list[str], value: Any) -> Any:
@@ -645,15 +654,65 @@ def _plugin_params(
             problems.append((f"{path}.params", f"must be a mapping of params (got {raw!r})"))
             values.append(Params())
             continue
-        overridden = any(k.startswith(f"{path}.params") for k in set_keys)
-        base = Path.cwd() if config_dir is None or overridden else config_dir
-        try:
-            values.append(model.model_validate(raw, context={"config_dir": base}))
-        except ValidationError as exc:
-            owner = functools.partial(_owner_hint, host, kind, record.name)
-            problems += pydantic_problems(exc, f"{path}.params", model, owner)
-            values.append(Params())
+        owner = functools.partial(_owner_hint, host, kind, record.name)
+        value, found = _entry_params(
+            model, raw, f"{path}.params", config_dir, _set_params(path, set_keys), owner
+        )
+        values.append(value)
+        problems += found
     return values, problems
+
+
+def _set_params(path: str, set_keys: Sequence[str]) -> set[str] | None:
+    """The params of entry ``path`` given with ``--set`` (top-level names); None when the whole
+    entry or its whole ``params`` was."""
+    fields: set[str] = set()
+    for key in set_keys:
+        if key in (path, f"{path}.params"):
+            return None
+        if key.startswith(f"{path}.params."):
+            fields.add(re.split(r"[.\[]", key.removeprefix(f"{path}.params."), maxsplit=1)[0])
+    return fields
+
+
+def _entry_params(
+    model: type[Params],
+    raw: dict[str, Any],
+    prefix: str,
+    config_dir: Path | None,
+    set_fields: set[str] | None,
+    owner: Any,
+) -> tuple[Params, list[tuple[str, str]]]:
+    """One entry's params, validated with the directory each relative path in them resolves
+    against (the validation context's ``config_dir``): the config file's for the params
+    written there, the current one for those given with ``--set`` (``set_fields``; None: all
+    of them). Params from both places are validated twice, once per directory, and each
+    field is taken from the validation of its own."""
+    cwd = Path.cwd()
+    file_dir = cwd if config_dir is None or set_fields is None else config_dir
+    mixed = bool(set_fields) and file_dir != cwd
+    bases = [file_dir, cwd] if mixed else [file_dir]
+    out: list[Params] = []
+    problems: list[tuple[str, str]] = []
+    for base in bases:
+        try:
+            out.append(model.model_validate(raw, context={"config_dir": base}))
+        except ValidationError as exc:
+            for path, msg in pydantic_problems(exc, prefix, model, owner):
+                field = re.split(r"[.\[]", path.removeprefix(f"{prefix}."), maxsplit=1)[0]
+                ours = path != prefix and field in (set_fields or ())
+                if not mixed or ours == (base == cwd) or (path == prefix and base == file_dir):
+                    problems.append((path, msg))
+    if problems:
+        return Params(), problems
+    if not mixed:
+        return out[0], []
+    from_file, from_set = out
+    chosen = {
+        name: getattr(from_set if name in (set_fields or ()) else from_file, name)
+        for name in model.model_fields
+    }
+    return model.model_construct(from_file.model_fields_set, **chosen), []
 
 
 def _owner_hint(host: Host, kind: str, name: str, key: str) -> str | None:
