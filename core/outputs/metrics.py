@@ -38,7 +38,8 @@ Before 0.2 the algorithm's metrics were logged without the prefix (``approx_kl``
    ``eval/pass@<j>``, ``eval/format_ok``, ``eval/completion_length/*``,
    ``eval/truncated_frac``, ``eval/time``.
 
-On resume the files are cut back to the resumed step, so they read as one uninterrupted run.
+On resume the files are cut back to the resumed step, so they read as one uninterrupted run
+(``reward_errors.jsonl`` too, by :meth:`rlvr.rewards.failures.RewardErrorLog.resume`).
 """
 
 from __future__ import annotations

@@ -301,6 +301,7 @@ class Trainer:
             self.bad_steps = int(state.get("bad_steps", 0))
             self.sampler.load_state_dict(state["data"])
             self.last_metrics = dict(state.get("metrics") or {})
+            self.reward_errors.resume(self.step)  # cut back, as the metrics are
 
         backend = self.host.backends[self.backend_cfg.name]
         self.generator = build_generator(
