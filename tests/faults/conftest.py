@@ -30,20 +30,25 @@ REWARDS = textwrap.dedent(
         # a reward with a bug: a float far past anything a reward means, on answer 5
         return [1e308 if a == "5" else 1.0 for a in answer]
 
+    SLEEP = os.environ.get("RLVR_TEST_SCORING_SLEEP", "0")
+
     def _scoring():  # tells a test that a call is running (it then sends a signal)
         marker = os.environ.get("RLVR_TEST_SCORING_MARKER")
         if marker:
             open(marker, "a").close()
-        return os.environ.get("RLVR_TEST_SCORING_SLEEP", "0")
 
     def slow(prompts, completions, **kwargs):
         # slow enough that a signal arrives while the step is being scored
-        time.sleep(float(_scoring()))
+        _scoring()
+        time.sleep(float(SLEEP))
         return [len(c) / 8 for c in completions]
 
     def shell(prompts, completions, **kwargs):
         # runs a program per call, as a code-execution reward does
-        subprocess.run(["sleep", _scoring()], check=True)
+        proc = subprocess.Popen(["sleep", SLEEP])
+        _scoring()  # once the program runs
+        if proc.wait():
+            raise subprocess.CalledProcessError(proc.returncode, proc.args)
         return [len(c) / 8 for c in completions]
 
     def hang(prompts, completions, **kwargs):
