@@ -510,8 +510,8 @@ class PolicyUpdate:
     def weights_norm(self) -> float:
         """The L2 norm of every trained weight: inf or nan when one is not finite (or their
         squares overflow). One fused pass over the weights, as gradient clipping makes over
-        the gradients: 20-25 ms for 135M float32 weights on 2 CPU cores. Under FSDP a
-        collective (every rank calls it)."""
+        the gradients: 20-25 ms for 135M float32 weights on 2 CPU cores, 1.7 ms on an H100
+        (a fused AdamW step there: 2.6 ms). Under FSDP a collective (every rank calls it)."""
         params = [p.detach() for p in self._trained_parameters()]
         if not params:
             return 0.0
