@@ -14,9 +14,10 @@ fallback and counts as an error; the worker carries on.
 
 Workers are started with ``forkserver`` (default) or ``spawn``, never ``fork`` (the parent may
 hold torch threads). Each builds every reward once, ``factory(params)``, when it starts. They
-get the parent's ``sys.path``, ignore SIGINT and SIGTERM (sent to a whole process group by
-Ctrl-C, systemd or Slurm: the parent handles them, and stops its workers itself), are daemonic
-and, on Linux, are SIGKILLed when the parent process dies, even in the middle of a call.
+get the parent's ``sys.path``, let SIGINT and SIGTERM pass (sent to a whole process group by
+Ctrl-C, systemd or Slurm: the parent handles them, and stops its workers itself;
+:func:`shield_from_stop_signals`), are daemonic and, on Linux, are SIGKILLed when the parent
+process dies, even in the middle of a call.
 
 The forkserver starts without the current directory on its ``sys.path`` (as ``python -P``):
 it imports rlvr for every worker, and a directory named ``rlvr`` where the run is started (the

@@ -26,7 +26,7 @@ checkpointed. A run interrupted and resumed therefore logs the same metrics as a
 uninterrupted one (on CPU, up to timing fields).
 
 Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns (the reward
-workers ignore both, :mod:`rlvr.rewards.pool`, so a signal to the whole process group does not
+workers let both pass, :mod:`rlvr.rewards.pool`, so a signal to the whole process group does not
 fail the step's reward calls; a step whose reward calls failed all the same once the stop was
 asked for, e.g. a reward's own subprocess got the signal, is discarded, not trained on); so does
 ``max_minutes``, before a step that would end past the budget, keeping room for the eval (when
