@@ -232,11 +232,11 @@ def _keyboard_interrupt_in_step(monkeypatch, step: int) -> None:
     original = Scorer.score
     calls = {"n": 0}
 
-    def score(self, samples):
+    def score(self, samples, **kwargs):
         calls["n"] += 1
         if calls["n"] == step:
             raise KeyboardInterrupt
-        return original(self, samples)
+        return original(self, samples, **kwargs)
 
     monkeypatch.setattr(Scorer, "score", score)
 

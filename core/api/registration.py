@@ -42,11 +42,17 @@ class Sample:
     num_tokens: int | None = None
 
 
+#: The largest magnitude a reward value (and a reward entry's weight or fallback) may have.
+#: Rewards are scores of about -1..1 (or a few units); a value past this is a bug (a reward
+#: returning 1e308), and its square would overflow the float32 statistics of the advantages.
+REWARD_LIMIT = 1e6
+
+
 class RewardFn(Protocol):
     """What a reward factory returns: a picklable callable scoring one sample.
 
-    Returns a float, or ``None`` for "not applicable" (counted as 0 in the weighted sum and
-    left out of that reward's mean).
+    Returns a float (finite, at most :data:`REWARD_LIMIT` in magnitude), or ``None`` for "not
+    applicable" (counted as 0 in the weighted sum and left out of that reward's mean).
     """
 
     def __call__(self, sample: Sample) -> float | None: ...
@@ -200,6 +206,7 @@ __all__ = [
     "Params",
     "Record",
     "Requirements",
+    "REWARD_LIMIT",
     "Reward",
     "RewardFactory",
     "RewardFn",

@@ -6,8 +6,10 @@ never hides another's and every problem carries its own path (``rewards[1].param
 All problems are reported at once.
 
 Relative paths (``model.name_or_path``, ``data.path``, ``data.eval_path``,
-``training.output_dir``) written in a config file resolve against that file's directory;
-paths given with ``--set`` against the current directory.
+``training.output_dir``, and those in plugin params, such as ``callable``'s ``function``)
+written in a config file resolve against that file's directory; paths given with ``--set``
+against the current directory (param by param: a ``--set`` on one param of an entry leaves the
+others where the file put them).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib.util
+import math
 import os
 import re
 import tomllib
@@ -31,6 +34,7 @@ from pydantic import (
     SerializeAsAny,
     SkipValidation,
     ValidationError,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
@@ -38,7 +42,7 @@ from pydantic import (
 
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host
-from rlvr.api.registration import Params, Requirements
+from rlvr.api.registration import REWARD_LIMIT, Params, Requirements
 from rlvr.config.problems import key_path, pydantic_problems, sort_problems, with_origins
 from rlvr.config.trl import TRL_KEYS, move_trl_keys
 
@@ -295,6 +299,16 @@ class TrainingConfig(Section):
         "num_generations - 1 are sampled (null: all sampled)",
     )
 
+    @field_validator("learning_rate")
+    @classmethod
+    def _finite_lr(cls, value: float) -> float:
+        if not math.isfinite(value):  # .nan is already "not > 0"
+            raise ValueError(
+                f"{value!r} is not a learning rate: it must be a finite number (e.g. 1e-6 for "
+                "a 1B model, 1e-3 for the quickstart's tiny one)"
+            )
+        return value
+
     @field_validator("max_steps")
     @classmethod
     def _steps(cls, value: int) -> int:
@@ -357,6 +371,19 @@ class RewardEntry(PluginEntry):
         "(accuracy, pass@k); at most one entry. Unmarked: the first reward whose plugin checks "
         "answers (answer, numbers), see rlvr.evaluation.evaluate.correctness",
     )
+
+    @field_validator("weight", "fallback")
+    @classmethod
+    def _sane(cls, value: float, info: ValidationInfo) -> float:
+        # Every step sums weight x value over the rewards: a NaN there (or an overflow to inf)
+        # makes every advantage NaN, so the run could only skip steps until max_bad_steps.
+        if not math.isfinite(value) or abs(value) > REWARD_LIMIT:
+            raise ValueError(
+                f"{value!r} is not a usable {info.field_name}: it must be a finite number "
+                f"between -{REWARD_LIMIT:g} and {REWARD_LIMIT:g} (rewards score about -1..1, "
+                "so weights and fallbacks are small numbers too)"
+            )
+        return value
 
     @property
     def key(self) -> str:
@@ -494,14 +521,21 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 
 
 def _parse_value(raw: str) -> Any:
-    """A ``--set`` value as YAML, plus what YAML 1.1 misses: ``1e-3`` is a float."""
+    """A ``--set`` value as YAML, plus what YAML 1.1 misses: ``1e-3`` is a float. A quoted
+    value (``'x="1e3"'``) is a string, as in the file."""
     value = yaml.safe_load(raw) if raw.strip() else ""
-    if isinstance(value, str):
+    if isinstance(value, str) and _plain_scalar(raw):
         try:
             return float(value)
         except ValueError:
             pass
     return value
+
+
+def _plain_scalar(raw: str) -> bool:
+    """Whether ``raw`` is YAML written without quotes (or a block scalar's ``|``, ``>``)."""
+    node = yaml.compose(raw, Loader=yaml.SafeLoader)
+    return isinstance(node, yaml.ScalarNode) and node.style is None
 
 
 def data_set(data: dict[str, Any], parts: list[str], value: Any) -> Any:
@@ -684,15 +718,65 @@ def _plugin_params(
             problems.append((f"{path}.params", f"must be a mapping of params (got {raw!r})"))
             values.append(Params())
             continue
-        overridden = any(k.startswith(f"{path}.params") for k in set_keys)
-        base = Path.cwd() if config_dir is None or overridden else config_dir
-        try:
-            values.append(model.model_validate(raw, context={"config_dir": base}))
-        except ValidationError as exc:
-            owner = functools.partial(_owner_hint, host, kind, record.name)
-            problems += pydantic_problems(exc, f"{path}.params", model, owner)
-            values.append(Params())
+        owner = functools.partial(_owner_hint, host, kind, record.name)
+        value, found = _entry_params(
+            model, raw, f"{path}.params", config_dir, _set_params(path, set_keys), owner
+        )
+        values.append(value)
+        problems += found
     return values, problems
+
+
+def _set_params(path: str, set_keys: Sequence[str]) -> set[str] | None:
+    """The params of entry ``path`` given with ``--set`` (top-level names); None when the whole
+    entry or its whole ``params`` was."""
+    fields: set[str] = set()
+    for key in set_keys:
+        if key in (path, f"{path}.params"):
+            return None
+        if key.startswith(f"{path}.params."):
+            fields.add(re.split(r"[.\[]", key.removeprefix(f"{path}.params."), maxsplit=1)[0])
+    return fields
+
+
+def _entry_params(
+    model: type[Params],
+    raw: dict[str, Any],
+    prefix: str,
+    config_dir: Path | None,
+    set_fields: set[str] | None,
+    owner: Any,
+) -> tuple[Params, list[tuple[str, str]]]:
+    """One entry's params, validated with the directory each relative path in them resolves
+    against (the validation context's ``config_dir``): the config file's for the params
+    written there, the current one for those given with ``--set`` (``set_fields``; None: all
+    of them). Params from both places are validated twice, once per directory, and each
+    field is taken from the validation of its own."""
+    cwd = Path.cwd()
+    file_dir = cwd if config_dir is None or set_fields is None else config_dir
+    mixed = bool(set_fields) and file_dir != cwd
+    bases = [file_dir, cwd] if mixed else [file_dir]
+    out: list[Params] = []
+    problems: list[tuple[str, str]] = []
+    for base in bases:
+        try:
+            out.append(model.model_validate(raw, context={"config_dir": base}))
+        except ValidationError as exc:
+            for path, msg in pydantic_problems(exc, prefix, model, owner):
+                field = re.split(r"[.\[]", path.removeprefix(f"{prefix}."), maxsplit=1)[0]
+                ours = path != prefix and field in (set_fields or ())
+                if not mixed or ours == (base == cwd) or (path == prefix and base == file_dir):
+                    problems.append((path, msg))
+    if problems:
+        return Params(), problems
+    if not mixed:
+        return out[0], []
+    from_file, from_set = out
+    chosen = {
+        name: getattr(from_set if name in (set_fields or ()) else from_file, name)
+        for name in model.model_fields
+    }
+    return model.model_construct(from_file.model_fields_set, **chosen), []
 
 
 def _owner_hint(host: Host, kind: str, name: str, key: str) -> str | None:
@@ -789,6 +873,7 @@ def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     if config.algorithm is not None:
         problems += _algorithm_checks(config, host)
     problems += _lora_checks(config)
+    problems += _learning_rate_checks(config.training)
     problems += host.validate_hooks(config)
     return problems
 
@@ -818,6 +903,28 @@ def _lora_checks(config: RunConfig) -> list[tuple[str, str]]:
             )
         )
     return problems
+
+
+#: The largest learning rate an Adam-family optimizer accepts.
+MAX_ADAM_LR = 1.0
+
+
+def _learning_rate_checks(t: TrainingConfig) -> list[tuple[str, str]]:
+    """Adam moves every weight by about ``learning_rate`` per step, whatever the gradients' scale;
+    past 1 that is more than any weight of a trained model (typically 0.01-0.1): the first update
+    turns the weights to noise, so no run can want it (SGD's step scales with the gradient, so
+    there a large value is only a warning, :func:`learning_warnings`)."""
+    if t.optim == "sgd" or t.learning_rate <= MAX_ADAM_LR:
+        return []
+    return [
+        (
+            "training.learning_rate",
+            f"{t.learning_rate:g} is not a learning rate for {t.optim}: Adam moves every weight "
+            f"by about the learning rate each step, so anything past {MAX_ADAM_LR:g} turns the "
+            "weights to noise in one update; RL fine-tuning uses about 1e-6 (1e-5 with LoRA), "
+            "the quickstart's tiny model 1e-3",
+        )
+    ]
 
 
 def _algorithm_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
@@ -885,6 +992,12 @@ def learning_warnings(config: RunConfig, host: Host) -> list[str]:
             "learns nothing; use a temperature around 1"
         )
     t = config.training
+    if t.optim == "sgd" and t.learning_rate > MAX_ADAM_LR:
+        out.append(
+            f"training.learning_rate: {t.learning_rate:g} with sgd moves the weights by up to "
+            f"{t.learning_rate:g} x max_grad_norm ({t.max_grad_norm:g}) per step; a run whose "
+            "update blows the weights up stops at that step"
+        )
     if t.max_steps > 0 and max(t.warmup_steps, 0) >= t.max_steps:
         out.append(
             f"training.warmup_steps: {t.warmup_steps} >= max_steps {t.max_steps}: the learning "

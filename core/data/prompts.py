@@ -99,9 +99,28 @@ def _check_jsonl(path: Path, written: str) -> None:
             for number, line in enumerate(lines, start=1):
                 rows += _json_row(line, number, written)
     except UnicodeDecodeError as exc:
-        raise DataError(f"data.path {written!r} is not UTF-8 text ({exc.reason})") from None
+        number, column = _undecodable(path)
+        where = f": line {number}, column {column}" if number else ""
+        raise DataError(
+            f"data.path {written!r} is not UTF-8 text{where} ({exc.reason}); save it as UTF-8 "
+            "(e.g. iconv -f latin1 -t utf-8)"
+        ) from None
     if not rows:
         raise DataError(f"data.path {written!r} is empty: it holds no JSON rows")
+
+
+def _undecodable(path: Path) -> tuple[int, int]:
+    """The line and column (1-based, in bytes) of the first byte of ``path`` that is not UTF-8.
+
+    Read again line by line in binary (only once reading as text failed): a UTF-8 character
+    never holds a newline byte, so each line decodes on its own."""
+    with path.open("rb") as f:
+        for number, line in enumerate(f, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return number, exc.start + 1
+    return 0, 0
 
 
 def _json_row(line: str, number: int, written: str) -> int:
@@ -180,6 +199,17 @@ def field_problems(
 
     if prompt_field is not None:
         report("data.prompt_field", prompt_field, "the prompt (data.prompt_field)")
+        bad = [i for i, row in enumerate(rows) if not _is_prompt(row.get(prompt_field, ""))]
+        if bad:
+            value = rows[bad[0]][prompt_field]
+            problems.append(
+                (
+                    "data.prompt_field",
+                    f"field {prompt_field!r} (the prompt) must hold text or a list of "
+                    f"{{role, content}} messages, but {len(bad)} of {total} rows hold something "
+                    f"else (row {bad[0]}: {type(value).__name__} {str(value)[:40]!r})",
+                )
+            )
     if guide_field is not None:
         report("training.guidance.field", guide_field, "training.guidance")
     for i, entry in enumerate(entries):
@@ -227,6 +257,14 @@ def use_chat_template(data: Any, tokenizer: Any) -> bool:
             "data.chat_template: false to use plain-text prompts"
         )
     return bool(data.chat_template)
+
+
+def _is_prompt(value: Any) -> bool:
+    """Whether ``value`` can be a prompt (:func:`format_prompt`); None (missing) is reported as
+    missing, not here."""
+    if value is None or isinstance(value, str):
+        return True
+    return isinstance(value, list) and all(isinstance(m, Mapping) and "role" in m for m in value)
 
 
 def _messages(value: Any, system: str | None) -> list[dict[str, Any]]:

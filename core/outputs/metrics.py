@@ -38,7 +38,8 @@ Before 0.2 the algorithm's metrics were logged without the prefix (``approx_kl``
    ``eval/pass@<j>``, ``eval/format_ok``, ``eval/completion_length/*``,
    ``eval/truncated_frac``, ``eval/time``.
 
-On resume the files are cut back to the resumed step, so they read as one uninterrupted run.
+On resume the files are cut back to the resumed step, so they read as one uninterrupted run
+(``reward_errors.jsonl`` too, by :meth:`rlvr.rewards.failures.RewardErrorLog.resume`).
 """
 
 from __future__ import annotations
@@ -402,7 +403,7 @@ class MetricsLogger:
         if self._bar is not None:
             self._bar.update(step - self._bar.n)
             self._bar.set_postfix(
-                reward=f"{line.get('reward', 0):.3f}", loss=f"{line.get('loss', 0):.4f}"
+                reward=_shown(line.get("reward"), ".3f"), loss=_shown(line.get("loss"), ".4f")
             )
         if step % self.logging_steps == 0 or step == self.max_steps or "eval/reward_mean" in line:
             self.write(compact_line(line, self.max_steps))
@@ -444,17 +445,25 @@ class MetricsLogger:
         self.close()
 
 
+def _shown(value: Any, spec: str) -> str:
+    """``value`` formatted with ``spec`` for the console, whatever it is: a skipped step logs
+    ``loss: null`` and a blown-up one ``"inf"``, and printing them must never stop a run."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "-" if value is None else str(value)
+    return format(value, spec) if math.isfinite(value) else str(value)
+
+
 def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
     """``step 12/100 | reward 0.412 ± 0.31 | answer 0.250 format 0.920 | loss 0.0123 | len 87
     | kl 0.0011 | 3.2 s`` (the per-reward means follow the weighted total)."""
 
     def num(key: str, fmt: str) -> str | None:
         v = m.get(key)
-        return None if v is None or isinstance(v, str) else format(v, fmt)
+        return None if v is None or isinstance(v, str) else _shown(v, fmt)
 
     parts = [f"step {m['step']}/{max_steps}"]
     if (r := num("reward", ".3f")) is not None:
-        parts.append(f"reward {r} ± {num('reward_std', '.2f')}")
+        parts.append(f"reward {r} ± {_shown(m.get('reward_std'), '.2f')}")
     for key, label, fmt in (
         ("loss", "loss", ".4g"),
         ("completion_length/mean", "len", ".0f"),
@@ -467,7 +476,7 @@ def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
         if (v := num(key, fmt)) is not None:
             parts.append(f"{label} {v}".strip() + (" s" if key == "step_time" else ""))
     means = [
-        f"{k.removeprefix('rewards/').removesuffix('/mean')} {v:.3f}"
+        f"{k.removeprefix('rewards/').removesuffix('/mean')} {_shown(v, '.3f')}"
         for k, v in m.items()
         if k.startswith("rewards/") and k.endswith("/mean") and isinstance(v, int | float)
     ]

@@ -7,14 +7,20 @@ Rewards run isolated (:mod:`rlvr.rewards.pool`): a call that raises or times out
   in the code, whatever its message; or a distinct message) is printed once, with its
   traceback, and written to ``OUTPUT_DIR/reward_errors.jsonl`` with the sample that caused it;
 - every scoring round with errors or timeouts prints one line with the counts;
+- a resumed run cuts the file back to its step (:meth:`RewardErrorLog.resume`), so it reads as
+  one uninterrupted run's;
 - a reward entry with ``on_error: raise`` stops the run at its first error, and any reward whose
   failed share of a round exceeds ``training.max_reward_error_frac`` stops it too
-  (:class:`RewardError`; the trainer saves a checkpoint of the last finished step).
+  (:class:`RewardError`; the trainer saves a checkpoint of the last finished step). The round
+  stops as soon as that is certain, and a reward whose first calls of a round all time out is
+  taken for stuck (:meth:`rlvr.rewards.pool.RewardPool.score`): a hanging judge stops a run in
+  seconds, not ``timeout x calls / workers`` of silence per step.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,7 +68,7 @@ class RewardErrorLog:
                 if (label, site or message) not in self._seen:
                     self._seen.add((label, site or message))
                     tb = scores.tracebacks.get(label, {}).get(site) if site else None
-                    self._first(label, message, tb, samples[index], step)
+                    self._first(label, message, site, tb, samples[index], step)
             errors, timeouts = scores.errors.get(label, 0), scores.timeouts.get(label, 0)
             n = len(samples)
             file = f"; details in {self.path}" if self.path is not None else ""
@@ -78,15 +84,49 @@ class RewardErrorLog:
                     "the fallback"
                 )
             if (errors + timeouts) / max(n, 1) > self.max_error_frac:
+                stopped = " (scoring stopped there)" if scores.stopped is not None else ""
                 raise RewardError(
-                    f"reward {label!r} failed on {errors + timeouts} of {n} calls, more than "
-                    f"training.max_reward_error_frac={self.max_error_frac:g} (e.g. "
+                    f"reward {label!r} failed on {errors + timeouts} of {n} calls{stopped}, more "
+                    f"than training.max_reward_error_frac={self.max_error_frac:g} (e.g. "
                     f"{next(iter(failures.values()))}); fix the reward (see {self.path}), or "
                     "raise training.max_reward_error_frac"
                 )
+        if scores.stopped is not None:  # a reward that hangs: stopped before its share did
+            raise RewardError(
+                f"{where}{scores.stopped}. Fix the reward (see {self.path}), raise its timeout, "
+                "or set training.max_reward_error_frac: 1 to make every call whatever fails"
+            )
+
+    def resume(self, step: int) -> None:
+        """Go on with a run resumed at ``step``: the file is cut back to that step (the steps
+        after it run again, and record their errors again), and the errors it keeps count as
+        seen (an uninterrupted run would not record them again). The file then reads as one
+        uninterrupted run's, as ``metrics.jsonl`` does."""
+        if self.path is None or not self.path.is_file():
+            return
+        keep = []
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:  # a line cut short by a kill
+                    continue
+                if (record.get("step") or 0) <= step:
+                    keep.append(line if line.endswith("\n") else line + "\n")
+                    key = record.get("site") or record.get("error")
+                    self._seen.add((str(record.get("reward")), str(key)))
+        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+        tmp.write_text("".join(keep), encoding="utf-8")
+        os.replace(tmp, self.path)
 
     def _first(
-        self, label: str, message: str, tb: str | None, sample: Sample, step: int | None
+        self,
+        label: str,
+        message: str,
+        site: str | None,
+        tb: str | None,
+        sample: Sample,
+        step: int | None,
     ) -> None:
         head = f"reward {label!r} failed: {message}"
         self.echo(f"{head}\n{tb.rstrip()}" if tb else head)
@@ -96,6 +136,7 @@ class RewardErrorLog:
             "step": step,
             "reward": label,
             "error": message,
+            "site": site,
             "traceback": tb,
             "prompt": sample.prompt,
             "completion": sample.completion,

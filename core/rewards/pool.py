@@ -8,13 +8,22 @@ result is reported as soon as it is ready, so the parent always knows which call
 running and since when. A call that overruns its reward's ``timeout`` gets the worker
 SIGKILLed; the call yields the fallback and counts as a timeout, a replacement worker starts
 and the rest of the chunk is sent again. A crash is handled the same way (counted as an
-error). A reward that raises, or returns something that is not a number, yields the fallback
-and counts as an error; the worker carries on.
+error). A reward that raises, or returns something that is not a number (or a number that is
+not finite, or past :data:`~rlvr.api.registration.REWARD_LIMIT` in magnitude), yields the
+fallback and counts as an error; the worker carries on.
 
 Workers are started with ``forkserver`` (default) or ``spawn``, never ``fork`` (the parent may
 hold torch threads). Each builds every reward once, ``factory(params)``, when it starts. They
-get the parent's ``sys.path``, ignore SIGINT (the parent handles Ctrl-C), are daemonic and, on
-Linux, are SIGKILLed when the parent process dies, even in the middle of a call.
+get the parent's ``sys.path``, let SIGINT and SIGTERM pass (sent to a whole process group by
+Ctrl-C, systemd or Slurm: the parent handles them, and stops its workers itself;
+:func:`shield_from_stop_signals`), are daemonic and, on Linux, are SIGKILLed when the parent
+process dies, even in the middle of a call.
+
+The forkserver starts without the current directory on its ``sys.path`` (as ``python -P``):
+it imports rlvr for every worker, and a directory named ``rlvr`` where the run is started (the
+parent of a clone, or a package of one's own) would shadow the real one. A worker that dies
+before it runs (its start imports the main script and rlvr) leaves its exception where the
+parent finds it, so "reward workers fail to start" (:class:`RewardWorkerError`) names the cause.
 
 Measured on a 2-core Linux VM shared with other jobs, Python 3.11: with
 ``forkserver`` the first pool of a process is ready, first call answered, in 0.3-0.6 s; later
@@ -27,29 +36,46 @@ Factories add their own time (importing math-verify: 0.5-1 s). A trivial reward 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
+import json
 import math
 import multiprocessing as mp
 import numbers
 import os
 import pickle
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from multiprocessing import forkserver
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rlvr.api.errors import RlvrError
+from rlvr.api.registration import REWARD_LIMIT
 
 if TYPE_CHECKING:
     from rlvr.api.registration import RewardFn, Sample
 
 MAX_MESSAGES = 5  # distinct error messages kept per reward
+#: With a ``max_error_frac``: a reward whose first this many calls of a :meth:`RewardPool.score`
+#: (at least twice the workers) all time out is taken for stuck (an unreachable judge server),
+#: and the call stops there instead of spending ``timeout x calls / workers`` on it.
+STUCK_AFTER = 4
 MAX_TRACEBACK = 4000  # characters of a traceback sent to the parent
+
+
+class RewardWorkerError(RlvrError, RuntimeError):
+    """Reward worker processes cannot start (the message says why, when a worker told)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +108,9 @@ class PoolResult:
     sites: dict[str, dict[int, str]] = field(default_factory=dict)
     #: per label: site -> the traceback of its first occurrence in a process
     tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: why the call stopped before scoring every sample (``max_error_frac``); the values of
+    #: the calls it did not make are None. None when every call was made.
+    stopped: str | None = None
 
 
 # --------------------------------------------------------------------------- both sides
@@ -121,7 +150,17 @@ def _call(
     if value is None:
         return None, None, None, None
     if isinstance(value, numbers.Real) and math.isfinite(value):
-        return float(value), None, None, None
+        if abs(float(value)) <= REWARD_LIMIT:
+            return float(value), None, None, None
+        # Finite, but no score: its square overflows the advantages' statistics (1e308).
+        return (
+            None,
+            f"reward {label!r} returned {_clip(repr(value), 80)}, beyond the "
+            f"{REWARD_LIMIT:g} a reward value may reach in magnitude; expected a score of "
+            "about -1..1",
+            None,
+            None,
+        )
     return (
         None,
         f"reward {label!r} returned {_clip(repr(value), 80)} ({type(value).__name__}); "
@@ -138,6 +177,22 @@ def _clip(text: str, size: int) -> str:
 # --------------------------------------------------------------------------- worker side
 
 
+def _let_pass(signum: int, frame: Any) -> None:
+    """The workers' SIGINT and SIGTERM handler: nothing to do, the parent handles them."""
+
+
+def shield_from_stop_signals() -> None:
+    """Let SIGINT and SIGTERM pass this process (a worker, or the forkserver forking them).
+
+    A handler that does nothing rather than ``SIG_IGN``: an ignored signal stays ignored in
+    every program a reward starts (``SIG_IGN`` survives ``exec``), so a code-execution sandbox
+    could no longer be stopped with ``terminate()``; a handler is reset by ``exec``. Such a
+    subprocess does get a signal sent to the whole process group, its reward call fails, and
+    the trainer discards that step (:mod:`rlvr.training.trainer`)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _let_pass)
+
+
 def _die_with_parent() -> None:
     """Linux: be SIGKILLed when our parent ends, even while a call holds the GIL.
 
@@ -146,8 +201,6 @@ def _die_with_parent() -> None:
     pipe (to start processes of its own), so a stuck worker would keep the forkserver alive
     and itself with it. Close the worker's copy (it would start its own forkserver if needed).
     """
-    from multiprocessing import forkserver
-
     server: Any = forkserver._forkserver  # CPython internals, not in the stubs
     if getattr(server, "_forkserver_alive_fd", None) is not None and server._forkserver_pid is None:
         os.close(server._forkserver_alive_fd)
@@ -164,7 +217,7 @@ def _worker_main(
     Messages to the parent: ``("build", i)`` before building reward ``i``, ``("ready",)``,
     then ``(task, value, error)`` per call, in order.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    shield_from_stop_signals()
     if die_with_parent:
         _die_with_parent()
     sys.path[:] = sys_path
@@ -194,6 +247,91 @@ def _worker_main(
             conn.send((task, *_call(rewards[i], labels[i], sample, seen)))
 
 
+# --------------------------------------------------------------------------- the forkserver
+
+#: Set for the forkserver's start only (:func:`_start_forkserver`), read by
+#: :mod:`rlvr.rewards._forkserver` there: the directory where a child that dies before it runs
+#: writes its error (a file named by its pid), and that PYTHONSAFEPATH is rlvr's to remove.
+ERRORS_DIR_ENV = "RLVR_WORKER_ERRORS"
+SAFE_PATH_ENV = "RLVR_FORKSERVER_SAFE_PATH"
+_forkserver_lock = threading.Lock()
+_errors_dir: str | None = None
+
+
+def _start_forkserver() -> None:
+    """Start multiprocessing's forkserver, unless it runs: without the current directory on
+    its ``sys.path`` (``PYTHONSAFEPATH``; it runs as ``python -c``, and Python 3.11 does not
+    give it the parent's ``sys.path``), and knowing where its children report a failed start.
+
+    Both go through the environment the forkserver starts with, the only way into it; they
+    are in this process's ``os.environ`` only for that instant, and the forkserver takes
+    PYTHONSAFEPATH out of its own at once, so rewards' subprocesses never see it."""
+    global _errors_dir
+    with _forkserver_lock:
+        if _errors_dir is None:
+            _errors_dir = tempfile.mkdtemp(prefix="rlvr-workers-")
+            atexit.register(shutil.rmtree, _errors_dir, True)
+        added = {ERRORS_DIR_ENV: _errors_dir}
+        if not os.environ.get("PYTHONSAFEPATH"):
+            added.update({"PYTHONSAFEPATH": "1", SAFE_PATH_ENV: "1"})
+        before = {k: os.environ.get(k) for k in added}
+        os.environ.update(added)
+        try:
+            forkserver.ensure_running()
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def report_start_errors(directory: str) -> None:
+    """In the forkserver (:mod:`rlvr.rewards._forkserver`): a child that dies before it runs
+    (importing the main script or rlvr, unpickling the worker) leaves its exception and the
+    files of its traceback in ``directory/<pid>``, besides printing it as usual."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        with contextlib.suppress(Exception):
+            frames = traceback.extract_tb(tb)
+            where = [f"{f.filename}:{f.lineno}" for f in frames if not f.filename.startswith("<")]
+            record = {"error": _clip(f"{kind.__name__}: {exc}", 500), "frames": where}
+            Path(directory, str(os.getpid())).write_text(json.dumps(record), encoding="utf-8")
+        previous(kind, exc, tb)
+
+    sys.excepthook = hook
+
+
+def _start_error(proc: Any, since: float) -> str | None:
+    """What worker ``proc`` reported when it died before running (see
+    :func:`report_start_errors`), as the end of a sentence; None when it reported nothing."""
+    if _errors_dir is None or proc.pid is None:
+        return None
+    path = Path(_errors_dir, str(proc.pid))
+    try:
+        fresh = path.stat().st_mtime >= since - 1  # not an earlier process's with this pid
+        record = json.loads(path.read_text(encoding="utf-8")) if fresh else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    if record is None:
+        return None
+    frames: list[str] = record.get("frames") or []
+    text = str(record.get("error"))
+    if frames:
+        text += f" (at {frames[-1]})"
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main is not None and any(f.rsplit(":", 1)[0] == os.path.abspath(main) for f in frames):
+        text += (
+            f"; every worker imports the main script {os.path.abspath(main)}: keep what it runs "
+            'under `if __name__ == "__main__":`'
+        )
+    return text
+
+
 # --------------------------------------------------------------------------- parent side
 
 
@@ -212,6 +350,7 @@ class _Worker:
         self.building: int | None = None  # index of the reward being built
         self.pending: deque[int] = deque()  # tasks sent and not finished, in order
         self.since = time.monotonic()  # when the current step (start, build, call) began
+        self.started = time.time()  # wall clock, to match a start error file's mtime
 
     def current(self) -> tuple:
         if not self.ready:
@@ -227,12 +366,26 @@ class _Worker:
 class _Job:
     """One :meth:`RewardPool.score` call: task ``t`` is sample ``t // R``, reward ``t % R``."""
 
-    def __init__(self, specs: Sequence[PoolSpec], samples: Sequence[Sample]) -> None:
+    def __init__(
+        self,
+        specs: Sequence[PoolSpec],
+        samples: Sequence[Sample],
+        max_error_frac: float | None = None,
+        stuck_after: int = STUCK_AFTER,
+    ) -> None:
         self.specs = specs
         self.samples = samples
         self.remaining = len(specs) * len(samples)
         self.queue: deque[int] = deque(range(self.remaining))
         labels = [s.label for s in specs]
+        #: failures (errors and timeouts) a reward may have before the job stops (None: all)
+        self.max_failures = (
+            max_error_frac * len(samples)
+            if max_error_frac is not None and max_error_frac < 1
+            else None
+        )
+        self.stuck_after = stuck_after
+        self.answered = dict.fromkeys(labels, 0)  # calls that returned (a value or an error)
         self.result = PoolResult(
             values={label: [None] * len(samples) for label in labels},
             timeouts=dict.fromkeys(labels, 0),
@@ -257,6 +410,8 @@ class _Job:
     ) -> None:
         spec = self.specs[t % len(self.specs)]
         self.remaining -= 1
+        if not timeout:
+            self.answered[spec.label] += 1
         if error is None:
             self.result.values[spec.label][t // len(self.specs)] = value
             return
@@ -268,11 +423,38 @@ class _Job:
             self.result.tracebacks[spec.label].setdefault(site, tb)
         if timeout:
             self.result.timeouts[spec.label] += 1
+        else:
+            self.result.errors[spec.label] += 1
+            messages = self.result.error_messages[spec.label]
+            if len(messages) < MAX_MESSAGES and error not in messages:
+                messages.append(error)
+        self._check(spec)
+
+    def _check(self, spec: PoolSpec) -> None:
+        """Stop the job (``result.stopped``) once ``spec``'s failures make the outcome
+        certain: more than ``max_error_frac`` of the calls, or its first ``stuck_after`` calls
+        all timed out (the caller stops the run either way)."""
+        if self.max_failures is None or self.result.stopped is not None:
             return
-        self.result.errors[spec.label] += 1
-        messages = self.result.error_messages[spec.label]
-        if len(messages) < MAX_MESSAGES and error not in messages:
-            messages.append(error)
+        label, n = spec.label, len(self.samples)
+        failed = len(self.result.failures[label])
+        timeouts = self.result.timeouts[label]
+        if failed > self.max_failures:
+            self.result.stopped = (
+                f"reward {label!r} failed on {failed} of the {n} calls already, past the share "
+                "allowed; the rest were not made"
+            )
+        elif self.answered[label] == 0 and timeouts >= self.stuck_after:
+            left = n - failed
+            self.result.stopped = (
+                f"reward {label!r} timed out on each of its first {timeouts} calls "
+                f"({spec.timeout:g} s each) and answered none: it looks stuck (e.g. a judge "
+                f"server it cannot reach); the other {left} calls were not made"
+            )
+
+    @property
+    def stopped(self) -> bool:
+        return self.result.stopped is not None
 
 
 def _death(proc) -> str:
@@ -324,7 +506,9 @@ class RewardPool:
             return
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":  # import pydantic once, not in every new worker
-            self._ctx.set_forkserver_preload(["__main__", "rlvr.api.registration"])
+            self._ctx.set_forkserver_preload(
+                ["__main__", "rlvr.rewards._forkserver", "rlvr.api.registration"]
+            )
         # Pickled here, so a lambda fails now, in the caller, with a clear message.
         self._payloads = [(s.label, pickle.dumps((s.factory, s.params))) for s in self.specs]
         self._broken: dict[int, str] = {}  # rewards whose building killed or hung a worker
@@ -333,14 +517,25 @@ class RewardPool:
 
     # ----------------------------------------------------------------------- public
 
-    def score(self, samples: Sequence[Sample]) -> PoolResult:
-        """Run every reward on every sample; never raises for a reward's misbehaviour."""
+    def score(
+        self, samples: Sequence[Sample], *, max_error_frac: float | None = None
+    ) -> PoolResult:
+        """Run every reward on every sample; never raises for a reward's misbehaviour.
+
+        With ``max_error_frac`` (below 1) the call stops as soon as a reward has failed on
+        more than that share of the samples, or its first :data:`STUCK_AFTER` calls (at
+        least twice the workers) all timed out: ``result.stopped`` then says why, and the
+        calls not made are None. A caller that stops on such a share (the trainer) learns
+        it without waiting ``timeout x calls / workers`` for a reward that hangs."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("the reward pool is closed")
-            job = _Job(self.specs, samples)
+            stuck = max(STUCK_AFTER, 2 * len(self._workers))
+            job = _Job(self.specs, samples, max_error_frac, stuck)
             if self._local is not None:
                 for t in range(job.remaining):
+                    if job.stopped:
+                        break
                     _, i, sample = job.task(t)
                     job.record(t, *_call(self._local[i], self.specs[i].label, sample, self._seen))
                 return job.result
@@ -389,17 +584,23 @@ class RewardPool:
         )
         args = (list(sys.path), self._payloads, dict(self._broken), die_with_parent)
         self._started = [p for p in self._started if p.is_alive()]
+        if self._ctx.get_start_method() == "forkserver":
+            _start_forkserver()  # its own way (see there), and again should it have died
         return _Worker(self._ctx, args, self._started)
 
     def _run(self, job: _Job, chunk: int, until_ready: bool = False) -> None:
         self._discard_stale()
         try:
-            while job.remaining or (until_ready and not all(w.ready for w in self._workers)):
+            while (job.remaining and not job.stopped) or (
+                until_ready and not all(w.ready for w in self._workers)
+            ):
                 self._dispatch(job, chunk)
                 self._wait(job)
         except BaseException:  # e.g. Ctrl-C
             self._discard_stale()
             raise
+        if job.stopped:  # the calls still running are not wanted
+            self._discard_stale()
 
     def _discard_stale(self) -> None:
         """Replace the workers an interrupted call left busy (their results would be stale)."""
@@ -483,7 +684,12 @@ class RewardPool:
         elif reason and not w.ready:
             self._start_failures += 1
             if self._start_failures >= 3:
-                raise RuntimeError(f"reward workers fail to start: the last one {what}")
+                cause = _start_error(w.proc, w.started) if reason == "crash" else None
+                why = f": {cause}" if cause else " (a worker's traceback may be above)"
+                raise RewardWorkerError(
+                    f"reward workers fail to start: 3 in a row died before building any "
+                    f"reward; the last one {what}{why}"
+                )
         elif reason and w.pending:
             t = w.pending.popleft()
             label = self.specs[t % len(self.specs)].label
@@ -491,4 +697,11 @@ class RewardPool:
         job.queue.extendleft(reversed(w.pending))
 
 
-__all__ = ["PoolResult", "PoolSpec", "RewardPool"]
+__all__ = [
+    "PoolResult",
+    "PoolSpec",
+    "RewardPool",
+    "RewardWorkerError",
+    "report_start_errors",
+    "shield_from_stop_signals",
+]

@@ -120,6 +120,8 @@ class Scores:
     failures: dict[str, dict[int, str]] = field(default_factory=dict)
     sites: dict[str, dict[int, str]] = field(default_factory=dict)
     tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: why scoring stopped before every call was made (``max_error_frac``), else None
+    stopped: str | None = None
 
     def summary(self, first: int | None = None) -> dict[str, RewardStats]:
         """Per-reward statistics of this batch, or of its first ``first`` samples (timeouts and
@@ -146,8 +148,10 @@ class Scorer:
         specs = [PoolSpec(e.label, e.factory, e.params, e.timeout, e.fallback) for e in entries]
         self.pool = RewardPool(specs, workers=workers, **pool_options)
 
-    def score(self, samples: Sequence[Sample]) -> Scores:
-        result = self.pool.score(samples)
+    def score(self, samples: Sequence[Sample], *, max_error_frac: float | None = None) -> Scores:
+        """Score ``samples``; with ``max_error_frac`` scoring stops early once a reward's
+        failures make that share certain to be exceeded (:meth:`RewardPool.score`)."""
+        result = self.pool.score(samples, max_error_frac=max_error_frac)
         total = [
             sum((e.weight * (result.values[e.label][i] or 0.0) for e in self.entries), 0.0)
             for i in range(len(samples))
@@ -161,6 +165,7 @@ class Scorer:
             result.failures,
             result.sites,
             result.tracebacks,
+            result.stopped,
         )
 
     def close(self) -> None:

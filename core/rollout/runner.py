@@ -122,7 +122,8 @@ def score(
         )
         for c in items
     ]
-    scores = scorer.score(samples)
+    frac = reward_errors.max_error_frac if reward_errors is not None else None
+    scores = scorer.score(samples, max_error_frac=frac)  # stops early past that share
     if reward_errors is not None:
         reward_errors.report(scores, samples, step=step)
     for i, c in enumerate(items):

@@ -25,12 +25,17 @@ on what ran before it; the data order is a seeded permutation per epoch whose po
 checkpointed. A run interrupted and resumed therefore logs the same metrics as an
 uninterrupted one (on CPU, up to timing fields).
 
-Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns; so does
+Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns (the reward
+workers let both pass, :mod:`rlvr.rewards.pool`, so a signal to the whole process group does not
+fail the step's reward calls; a step whose reward calls failed all the same once the stop was
+asked for, e.g. a reward's own subprocess got the signal, is discarded, not trained on); so does
 ``max_minutes``, before a step that would end past the budget, keeping room for the eval (when
 ``eval_steps`` is set) that it then runs on the last step, as at a run's planned end. A step that
 raises (a second Ctrl-C, an error) before its first optimizer update is forgotten and the run
 saved at the step before it; a non-finite loss or gradient norm skips the update, and
-``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`.
+``max_bad_steps`` of them in a row save a checkpoint and stop with :class:`TrainingError`. An
+update that makes the weights non-finite or blows them up (:class:`~rlvr.training.update.
+WeightsError`) stops the run without saving, and no save ever writes non-finite weights.
 A step whose dynamic sampling kept no group trains on nothing (no weight changes) and the run
 goes on. Rewards that fail more than the config allows (:mod:`rlvr.rewards.failures`, reported as
 each round is scored) stop the step the same way: the run is saved at the last finished step.
@@ -71,13 +76,13 @@ from rlvr.outputs.metrics import (
 from rlvr.outputs.resume import config_changes, restore, resume_point
 from rlvr.outputs.summary import run_summary
 from rlvr.parallel import distributed
-from rlvr.rewards.failures import RewardErrorLog
+from rlvr.rewards.failures import RewardError, RewardErrorLog
 from rlvr.rewards.scoring import Scorer, score_entries
 from rlvr.rollout.guidance import Guides
 from rlvr.rollout.runner import Rollout, Rollouts, build_batch, sample_record, step_seed
 from rlvr.training import memory
 from rlvr.training.models import load_run_models
-from rlvr.training.update import PolicyUpdate
+from rlvr.training.update import PolicyUpdate, WeightsError
 
 logger = logging.getLogger("rlvr.training.trainer")
 
@@ -124,6 +129,12 @@ class _StopFlag:
             signal.signal(sig, handler)
 
 
+class _Discarded(Exception):
+    """A step whose reward calls failed after a stop was requested: the shutdown may have
+    caused those failures (a signal to the process group reaches a reward's own processes),
+    so the step is not trained on; the run stops at the step before it."""
+
+
 def _section(value: _T | None, name: str) -> _T:
     if value is None:
         raise TrainingError(f"the config has no {name!r} section; training needs one")
@@ -158,6 +169,7 @@ class Trainer:
         self._last_saved: int | None = None
         self._closers: list[Any] = []
         self._step_start = (0, 0)
+        self._stop: _StopFlag | None = None  # while run() runs
         self.dist = distributed.current()
         self.log: MetricsLogger | None = None
         self.evaluation: Evaluation | None = None
@@ -290,6 +302,7 @@ class Trainer:
             self.bad_steps = int(state.get("bad_steps", 0))
             self.sampler.load_state_dict(state["data"])
             self.last_metrics = dict(state.get("metrics") or {})
+            self.reward_errors.resume(self.step)  # cut back, as the metrics are
 
         backend = self.host.backends[self.backend_cfg.name]
         self.generator = build_generator(
@@ -359,6 +372,13 @@ class Trainer:
         gather = self.host.backends[self.backend_cfg.name].capabilities.samples_from_policy
         with distributed.gathered(self.policy) if gather else contextlib.nullcontext():
             ro = self.rollouts.run(self.step, self.prompts_per_step)
+        failed = sum(s.errors + s.timeouts for s in ro.summary.values())
+        stopping = self._stop is not None and self._stop.requested
+        if self.dist.any(stopping and failed > 0):  # every rank discards, or none
+            raise _Discarded(
+                f"{failed} reward calls failed after the stop was requested (a signal to the "
+                "process group reaches the rewards' own processes too)"
+            )
 
         t0 = time.perf_counter()
         batch = build_batch(ro.kept, self.labels, self.pad_id, self.step).to(self.update.device)
@@ -477,8 +497,21 @@ class Trainer:
     # ------------------------------------------------------------------ saving
 
     def save(self) -> Path:
+        # Never a checkpoint to resume from with broken weights, whatever brought them here
+        # (the update checks its own steps, PolicyUpdate._check_weights).
+        if not math.isfinite(self.update.weights_norm()):
+            raise TrainingError(
+                f"not saving checkpoint-{self.step}: the trained weights are not finite; "
+                f"{self._resumes()}"
+            )
         with _saved_as_for_inference(self.policy):
             return self._save()
+
+    def _resumes(self) -> str:
+        """Where ``--resume`` would continue from, for a message."""
+        if self._last_saved is None:
+            return "no checkpoint was saved before (training.save_steps), so a new run starts over"
+        return f"--resume continues from {self.output_dir / f'checkpoint-{self._last_saved}'}"
 
     def _save(self) -> Path:
         weights = None
@@ -529,14 +562,23 @@ class Trainer:
                 if self.log is not None:
                     self.log.log(m)
             with _StopFlag() as stop:
+                self._stop = stop
                 while self.step < self.max_steps:
                     self._step_start = (self.step, self.sampler.position)
                     self.update.stepped = False
                     step_began, evals_before = _clock(), self._eval_seconds
                     try:
                         self.train_step()
-                    except BaseException:  # Ctrl-C, nothing to train on, out of memory...
-                        self._save_after_interrupt()
+                    except WeightsError as exc:  # the weights are lost: nothing to save
+                        raise TrainingError(f"step {self.step}: {exc}; {self._resumes()}") from None
+                    except BaseException as exc:  # Ctrl-C, nothing to train on, out of memory...
+                        step = self.step
+                        # rewards that failed on the way to a requested stop: stop there
+                        discard = stop.requested and isinstance(exc, _Discarded | RewardError)
+                        self._save_after_interrupt(announce=not discard)
+                        if discard:
+                            self._stopped_discarding(step, exc)
+                            return self.last_metrics
                         raise
                     if self.bad_steps >= self.t.max_bad_steps:
                         path = self.save()
@@ -590,7 +632,7 @@ class Trainer:
         needed = self._longest_step + self._longest_eval
         return budget is not None and self._minutes() + needed / 60 > budget
 
-    def _save_after_interrupt(self) -> None:
+    def _save_after_interrupt(self, announce: bool = True) -> None:
         """A step that did not finish (Ctrl-C, an error): before any weight changed, forget
         the step (its prompts are handed out again on resume) and save; during the update the
         state is half-way, so the last checkpoint stays the one to resume from. With several
@@ -618,8 +660,20 @@ class Trainer:
             except Exception as exc:  # e.g. out of memory or disk: the original error matters
                 logger.warning("could not save a checkpoint at step %d: %s", self.step, exc)
                 return
-            if self.log is not None:
+            if self.log is not None and announce:
                 self.log.write(f"stopped; saved {path}; continue with --resume")
+
+    def _stopped_discarding(self, step: int, why: BaseException) -> None:
+        """The message of a stop that discarded step ``step`` (``_save_after_interrupt`` has
+        saved the step before it, where it could)."""
+        if self.log is None:
+            return
+        saved = self._last_saved == self.step and self.step > 0
+        where = f"checkpoint in {self.output_dir}" if saved else "nothing saved"
+        self.log.write(
+            f"stopped at step {self.step} ({where}); step {step} discarded: {why}; it runs "
+            "again on --resume"
+        )
 
     def close(self) -> None:
         while self._closers:

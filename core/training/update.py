@@ -9,7 +9,9 @@ requirements ask for them), the optimizer and the learning-rate schedule. Per st
 3. ``num_iterations`` times :meth:`~PolicyUpdate.update`: one optimizer update over micro-batches
    of ``per_device_train_batch_size * num_generations`` completions, the loss normalised by the
    whole step's token/sequence counts (so accumulation equals one big batch). A non-finite
-   loss or gradient norm skips the update.
+   loss or gradient norm skips the update; an update that makes the trained weights
+   non-finite, or changes their norm more than :data:`MAX_NORM_CHANGE` fold, raises
+   :class:`WeightsError` (the weights are then lost: the run stops without saving them).
 
 Under data parallelism (:mod:`rlvr.parallel.distributed`) the counts the loss is normalised by are
 summed over ranks, each rank backpropagates its own micro-batches without communication, and
@@ -27,6 +29,7 @@ from typing import Any
 
 import torch
 
+from rlvr.api.errors import TrainingError
 from rlvr.api.runtime import AlgorithmImpl, RolloutBatch
 from rlvr.config.schema import TrainingConfig
 from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
@@ -94,6 +97,17 @@ def _in_order(parts: list[torch.Tensor], order: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(values)
     out[order.to(values.device)] = values
     return out
+
+
+#: An update that multiplies (or divides) the trained weights' norm by more than this is taken
+#: for an explosion. A sane update moves the weights by a small fraction of their norm (Adam at
+#: lr 1e-3 on weights of about 0.02: well under 1%); one past 10x is a broken learning rate or
+#: gradient, whatever the model.
+MAX_NORM_CHANGE = 10.0
+
+
+class WeightsError(TrainingError):
+    """An optimizer step made the trained weights non-finite or blew their norm up."""
 
 
 @dataclass
@@ -181,6 +195,9 @@ class PolicyUpdate:
         self.scheduler = self._build_scheduler(total_updates)
         #: set just before the optimizer changes weights (an interrupt can no longer undo it).
         self.stepped = False
+        #: the trained weights' norm after the last update (:meth:`_check_weights`).
+        self._norm = self.weights_norm()
+        self._last_grad_norm = math.nan
 
     # ------------------------------------------------------------------ building
 
@@ -446,7 +463,7 @@ class PolicyUpdate:
             if finite:
                 self.dist.sum_gradients(self._trained_parameters())
         if finite:
-            grad_norm = self._clip(self.policy)
+            grad_norm = self._last_grad_norm = self._clip(self.policy)
             if value_model is not None:
                 value_grad_norm = self._clip(value_model)
                 finite = math.isfinite(value_grad_norm)
@@ -454,6 +471,7 @@ class PolicyUpdate:
         if finite:
             self.stepped = True
             self.optimizer.step()
+            self._check_weights()
             self.scheduler.step()  # as in transformers' Trainer: not after a skipped update
         self.optimizer.zero_grad(set_to_none=True)
         return UpdateResult(
@@ -489,6 +507,46 @@ class PolicyUpdate:
     def _trained_parameters(self) -> list[torch.nn.Parameter]:
         return [p for g in self.optimizer.param_groups for p in g["params"]]
 
+    def weights_norm(self) -> float:
+        """The L2 norm of every trained weight: inf or nan when one is not finite (or their
+        squares overflow). One fused pass over the weights, as gradient clipping makes over
+        the gradients: 20-25 ms for 135M float32 weights on 2 CPU cores, 1.7 ms on an H100
+        (a fused AdamW step there: 2.6 ms). Under FSDP a collective (every rank calls it)."""
+        params = [p.detach() for p in self._trained_parameters()]
+        if not params:
+            return 0.0
+        norm: Any = torch.nn.utils.get_total_norm(params)
+        if hasattr(norm, "full_tensor"):  # sharded (FSDP) weights: a replicated DTensor
+            norm = norm.full_tensor()
+        return float(norm.item())
+
+    def _check_weights(self) -> None:
+        """Raise :class:`WeightsError` if the optimizer step just taken made the trained weights
+        non-finite or changed their norm more than :data:`MAX_NORM_CHANGE` fold.
+
+        The loss and the gradient norm were finite (else no step is taken), so this is an
+        update out of scale: a learning rate far too large (``1e10``), or Adam's moments blown
+        up. Undoing it would need a copy of the weights and the optimizer state from before
+        the step, double their memory on every step; the run stops instead, and nothing
+        saves these weights (the trainer checks again before any save)."""
+        before, after = self._norm, self.weights_norm()
+        change = after / before if before > 0 else 1.0
+        if math.isfinite(after) and 1 / MAX_NORM_CHANGE <= change <= MAX_NORM_CHANGE:
+            self._norm = after
+            return
+        lr = self.optimizer.param_groups[0]["lr"]
+        what = (
+            "made the trained weights non-finite"
+            if not math.isfinite(after)
+            else f"changed the trained weights' norm from {before:.4g} to {after:.4g}"
+        )
+        raise WeightsError(
+            f"the update {what} (learning rate {lr:.3g}, gradient norm before clipping "
+            f"{self._last_grad_norm:.3g}); the run stops without saving these weights. Lower "
+            f"training.learning_rate (now {self.t.learning_rate:g}) or training.max_grad_norm "
+            f"(now {self.t.max_grad_norm:g})"
+        )
+
     def _clip(self, model: torch.nn.Module) -> float:
         """Clip ``model``'s gradients to ``max_grad_norm``; the norm before clipping."""
         params = [p for p in model.parameters() if p.grad is not None]
@@ -500,4 +558,12 @@ class PolicyUpdate:
         return float(norm.item())
 
 
-__all__ = ["PolicyUpdate", "UpdateResult", "disable_dropout", "trim", "weighted_mean"]
+__all__ = [
+    "MAX_NORM_CHANGE",
+    "PolicyUpdate",
+    "UpdateResult",
+    "WeightsError",
+    "disable_dropout",
+    "trim",
+    "weighted_mean",
+]

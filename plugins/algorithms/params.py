@@ -275,7 +275,10 @@ class PPOParams(PolicyGradientParams):
     )
     vf_coef: float = Field(0.1, gt=0.0, description="Weight of the value loss.")
     value_learning_rate: float | None = Field(
-        None, gt=0.0, description="Learning rate of the value model; null: the policy's."
+        None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="Learning rate of the value model; null: the policy's.",
     )
     whiten_advantages: bool = Field(
         True, description="Normalise GAE advantages to mean 0, std 1 over valid tokens."

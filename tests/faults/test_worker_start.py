@@ -1,0 +1,74 @@
+"""#35 item 12: a directory named ``rlvr`` in the working directory broke every run: the reward
+workers' forkserver (started as ``python -c``) had the current directory first on its sys.path
+and imported that instead of rlvr (a clone's parent directory shadows an editable install; a
+package of one's own named rlvr shadows any install). The run died with "reward workers fail
+to start" as a traceback, the cause only in a child's traceback; now any failure to start is
+one ``error:`` line that names the cause."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from rlvr.outputs.metrics import read_metrics
+
+#: A program that starts rlvr, as the ``rlvr`` console script does (outside the working
+#: directory, so the trainer itself never has the working directory on its sys.path).
+CLI = textwrap.dedent(
+    """
+    import sys
+    from rlvr.cli.main import main
+
+    if __name__ == "__main__":
+        sys.exit(main())
+    """
+)
+
+
+def _train(script: Path, config: Path, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(script), "train", str(config)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_a_directory_named_rlvr_in_the_working_directory_is_not_imported(write_run, tmp_path):
+    config = write_run(training={"max_steps": 1})
+    work = tmp_path / "work"
+    (work / "rlvr").mkdir(parents=True)
+    (work / "rlvr" / "__init__.py").write_text("# a package of one's own named rlvr\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "cli.py").write_text(CLI)
+    done = _train(tmp_path / "bin" / "cli.py", config, cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = read_metrics(config.parent / "out")
+    assert line["rewards/callable/errors"] == 0 and line["skipped"] == 0
+
+
+def test_workers_that_cannot_start_are_one_error_line_with_the_cause(write_run, tmp_path):
+    # The workers import the main script (as multiprocessing does); this one refuses.
+    script = tmp_path / "strict.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            if __name__ != "__main__":
+                raise RuntimeError("this script runs only as the main program")
+            from rlvr.cli.main import main
+            sys.exit(main())
+            """
+        )
+    )
+    config = write_run(training={"max_steps": 1})
+    done = _train(script, config, cwd=tmp_path)
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[-1].startswith("error: reward workers fail to start"), done.stderr[-3000:]
+    assert "RuntimeError: this script runs only as the main program" in lines[-1]
+    assert str(script) in lines[-1] and 'if __name__ == "__main__":' in lines[-1]
+    assert done.stderr.count("reward workers fail to start") == 1  # no traceback of it
