@@ -5,8 +5,9 @@ it; with LoRA the adapter only, see :mod:`rlvr.model.lora`), the optimizer, the 
 state (python, numpy, torch, CUDA), the trainer state (step, data position, ...) and the value
 model when there is one.
 
-Atomicity: everything is written into ``.checkpoint-<step>.tmp``, each file fsynced, then a
-``COMPLETE`` marker is written last, and the directory is renamed to ``checkpoint-<step>``.
+Atomicity: everything is written into ``.checkpoint-<step>.tmp``, each file fsynced, then the
+``manifest.json`` (every file's size and sha256), then a ``COMPLETE`` marker last, and the
+directory is renamed to ``checkpoint-<step>``.
 ``rename`` is atomic, so a process killed at any moment leaves either no ``checkpoint-<step>``
 or a complete one; :func:`latest_checkpoint` also requires the marker. Old checkpoints are
 deleted by first renaming them to ``.checkpoint-<step>.del``, so a kill during the deletion
@@ -19,10 +20,21 @@ weights and optimizer states are equal) and every other rank adds its RNG state
 FSDP the weights are gathered whole for ``save_pretrained``, but the optimizer state is not:
 every rank writes its shards into ``optimizer/`` (``torch.distributed.checkpoint``) in place of
 ``optimizer.pt``, also before the marker.
+
+Integrity: a file that changes after the marker (a bit flip, a truncated copy, a deleted
+tokenizer) would load without complaint: a tokenizer without ``tokenizer.json`` loads as 2
+tokens and the run goes on emitting empty completions. :func:`damage` checks every file
+against the manifest before a resume trusts the checkpoint. Cost, measured on this project's
+2-core CPU machine (hashlib's sha256 runs at 1.15 GiB/s there, SHA-NI): the tiny test
+model's 1.5 MB checkpoint takes 8 ms to hash and write the manifest, 3 ms to verify; 540 MB
+(a 135M model's float32 weights) 0.78 s, so a 135M model's whole checkpoint (1.62 GB with
+AdamW's two moments) about 2.3 s at each save (read back from the page cache) and again at a
+resume.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -42,6 +54,9 @@ from rlvr.parallel.distributed import Dist
 
 COMPLETE = "COMPLETE"
 TRAINER_STATE = "trainer_state.json"
+MANIFEST = "manifest.json"
+#: The manifest's hash (hashlib's, which uses the CPU's SHA extensions where it has them).
+HASH = "sha256"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 _LEFTOVER = re.compile(r"^\.checkpoint-\d+\.(tmp|del|old)$")
 
@@ -222,6 +237,7 @@ def save_checkpoint(
     if before_complete is not None:
         before_complete()
         _fsync_tree(tmp)  # what the other ranks wrote
+    write_manifest(tmp)
     _test_sleep(step)
     with open(tmp / COMPLETE, "w", encoding="utf-8") as f:
         f.write(f"{step}\n")
@@ -253,6 +269,58 @@ def prune(output_dir: str | Path, keep: int) -> None:
     _fsync_dir(root)
 
 
+# --------------------------------------------------------------------------- integrity
+
+
+def _digest(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, HASH).hexdigest()
+
+
+def write_manifest(directory: Path) -> None:
+    """Record every file of ``directory`` (relative path, size, hash) in its manifest."""
+    files = {
+        p.relative_to(directory).as_posix(): {"bytes": p.stat().st_size, HASH: _digest(p)}
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name not in (MANIFEST, COMPLETE)
+    }
+    with open(directory / MANIFEST, "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "hash": HASH, "files": files}, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def damage(path: str | Path) -> str | None:
+    """What is wrong with checkpoint ``path`` (a file missing, changed since it was written, or
+    unreadable trainer state), or None when it is intact. Reads every file once. A checkpoint
+    written before manifests existed is checked for its trainer state only."""
+    path = Path(path)
+    manifest = path / MANIFEST
+    if manifest.is_file():
+        try:
+            listed = json.loads(manifest.read_text(encoding="utf-8"))["files"]
+            algorithm = HASH
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            return f"{MANIFEST}: unreadable ({type(exc).__name__}: {exc})"
+        for name, meta in listed.items():
+            file = path / name
+            if not file.is_file():
+                return f"{name}: missing (the manifest lists it)"
+            size = file.stat().st_size
+            if size != meta.get("bytes"):
+                return (
+                    f"{name}: {size} bytes, the manifest says {meta.get('bytes')} (truncated "
+                    "or changed after it was written)"
+                )
+            if _digest(file) != meta.get(algorithm):
+                return f"{name}: its {algorithm} differs from the manifest's (changed after it was written)"
+    try:
+        read_state(path)
+    except CheckpointError as exc:
+        return str(exc).removeprefix(f"{path}/")
+    return None
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -261,7 +329,20 @@ def read_state(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not (path / COMPLETE).is_file():
         raise CheckpointError(f"{path} is not a complete checkpoint (no {COMPLETE} marker)")
-    return json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
+    file = path / TRAINER_STATE
+    try:
+        state = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{file}: missing") from None
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError included
+        raise CheckpointError(f"{file}: not valid JSON ({exc})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{file}: not a JSON object")
+    for key, kind in (("step", int), ("data", dict)):
+        if not isinstance(state.get(key), kind):
+            why = "no" if key not in state else f"a malformed ({state[key]!r})"
+            raise CheckpointError(f"{file}: {why} {key!r} entry")
+    return state
 
 
 def load_checkpoint(
@@ -338,6 +419,9 @@ __all__ = [
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "MANIFEST",
+    "damage",
+    "write_manifest",
     "prune",
     "rank_rng_file",
     "read_state",

@@ -35,6 +35,15 @@ def resume_point(output_dir: Path, resume: bool) -> Path | None:
                 f"--resume: no complete checkpoint in {output_dir} (looked for "
                 "checkpoint-<step> directories with a COMPLETE marker)"
             )
+        problem = ckpt.damage(found)
+        if problem is not None:
+            raise TrainingError(f"--resume: {found} is damaged ({problem})")
+        if not (found / ckpt.MANIFEST).is_file():
+            logger.warning(
+                "%s has no %s (written by an older rlvr): its files cannot be verified",
+                found,
+                ckpt.MANIFEST,
+            )
         return found
     if found is not None or (output_dir / METRICS_FILE).is_file():
         raise TrainingError(
@@ -94,6 +103,7 @@ def restore(
     *,
     dist: distributed.Dist,
     policy: Any,
+    tokenizer: Any,
     optimizer: Any,
     scheduler: Any,
     value_model: Any,
@@ -126,9 +136,28 @@ def restore(
             f"was started with ({path / 'rlvr_config.yaml'}), or set training.output_dir to a "
             "new directory for a new run"
         ) from None
+    check_vocabulary(path, state, policy, tokenizer)
     _warn_changes(state, dist.world_size, prompts_per_step, max_steps)
     logger.info("resumed from %s (step %d)", path, int(state["step"]))
     return state
+
+
+def check_vocabulary(path: Path, state: dict[str, Any], policy: Any, tokenizer: Any) -> None:
+    """The tokenizer loaded from ``path`` has the tokens it was saved with and no more than the
+    model has embedding rows (a model may have more: vocabularies are padded). A damaged
+    tokenizer loads without complaint as a few special tokens, and every completion would
+    decode to nothing."""
+    tokens = len(tokenizer)
+    saved = state.get("vocab_size")
+    embeddings = policy.get_input_embeddings()
+    rows = getattr(embeddings, "num_embeddings", None)
+    if (saved is not None and tokens != int(saved)) or (rows is not None and tokens > rows):
+        was = f"it was saved with {saved}, " if saved is not None else ""
+        raise TrainingError(
+            f"cannot resume from {path}: its tokenizer has {tokens} tokens ({was}the model has "
+            f"{rows} embedding rows); the tokenizer files there (tokenizer.json, "
+            "tokenizer_config.json) are damaged or missing"
+        )
 
 
 def _warn_changes(
