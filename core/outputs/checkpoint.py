@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -359,17 +360,35 @@ def load_checkpoint(
     path = Path(path)
     state = read_state(path)
     if optimizer is not None:
-        optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+        optimizer.load_state_dict(load_file(path / "optimizer.pt"))
     if scheduler is not None and (path / "scheduler.pt").is_file():
-        scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+        scheduler.load_state_dict(load_file(path / "scheduler.pt"))
     if value_model is not None:
         file = path / "value_model.pt"
         if not file.is_file():
             raise CheckpointError(f"{path} has no value model, but this run needs one")
-        value_model.load_state_dict(torch.load(file, weights_only=True, map_location="cpu"))
+        value_model.load_state_dict(load_file(file, map_location="cpu"))
     if restore_rng:
-        set_rng_state(torch.load(path / rank_rng_file(rank), weights_only=True))
+        set_rng_state(load_file(path / rank_rng_file(rank)))
     return state
+
+
+def load_file(file: Path, **kwargs: Any) -> Any:
+    """``torch.load`` of one checkpoint file, tensors and plain containers only
+    (``weights_only``: nothing in it is executed); a missing or unreadable file is a
+    :class:`CheckpointError` that names it."""
+    try:
+        with open(file, "rb") as f:
+            return torch.load(f, weights_only=True, **kwargs)
+    except FileNotFoundError:
+        why = "missing"
+    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError) as exc:
+        why = "empty" if file.is_file() and file.stat().st_size == 0 else "unreadable"
+        why += f" ({type(exc).__name__}: {exc})"
+    raise CheckpointError(
+        f"{file}: {why}; the checkpoint is damaged (move {file.parent.name} out of the output "
+        "directory to resume from the one before it)"
+    )
 
 
 # --------------------------------------------------------------------------- data parallelism
@@ -419,6 +438,7 @@ __all__ = [
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "load_file",
     "MANIFEST",
     "damage",
     "write_manifest",

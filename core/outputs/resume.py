@@ -35,22 +35,45 @@ def resume_point(output_dir: Path, resume: bool) -> Path | None:
                 f"--resume: no complete checkpoint in {output_dir} (looked for "
                 "checkpoint-<step> directories with a COMPLETE marker)"
             )
-        problem = ckpt.damage(found)
-        if problem is not None:
-            raise TrainingError(f"--resume: {found} is damaged ({problem})")
-        if not (found / ckpt.MANIFEST).is_file():
-            logger.warning(
-                "%s has no %s (written by an older rlvr): its files cannot be verified",
-                found,
-                ckpt.MANIFEST,
-            )
-        return found
+        return newest_intact(output_dir)
     if found is not None or (output_dir / METRICS_FILE).is_file():
         raise TrainingError(
             f"{output_dir} already holds a run; pass --resume to continue it, or set "
             "training.output_dir to a new directory (rlvr never overwrites a run)"
         )
     return None
+
+
+def newest_intact(output_dir: Path) -> Path:
+    """The newest complete checkpoint whose files are as they were written; each newer damaged
+    one is named with what is wrong (it stays where it is, and is replaced when the run saves
+    that step again). Raises :class:`TrainingError` when none is intact."""
+    bad: list[str] = []
+    for path in reversed(ckpt.list_checkpoints(output_dir)):
+        problem = ckpt.damage(path)
+        if problem is None:
+            break
+        bad.append(f"{path.name} ({problem})")
+        logger.warning("%s is damaged: %s", path, problem)
+    else:
+        raise TrainingError(
+            f"--resume: no intact checkpoint in {output_dir}: {'; '.join(bad)}. Restore the "
+            "files from a copy, or start a new run in another training.output_dir (set "
+            "model.name_or_path to a checkpoint directory to start from its weights)"
+        )
+    if bad:
+        logger.warning(
+            "resuming from %s, the newest intact checkpoint, instead of %s",
+            path.name,
+            ", ".join(b.split(" ")[0] for b in bad),
+        )
+    if not (path / ckpt.MANIFEST).is_file():
+        logger.warning(
+            "%s has no %s (written by an older rlvr): its files cannot be verified",
+            path,
+            ckpt.MANIFEST,
+        )
+    return path
 
 
 #: Keys whose change gives the saved weights another shape: no resume across them. A changed
@@ -128,6 +151,8 @@ def restore(
         )
         if shards.is_dir():  # resharded to this run's ranks
             distributed.load_sharded_optimizer(policy, optimizer, shards)
+    except ckpt.CheckpointError:  # a file that cannot be read: the message names it
+        raise
     except (ValueError, RuntimeError, KeyError) as exc:  # e.g. another algorithm's value model
         raise TrainingError(
             f"cannot resume from {path}: its optimizer or value model does not fit this run's "

@@ -5,11 +5,17 @@ and every load error is one ``error:`` line naming the file."""
 from __future__ import annotations
 
 import json
+import shutil
+import sys
+import traceback
 from pathlib import Path
 
+import pytest
 from tiny_run import error_lines, rlvr, write_config
 
+from rlvr.cli.main import main
 from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
+from rlvr.outputs.metrics import read_metrics
 
 MANIFEST = "manifest.json"
 
@@ -76,3 +82,100 @@ def test_a_tokenizer_that_does_not_fit_the_model_stops_the_resume(tmp_path, tiny
     assert f"its tokenizer has 2 tokens (it was saved with {n}" in line, line
     assert f"{n} embedding rows" in line and "tokenizer.json" in line
     assert latest_checkpoint(out) == out / "checkpoint-2"
+
+
+# --------------------------------------------------------------------------- item 9
+
+
+def _truncate(file: Path) -> None:
+    file.write_bytes(file.read_bytes()[:1000])
+
+
+def _drop_data_key(file: Path) -> None:
+    state = json.loads(file.read_text())
+    del state["data"]
+    file.write_text(json.dumps(state))
+
+
+#: (file, what is done to it, words the message must hold)
+DAMAGES = {
+    "truncated weights": ("model.safetensors", _truncate, "model.safetensors"),
+    "garbled trainer state": (
+        "trainer_state.json",
+        lambda f: f.write_text("{garbled"),
+        "trainer_state.json",
+    ),
+    "trainer state without its data": ("trainer_state.json", _drop_data_key, "trainer_state.json"),
+    "missing optimizer": ("optimizer.pt", Path.unlink, "optimizer.pt"),
+    "empty scheduler": ("scheduler.pt", lambda f: f.write_bytes(b""), "scheduler.pt"),
+}
+
+
+@pytest.fixture(scope="module")
+def two_checkpoints(tmp_path_factory, tiny_model_dir) -> Path:
+    """A run of 4 steps with checkpoint-2 and checkpoint-4 (copied by each test)."""
+    root = tmp_path_factory.mktemp("two")
+    # A relative output_dir resolves against the config's directory: each copy is its own run.
+    config = write_config(root, tiny_model_dir, "out", max_steps=4)
+    assert main(["train", str(config)]) == 0
+    return root
+
+
+@pytest.mark.parametrize("damage_name", list(DAMAGES))
+def test_a_damaged_latest_checkpoint_is_skipped(
+    damage_name, two_checkpoints, tmp_path, capsys, caplog
+):
+    """Before: a truncated safetensors showed `ModuleNotFoundError: No module named 'gguf'`,
+    a garbled trainer_state.json "the config differs from the checkpoint's", a missing key
+    a raw KeyError, a missing optimizer.pt a FileNotFoundError, an empty scheduler.pt a bare
+    EOFError; none fell back to checkpoint-2."""
+    shutil.copytree(two_checkpoints, tmp_path / "run")
+    out = tmp_path / "run" / "out"
+    name, do, words = DAMAGES[damage_name]
+    do(out / "checkpoint-4" / name)
+    code, err = _resume(capsys, tmp_path / "run" / "run.yaml", 4)
+    assert code == 0, err
+    assert not error_lines(err)
+    said = caplog.text  # the warnings (the CLI prints them on stderr)
+    named = [line for line in said.splitlines() if "checkpoint-4" in line and words in line]
+    assert named, said
+    assert "resuming from checkpoint-2, the newest intact checkpoint" in said
+    # Steps 3 and 4 trained again from checkpoint-2; the new checkpoint-4 is whole.
+    assert [m["step"] for m in read_metrics(out)] == [1, 2, 3, 4]
+    listed = json.loads((out / "checkpoint-4" / MANIFEST).read_text())["files"]
+    assert listed[name]["bytes"] == (out / "checkpoint-4" / name).stat().st_size
+
+
+@pytest.mark.parametrize("damage_name", list(DAMAGES))
+def test_every_load_error_is_one_line_naming_the_file(
+    damage_name, two_checkpoints, tmp_path, capsys
+):
+    """A checkpoint without a manifest (written by an older rlvr) is loaded as it is: what
+    cannot be read is named in one ``error:`` line, and nothing already saved is lost."""
+    shutil.copytree(two_checkpoints, tmp_path / "run")
+    out = tmp_path / "run" / "out"
+    shutil.rmtree(out / "checkpoint-2")
+    (out / "checkpoint-4" / MANIFEST).unlink()
+    name, do, words = DAMAGES[damage_name]
+    do(out / "checkpoint-4" / name)
+    code, err = _resume(capsys, tmp_path / "run" / "run.yaml", 5)
+    assert code == 1
+    [line] = error_lines(err)
+    assert words in line and "checkpoint-4" in line, line
+    assert "gguf" not in err and "the config differs" not in line
+    assert [p.name for p in list_checkpoints(out)] == ["checkpoint-4"]
+
+
+def test_a_damaged_model_is_not_blamed_on_gguf(tmp_path, tiny_model_dir, monkeypatch):
+    """Without the gguf package every load error was chained to its ImportError."""
+    from rlvr.config.schema import ModelConfig
+    from rlvr.model.loading import ModelLoadError, load_policy
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    _truncate(model / "model.safetensors")
+    monkeypatch.setitem(sys.modules, "gguf", None)  # import gguf raises ImportError
+    with pytest.raises(ModelLoadError, match="model.safetensors") as info:
+        load_policy(ModelConfig(name_or_path=str(model)), device="cpu")
+    chain = "".join(traceback.format_exception(info.value))
+    assert "ModuleNotFoundError" not in chain and "No module named" not in chain, chain
