@@ -18,30 +18,56 @@ from typing import Any
 import yaml
 
 from rlvr.outputs import checkpoint as ckpt
+from rlvr.outputs import rundir
 from rlvr.parallel import distributed
 from rlvr.api.errors import TrainingError
-from rlvr.outputs.metrics import METRICS_FILE
 
 logger = logging.getLogger("rlvr.outputs.resume")
 
 
-def resume_point(output_dir: Path, resume: bool) -> Path | None:
-    """The checkpoint ``--resume`` continues from; None for a new run. A new run never
-    writes into a directory that holds one already."""
+def resume_point(output_dir: Path, resume: bool, hold: rundir.Hold) -> Path | None:
+    """The checkpoint ``--resume`` continues from; None for a new run. Called under the
+    directory's lock (``hold``). A new run never writes into a directory that holds a
+    checkpoint, nor over a file rlvr did not create; a run that stopped before its first
+    checkpoint is started over, with or without ``--resume`` (there is nothing to resume)."""
     found = ckpt.latest_checkpoint(output_dir)
-    if resume:
-        if found is None:
-            raise TrainingError(
-                f"--resume: no complete checkpoint in {output_dir} (looked for "
-                "checkpoint-<step> directories with a COMPLETE marker)"
-            )
-        return newest_intact(output_dir)
-    if found is not None or (output_dir / METRICS_FILE).is_file():
+    if found is not None and not hold.created:  # a run of an rlvr from before the record
+        hold.adopt()
+    foreign = hold.foreign()
+    if foreign:
         raise TrainingError(
-            f"{output_dir} already holds a run; pass --resume to continue it, or set "
-            "training.output_dir to a new directory (rlvr never overwrites a run)"
+            f"training.output_dir {output_dir} holds {', '.join(foreign)}, which rlvr did not "
+            f"create (its record, {rundir.RECORD}, does not list it); rlvr writes files of "
+            "those names and never overwrites one it did not create: set training.output_dir "
+            "to another directory, or move them away"
         )
-    return None
+    if found is not None:
+        if not resume:
+            raise TrainingError(
+                f"{output_dir} already holds a run ({found.name}); pass --resume to continue "
+                "it, or set training.output_dir to a new directory (rlvr never overwrites a run)"
+            )
+        path: Path | None = newest_intact(output_dir)
+    else:
+        left = hold.left_behind()
+        if left:
+            logger.warning(
+                "%s: the run there stopped before its first checkpoint; starting it over "
+                "(removing what it wrote: %s)",
+                output_dir,
+                ", ".join(left),
+            )
+            hold.remove(left)
+            ckpt.clean_leftovers(output_dir)
+        elif resume:
+            raise TrainingError(
+                f"--resume: no complete checkpoint in {output_dir}, and no run started there "
+                "(looked for checkpoint-<step> directories with a COMPLETE marker); run without "
+                "--resume to start one"
+            )
+        path = None
+    hold.claim()
+    return path
 
 
 def newest_intact(output_dir: Path) -> Path:

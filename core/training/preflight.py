@@ -15,11 +15,12 @@ from typing import Any
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host
 from rlvr.config.schema import RunConfig
+from rlvr.outputs.rundir import not_a_directory
 
 
 def preflight(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     """``(config path, problem)`` for everything in ``config`` that would stop a run."""
-    problems = _report_to(config)
+    problems = _report_to(config) + _output_dir(config)
     if config.data is not None:
         problems += _data(config, host)
     if config.model is not None:
@@ -34,6 +35,14 @@ def _report_to(config: RunConfig) -> list[tuple[str, str]]:
         reporters(config.training.report_to)
     except RlvrError as exc:
         return [("training.report_to", str(exc).removeprefix("training.report_to "))]
+    return []
+
+
+def _output_dir(config: RunConfig) -> list[tuple[str, str]]:
+    """``training.output_dir`` is a directory, or can become one (no file in the way)."""
+    root = Path(config.training.output_dir).absolute()
+    if any(p.exists() and not p.is_dir() for p in (root, *root.parents)):
+        return [("training.output_dir", not_a_directory(root).removeprefix("training.output_dir "))]
     return []
 
 
