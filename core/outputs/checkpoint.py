@@ -34,6 +34,7 @@ resume.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -212,40 +213,51 @@ def save_checkpoint(
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     clean_leftovers(root)
-    final = root / f"checkpoint-{step}"
     tmp = tmp_dir(root, step)
-    tmp.mkdir()
-
-    if model_state is None:
-        model.save_pretrained(tmp)
-    else:
-        model.save_pretrained(tmp, state_dict=model_state)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(tmp)
-    if optimizer is not None:
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    if scheduler is not None:
-        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    torch.save(rng_state(), tmp / "rng_state.pt")
-    if value_model is not None:
-        torch.save(value_model.state_dict(), tmp / "value_model.pt")
-    for name, text in (extra_files or {}).items():
-        (tmp / name).write_text(text, encoding="utf-8")
-    (tmp / TRAINER_STATE).write_text(
-        json.dumps({**state, "step": step}, indent=2, default=str), encoding="utf-8"
-    )
-    _fsync_tree(tmp)
-    if before_complete is not None:
-        before_complete()
-        _fsync_tree(tmp)  # what the other ranks wrote
-    write_manifest(tmp)
-    _test_sleep(step)
-    with open(tmp / COMPLETE, "w", encoding="utf-8") as f:
-        f.write(f"{step}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    _fsync_dir(tmp)
-
+    try:
+        tmp.mkdir()
+        if model_state is None:
+            model.save_pretrained(tmp)
+        else:
+            model.save_pretrained(tmp, state_dict=model_state)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        if optimizer is not None:
+            _save(optimizer.state_dict(), tmp / "optimizer.pt")
+        if scheduler is not None:
+            _save(scheduler.state_dict(), tmp / "scheduler.pt")
+        _save(rng_state(), tmp / "rng_state.pt")
+        if value_model is not None:
+            _save(value_model.state_dict(), tmp / "value_model.pt")
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        (tmp / TRAINER_STATE).write_text(
+            json.dumps({**state, "step": step}, indent=2, default=str), encoding="utf-8"
+        )
+        _fsync_tree(tmp)
+        if before_complete is not None:
+            before_complete()
+            _fsync_tree(tmp)  # what the other ranks wrote
+        write_manifest(tmp)
+        _test_sleep(step)
+        with open(tmp / COMPLETE, "w", encoding="utf-8") as f:
+            f.write(f"{step}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+    except BaseException as exc:
+        full = disk_full(exc, root)  # before the space is freed
+        # A partial checkpoint helps nobody, and on a full disk it holds the space.
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full is None:
+            raise
+        latest = latest_checkpoint(root)
+        raise CheckpointError(
+            f"cannot write checkpoint-{step} in {root}: {full}; the partial {tmp.name} was "
+            "removed. Free some space, then --resume continues from "
+            + (latest.name if latest is not None else "the start (no checkpoint yet)")
+        ) from None
+    final = root / f"checkpoint-{step}"
     if final.exists():  # the same step saved again: swap atomically, then drop the old one
         old = root / f".checkpoint-{step}.old"
         os.rename(final, old)
@@ -258,6 +270,40 @@ def save_checkpoint(
     if save_total_limit is not None:
         prune(root, save_total_limit)
     return final
+
+
+#: errno values that mean the disk (or a quota, or a file size limit) is full.
+_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
+_FULL[errno.EFBIG] = "file too large (a file size limit, ulimit -f?)"
+
+
+def disk_full(exc: BaseException, where: Path) -> str | None:
+    """``"no space left on device (ENOSPC)"`` (or the quota or file size limit) when ``exc``
+    comes from a full disk, else None. torch reports a failed write as ``unexpected pos``
+    (the OSError is only its context), safetensors as ``os error 28``; when neither says
+    why, a device with no free space does."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _FULL:
+            return f"{_FULL[seen.errno]} ({errno.errorcode[seen.errno]})"
+        for code, text in _FULL.items():
+            if f"os error {code})" in str(seen):
+                return f"{text} ({errno.errorcode[code]})"
+        seen = seen.__cause__ or seen.__context__
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return None
+    if free < 64 * 1024:  # nothing a checkpoint file could use
+        return f"{_FULL[errno.ENOSPC]} ({errno.errorcode[errno.ENOSPC]})"
+    return None
+
+
+def _save(obj: Any, file: Path) -> None:
+    """torch.save through a Python file: a failed write then raises the OSError (as the
+    context of torch's own error), which names a full disk."""
+    with open(file, "wb") as f:
+        torch.save(obj, f)
 
 
 def prune(output_dir: str | Path, keep: int) -> None:
@@ -441,6 +487,7 @@ __all__ = [
     "load_file",
     "MANIFEST",
     "damage",
+    "disk_full",
     "write_manifest",
     "prune",
     "rank_rng_file",

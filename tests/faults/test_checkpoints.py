@@ -5,7 +5,12 @@ and every load error is one ``error:`` line naming the file."""
 from __future__ import annotations
 
 import json
+import os
+import resource
+import shlex
 import shutil
+import signal
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -179,3 +184,62 @@ def test_a_damaged_model_is_not_blamed_on_gguf(tmp_path, tiny_model_dir, monkeyp
         load_policy(ModelConfig(name_or_path=str(model)), device="cpu")
     chain = "".join(traceback.format_exception(info.value))
     assert "ModuleNotFoundError" not in chain and "No module named" not in chain, chain
+
+
+# --------------------------------------------------------------------------- item 10
+
+
+def _can_mount_tmpfs() -> bool:
+    probe = "mount -t tmpfs -o size=64k tmpfs /mnt 2>/dev/null || mount -t tmpfs tmpfs /tmp"
+    try:
+        done = subprocess.run(["unshare", "-rm", "sh", "-c", probe], capture_output=True)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
+def _limit_file_size() -> None:  # runs in the child: writes past 600 kB fail with EFBIG
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (600_000, 600_000))
+
+
+@pytest.mark.parametrize("how", ["tmpfs", "rlimit"])
+def test_a_full_disk_names_enospc_and_leaves_no_partial_checkpoint(how, tmp_path, tiny_model_dir):
+    """``tmpfs``: the output directory is a 1.2 MB tmpfs (mounted in a user namespace, so no
+    root is needed); the run's first checkpoint (1.5 MB) fills it. Before: torch's
+    ``[enforce fail at inline_container.cc:672] unexpected pos`` and the partial
+    ``.checkpoint-2.tmp`` left on the full disk. ``rlimit``: a 600 kB file size limit
+    (RLIMIT_FSIZE) makes the write fail with EFBIG, through the same path."""
+    out = tmp_path / "out"
+    out.mkdir()
+    config = write_config(tmp_path, tiny_model_dir, out)
+    rlvr_cmd = f"{shlex.quote(sys.executable)} -m rlvr train {shlex.quote(str(config))}"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if how == "tmpfs":
+        if not _can_mount_tmpfs():
+            pytest.skip("cannot mount a tmpfs in a user namespace here (unshare -rm)")
+        script = (
+            f"mount -t tmpfs -o size=1200k tmpfs {shlex.quote(str(out))} && "
+            f"{{ {rlvr_cmd}; echo rc=$?; ls -a {shlex.quote(str(out))}; }}"
+        )
+        done = subprocess.run(
+            ["unshare", "-rm", "sh", "-c", script], env=env, capture_output=True, text=True
+        )
+        listing = done.stdout.split("rc=", 1)[1].split()
+        code, left = int(listing[0]), listing[1:]
+        expect = "no space left on device (ENOSPC)"
+    else:
+        done = subprocess.run(
+            shlex.split(rlvr_cmd),
+            env=env,
+            capture_output=True,
+            text=True,
+            preexec_fn=_limit_file_size,
+        )
+        code, left = done.returncode, os.listdir(out)
+        expect = "file too large (a file size limit, ulimit -f?) (EFBIG)"
+    assert code == 1, done.stderr[-4000:]
+    [line] = error_lines(done.stderr)
+    assert f"cannot write checkpoint-2 in {out}: {expect}" in line, line
+    assert "the partial .checkpoint-2.tmp was removed" in line
+    assert not [name for name in left if "checkpoint" in name], left
