@@ -137,7 +137,8 @@ def make_config(tiny_model, dataset, host, tmp_path):
             "backend": {"name": "hf"},
             "training": t,
         }
-        return load_config(raw, using or host, require=TRAIN_SECTIONS)
+        # Some tests use the callable reward (code the test wrote): allowed, as --allow-code.
+        return load_config(raw, using or host, require=TRAIN_SECTIONS, allow_code=True)
 
     return make
 

@@ -65,7 +65,9 @@ class Reward:
     ``factory(params)`` runs inside each reward worker process and must be importable by
     reference (a module-level function or class), so it can be sent to the workers.
     ``fields(params)`` names the dataset fields the reward reads, so a dataset lacking one is
-    reported before training starts.
+    reported before training starts. ``runs_code(params)`` names the Python code a config
+    entry makes the reward import and run (``callable``'s ``function``), None when it runs
+    none: such an entry needs the user's ``--allow-code`` (a config alone never runs code).
     """
 
     name: str
@@ -73,6 +75,7 @@ class Reward:
     factory: RewardFactory
     description: str
     fields: Callable[[Any], tuple[str, ...]] = lambda params: ()
+    runs_code: Callable[[Any], str | None] = lambda params: None
     dist: str | None = None
 
 

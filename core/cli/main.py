@@ -18,7 +18,14 @@ from typing import Any
 from rlvr import __version__
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, PluginError, create_host
-from rlvr.config.schema import ConfigError, dump, json_schema, load_config
+from rlvr.config.schema import (
+    ALLOW_CODE_FLAG,
+    TRUST_REMOTE_CODE_FLAG,
+    ConfigError,
+    dump,
+    json_schema,
+    load_config,
+)
 from rlvr.runs import evaluate, plugin_host, train, validate
 
 NPROC_HELP = (
@@ -44,6 +51,26 @@ def _add_config(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
     )
 
 
+def _add_opt_ins(p: argparse.ArgumentParser, *, code: bool = True, model: bool = True) -> None:
+    """The flags without which a config runs no code (the same names on every command)."""
+    if code:
+        p.add_argument(
+            ALLOW_CODE_FLAG,
+            dest="allow_code",
+            action="store_true",
+            help="let rewards import and run the Python code the config names (the callable "
+            "reward's function); only for a config you trust",
+        )
+    if model:
+        p.add_argument(
+            TRUST_REMOTE_CODE_FLAG,
+            dest="trust_remote_code",
+            action="store_true",
+            help="let model.trust_remote_code: true run the model directory's Python files; "
+            "only for a model you trust",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlvr",
@@ -58,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a policy from a config")
     _add_config(p)
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    _add_opt_ins(p)
     p.add_argument(
         "--nproc-per-node",
         type=int,
@@ -68,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a config; print it resolved, or every problem")
     _add_config(p)
+    _add_opt_ins(p)
 
     sub.add_parser("schema", help="print the JSON Schema of a config (installed plugins)")
 
@@ -83,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", required=True, help="where to write the scored rows")
     p.add_argument("--workers", type=int, default=None, help="reward worker processes")
     p.add_argument("--batch-size", type=int, default=256, help="rows per scoring batch")
+    _add_opt_ins(p, model=False)
 
     p = sub.add_parser("eval", help="generate on an eval split and score (pass@1, pass@k)")
     _add_config(p)
@@ -100,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", default=None, help="reward label that decides correctness")
     p.add_argument("--threshold", type=float, default=None, help="correct when >= this")
     p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help=NPROC_HELP)
+    _add_opt_ins(p)
 
     p = sub.add_parser(
         "export", help="write a checkpoint (LoRA adapters merged in) as a plain HF model"
@@ -109,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config", default=None, help="run config naming the base model (default: the one saved)"
     )
+    _add_opt_ins(p, code=False)
 
     p = sub.add_parser("plot", help="draw a run's curves to PNG")
     p.add_argument("output_dir", help="a run's output_dir (holds metrics.jsonl)")
@@ -171,7 +203,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     host = _host()
     # The same sections and defaults as train: validate promises train's checks, and a config
     # without `algorithm:` trains with grpo's group-size and reference-model rules.
-    config = validate(args.config, overrides=args.overrides, host=host)
+    config = validate(
+        args.config,
+        overrides=args.overrides,
+        host=host,
+        allow_code=args.allow_code,
+        trust_remote_code=args.trust_remote_code,
+    )
     print(dump(config), end="")
     return 0
 
@@ -221,7 +259,12 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 
     host = _host()
     config = load_config(
-        args.config, host, overrides=args.overrides, require=("rewards",), training=False
+        args.config,
+        host,
+        overrides=args.overrides,
+        require=("rewards",),
+        training=False,
+        allow_code=args.allow_code,
     )
     workers = args.workers if args.workers is not None else config.training.reward_workers
     report = score_file(
@@ -235,7 +278,14 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     host = _host()
-    train(args.config, overrides=args.overrides, resume=args.resume, host=host)
+    train(
+        args.config,
+        overrides=args.overrides,
+        resume=args.resume,
+        host=host,
+        allow_code=args.allow_code,
+        trust_remote_code=args.trust_remote_code,
+    )
     return 0
 
 
@@ -262,6 +312,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         metric=args.metric,
         threshold=args.threshold,
         host=host,
+        allow_code=args.allow_code,
+        trust_remote_code=args.trust_remote_code,
     )
     if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
         print(json.dumps(result, indent=2))
@@ -275,8 +327,19 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     base = None
     if args.config is not None:
-        base = load_config(args.config, _host(), require=("model",), training=False).model
-    out = export_merged(resolve_checkpoint(args.checkpoint), args.output, base=base)
+        base = load_config(
+            args.config,
+            _host(),
+            require=("model",),
+            training=False,
+            trust_remote_code=args.trust_remote_code,
+        ).model
+    out = export_merged(
+        resolve_checkpoint(args.checkpoint),
+        args.output,
+        base=base,
+        trust_remote_code=args.trust_remote_code,
+    )
     print(f"wrote {out}")
     return 0
 

@@ -12,6 +12,7 @@ shapes) stops the resume before anything loads.
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -164,21 +165,30 @@ def restore(
     objects; return its trainer state."""
     ckpt.check_resume(path, dist, sharded=sharded)
     shards = path / distributed.OPTIMIZER_DIR
+    # The sharded state (DCP, whose metadata is a pickle) is read only by a sharded run, or
+    # to reshard an FSDP checkpoint that has no whole optimizer.pt; a one-process checkpoint
+    # never makes a run read an optimizer/ directory found in it.
+    use_shards = shards.is_dir() and (sharded or not (path / "optimizer.pt").is_file())
     rng_file = path / ckpt.rank_rng_file(dist.rank)
     try:
         state = ckpt.load_checkpoint(
             path,
-            optimizer=None if shards.is_dir() else optimizer,
+            optimizer=None if use_shards else optimizer,
             scheduler=scheduler,
             value_model=value_model,
             # A rank the saving run did not have: every step reseeds from (seed, step, rank).
             restore_rng=rng_file.is_file(),
             rank=dist.rank,
         )
-        if shards.is_dir():  # resharded to this run's ranks
+        if use_shards:  # resharded to this run's ranks
             distributed.load_sharded_optimizer(policy, optimizer, shards)
     except ckpt.CheckpointError:  # a file that cannot be read: the message names it
         raise
+    except (pickle.UnpicklingError, distributed.ShardedCheckpointError) as exc:
+        raise ckpt.CheckpointError(
+            f"{exc}; the checkpoint's sharded optimizer state ({shards}) is damaged or not "
+            "rlvr's: resume from another checkpoint"
+        ) from None
     except (ValueError, RuntimeError, KeyError) as exc:  # e.g. another algorithm's value model
         raise TrainingError(
             f"cannot resume from {path}: its optimizer or value model does not fit this run's "

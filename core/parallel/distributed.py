@@ -301,6 +301,10 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, Any]:
 OPTIMIZER_DIR = "optimizer"
 
 
+class ShardedCheckpointError(RuntimeError):
+    """A sharded optimizer state that cannot be read (the message names the directory)."""
+
+
 def save_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Path) -> None:
     """Every rank writes its own shard of the optimizer state, nothing is gathered (a
     collective: every rank must call)."""
@@ -312,16 +316,27 @@ def save_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Pa
 
 def load_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Path) -> None:
     """Read :func:`save_sharded_optimizer`'s state into ``optimizer``, resharded to this run's
-    ranks (any number, one process included)."""
+    ranks (any number, one process included). Nothing in the files is executed
+    (:mod:`rlvr.parallel.safe_dcp`); a planted payload raises ``pickle.UnpicklingError``."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.state_dict import (
         get_optimizer_state_dict,
         set_optimizer_state_dict,
     )
 
+    from rlvr.parallel.safe_dcp import SafeReader, WeightsOnlyPlanner  # imports DCP, as above
+
+    # Read first: DCP would log a refused metadata file as missing and look for others.
+    SafeReader(directory).read_metadata()
     # The layout to fill: this rank's shards (an empty optimizer is initialised first).
     state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
-    dcp.load(state, checkpoint_id=directory)
+    try:
+        dcp.load(state, storage_reader=SafeReader(directory), planner=WeightsOnlyPlanner())
+    except CheckpointException as exc:  # a BaseException: one per rank that failed
+        causes = [f[0] if isinstance(f, tuple) else f for f in exc.failures.values()]
+        why = "; ".join(f"{type(c).__name__}: {c}" for c in causes) or str(exc)
+        raise ShardedCheckpointError(f"{directory}: {why}") from None
     set_optimizer_state_dict(model, optimizer, state["optimizer"])
 
 
@@ -330,6 +345,7 @@ __all__ = [
     "TIMEOUT_ENV",
     "OPTIMIZER_DIR",
     "Dist",
+    "ShardedCheckpointError",
     "current",
     "data_parallel",
     "launched",
