@@ -26,6 +26,7 @@ from rlvr.config.schema import (
     json_schema,
     load_config,
 )
+from rlvr.parallel.launcher import LAUNCHER_ENV, die_with_parent
 from rlvr.runs import evaluate, plugin_host, train, validate
 
 NPROC_HELP = (
@@ -290,10 +291,20 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _torchrun(argv: Sequence[str] | None, nproc: int) -> int:
-    """``rlvr train|eval --nproc-per-node N``: the same command under torchrun (one machine)."""
+    """``rlvr train|eval --nproc-per-node N``: the same command under torchrun (one machine).
+
+    From the command line on Linux this process becomes torchrun (``exec``: the same pid,
+    recorded for the ranks in :data:`~rlvr.parallel.launcher.LAUNCHER_ENV`), so killing
+    it kills torchrun, and the ranks die with it (:func:`~rlvr.parallel.launcher.
+    tie_to_launcher`). Called from Python, torchrun is a child that dies with the caller."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     cmd += [f"--nproc-per-node={nproc}", "-m", "rlvr"]
-    return subprocess.call(cmd + list(sys.argv[1:] if argv is None else argv))
+    cmd += list(sys.argv[1:] if argv is None else argv)
+    if argv is None and sys.platform.startswith("linux"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, cmd, {**os.environ, LAUNCHER_ENV: str(os.getpid())})
+    return subprocess.call(cmd, preexec_fn=die_with_parent)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:

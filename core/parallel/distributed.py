@@ -26,7 +26,10 @@ The collectives of one step (``W`` ranks, ``P`` parameters):
 - the stop flag (Ctrl-C/SIGTERM seen by any rank): one all-reduce.
 
 A rank that dies makes the launcher (``torchrun``) stop the others; a collective that still
-waits on a vanished peer fails after ``RLVR_DIST_TIMEOUT`` seconds (default 600).
+waits on a vanished peer fails after ``RLVR_DIST_TIMEOUT`` seconds (default 600). A launcher
+that dies (``kill -9`` of ``torchrun`` or of ``rlvr train --nproc-per-node``) takes its ranks
+with it on Linux (:mod:`rlvr.parallel.launcher`): they would otherwise train on, orphaned, and
+write checkpoints nobody asked for.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any
 import torch
 
 from rlvr import functional
+from rlvr.parallel.launcher import tie_to_launcher
 
 logger = logging.getLogger("rlvr.parallel.distributed")
 
@@ -194,6 +198,7 @@ def data_parallel() -> Iterator[Dist]:
         return
     import torch.distributed as tdist
 
+    tie_to_launcher()
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", "0"))
