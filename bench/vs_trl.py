@@ -424,7 +424,8 @@ def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
             self.rollouts.run = counted_run  # type: ignore[method-assign]
 
     host = create_host()
-    trainer = CountingTrainer(load_config(rlvr_config(spec), host), host, progress=False)
+    config = load_config(rlvr_config(spec), host, allow_code=True)  # our own reward function
+    trainer = CountingTrainer(config, host, progress=False)
     trainer.run()
     steps = [
         {

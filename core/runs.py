@@ -4,6 +4,12 @@ pipeline as ``rlvr validate``, ``rlvr train`` and ``rlvr eval`` (which call thes
 ``config`` is a path to a YAML/TOML file or an already loaded :class:`~rlvr.RunConfig`;
 ``overrides`` are ``--set`` strings (``"training.max_steps=5"``). Light to import: the trainer
 and the evaluator (torch, transformers) load when a run starts.
+
+A config never runs code on its own say: ``allow_code=True`` (``--allow-code``) lets a
+``callable`` reward import the function it names, ``trust_remote_code=True``
+(``--trust-remote-code``) lets ``model.trust_remote_code: true`` run the model directory's
+Python files; without them such a config stops with :class:`~rlvr.config.schema.CodeOptInError`
+before anything runs. ``validate`` never runs either.
 """
 
 from __future__ import annotations
@@ -36,17 +42,27 @@ def validate(
     *,
     overrides: Sequence[str] = (),
     host: Host | None = None,
+    allow_code: bool = False,
+    trust_remote_code: bool = False,
 ) -> RunConfig:
     """Load ``config`` and run every check ``train`` runs before a model loads (schema, plugin
-    params, cross-plugin rules, data files and columns, the model's config): raises
-    :class:`~rlvr.ConfigError` listing every problem, else returns the resolved config."""
+    params, cross-plugin rules, data files and columns, the model's config, the opt-ins to
+    run code): raises :class:`~rlvr.ConfigError` listing every problem, else returns the
+    resolved config. Nothing of the config's code runs here."""
     from rlvr.training.preflight import check  # reads model configs with transformers
 
     host = host or plugin_host()
     source = None
     if not isinstance(config, RunConfig):
         source = config
-        config = load_config(config, host, overrides=list(overrides), require=TRAIN_SECTIONS)
+        config = load_config(
+            config,
+            host,
+            overrides=list(overrides),
+            require=TRAIN_SECTIONS,
+            allow_code=allow_code,
+            trust_remote_code=trust_remote_code,
+        )
     check(config, host, source=None if source is None else str(source), overrides=list(overrides))
     return config
 
@@ -58,13 +74,21 @@ def train(
     resume: bool = False,
     progress: bool = True,
     host: Host | None = None,
+    allow_code: bool = False,
+    trust_remote_code: bool = False,
 ) -> dict[str, Any]:
     """Validate ``config`` as :func:`validate` does, then train; returns the run's summary (the
     figures ``rlvr train`` prints at the end). Everything lands in ``training.output_dir``."""
     from rlvr.training.trainer import train as run_training  # torch, transformers
 
     host = host or plugin_host()
-    config = validate(config, overrides=overrides, host=host)
+    config = validate(
+        config,
+        overrides=overrides,
+        host=host,
+        allow_code=allow_code,
+        trust_remote_code=trust_remote_code,
+    )
     return run_training(config, host, resume=resume, progress=progress)
 
 
@@ -81,6 +105,8 @@ def evaluate(
     metric: str | None = None,
     threshold: float | None = None,
     host: Host | None = None,
+    allow_code: bool = False,
+    trust_remote_code: bool = False,
 ) -> dict[str, Any]:
     """Evaluate ``config``'s model (or ``checkpoint``) on held-out prompts, as ``rlvr eval``:
     returns the summary (mean rewards, accuracy and pass@k) and writes the samples."""
@@ -95,6 +121,8 @@ def evaluate(
             overrides=[*overrides, *greedy_set],
             require=EVAL_SECTIONS,
             training=False,
+            allow_code=allow_code,
+            trust_remote_code=trust_remote_code,
         )
     return run_eval(
         config,

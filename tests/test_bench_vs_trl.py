@@ -46,7 +46,7 @@ def test_both_frameworks_get_the_same_work(vs_trl, tmp_path):
     spec = vs_trl.work_spec(args, tmp_path / "model", data, tmp_path / "out")
     rlvr_raw, trl = vs_trl.rlvr_config(spec), vs_trl.trl_config(spec)
 
-    config = load_config(rlvr_raw, create_host())
+    config = load_config(rlvr_raw, create_host(), allow_code=True)
     t, params = config.training, config.algorithm.params
     assert t.per_device_train_batch_size * t.num_generations == trl["per_device_train_batch_size"]
     assert trl["per_device_train_batch_size"] == 12
@@ -115,7 +115,10 @@ def test_on_cuda_both_train_float32_weights_in_bfloat16(vs_trl, tmp_path, monkey
     # --precision bfloat16 on a CPU: the GPU's precision, measurable here (with --trace-memory)
     args = vs_trl.parse_args(["--precision", "bfloat16"])
     spec = vs_trl.work_spec(args, tmp_path / "model", tmp_path / "d.jsonl", tmp_path / "out")
-    assert load_config(vs_trl.rlvr_config(spec), create_host()).model.dtype == "bfloat16"
+    assert (
+        load_config(vs_trl.rlvr_config(spec), create_host(), allow_code=True).model.dtype
+        == "bfloat16"
+    )
     trl = vs_trl.trl_config(spec)
     assert (trl["bf16"], trl["use_cpu"], trl["optim"]) == (True, True, "adamw_torch")
 
@@ -124,7 +127,7 @@ def test_on_cuda_both_train_float32_weights_in_bfloat16(vs_trl, tmp_path, monkey
     assert args.precision == "bfloat16"
     spec = vs_trl.work_spec(args, tmp_path / "model", tmp_path / "d.jsonl", tmp_path / "out")
     rlvr_raw, trl = vs_trl.rlvr_config(spec), vs_trl.trl_config(spec)
-    assert load_config(rlvr_raw, create_host()).model.dtype == "bfloat16"
+    assert load_config(rlvr_raw, create_host(), allow_code=True).model.dtype == "bfloat16"
     assert (trl["bf16"], trl["fp16"], trl["use_cpu"]) == (True, False, False)
     assert trl["model_init_kwargs"] == {"dtype": "float32"}
     assert trl["optim"] == "adamw_torch_fused"

@@ -287,7 +287,7 @@ def test_correctness_follows_the_documented_rule_and_never_picks_a_format_reward
     trl = str(Path(__file__).parent / "trl_rewards.py")
 
     def chosen(rewards, metric=None):
-        config = load_config({"rewards": rewards}, host, training=False)
+        config = load_config({"rewards": rewards}, host, training=False, allow_code=True)
         return correctness(config, metric, host=host)
 
     fmt, answer = {"name": "format"}, {"name": "answer"}
@@ -336,7 +336,8 @@ def test_eval_with_trl_style_rewards_judges_by_the_correctness_one(
     ]
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump(_raw(tiny_model, eval_dir, tmp_path, rewards=rewards)))
-    assert main(["eval", str(cfg), "--limit", "4", "--output", str(tmp_path / "e")]) == 0
+    args = ["--limit", "4", "--output", str(tmp_path / "e"), "--allow-code"]
+    assert main(["eval", str(cfg), *args]) == 0
     out = capsys.readouterr().out
     summary = json.loads((tmp_path / "e" / "summary.json").read_text())
     samples = [json.loads(x) for x in (tmp_path / "e" / "samples.jsonl").read_text().splitlines()]

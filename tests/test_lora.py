@@ -409,7 +409,7 @@ def test_vllm_trains_lora_with_merged_weights_and_evals_the_adapter(tiny_model, 
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return proc
 
-    rlvr("train", str(path))
+    rlvr("train", str(path), "--allow-code")
     lines = read_metrics(out)
     # Step 2 samples after the first sync from a policy that moved away from the base (KL);
     # an engine still holding the base weights would be off by ~sqrt(KL) per token.

@@ -87,7 +87,7 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path, capsys, monkey
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # not the config's directory
-    assert main(["validate", str(config), "--print"]) == 0
+    assert main(["validate", str(config), "--print", "--allow-code"]) == 0
     out = capsys.readouterr().out
     assert f"path: {tmp_path / 'proj' / 'data' / 'train.jsonl'}" in out
     assert f"output_dir: {tmp_path / 'proj' / 'outputs' / 'run'}" in out
@@ -95,9 +95,10 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path, capsys, monkey
 
     # --set paths resolve against the current directory, and say where they came from.
     _rows(elsewhere / "mine.jsonl", prompt="What is 2 + 2?", answer="4")
-    assert main(["validate", str(config), "--set", "data.path=mine.jsonl", "--print"]) == 0
+    args = ["--allow-code", "--set", "data.path=mine.jsonl", "--print"]
+    assert main(["validate", str(config), *args]) == 0
     assert f"path: {elsewhere / 'mine.jsonl'}" in capsys.readouterr().out
-    assert main(["validate", str(config), "--set", "data.path=other.jsonl"]) == 2
+    assert main(["validate", str(config), "--allow-code", "--set", "data.path=other.jsonl"]) == 2
     err = capsys.readouterr().err
     assert f"'{elsewhere / 'other.jsonl'}' does not exist (from --set data.path=other.jsonl)" in err
 

@@ -78,7 +78,8 @@ def test_rewards_score_writes_the_error_into_the_row(tmp_path, capsys):
     )
     src, out = tmp_path / "rows.jsonl", tmp_path / "scored.jsonl"
     src.write_text("".join(json.dumps({"completion": "4", "answer": a}) + "\n" for a in "43"))
-    assert main(["rewards", "score", "-c", str(config), "-i", str(src), "-o", str(out)]) == 0
+    args = ["rewards", "score", "-c", str(config), "-i", str(src), "-o", str(out)]
+    assert main([*args, "--allow-code"]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert rows[0]["reward_errors"] == {"four": "ValueError: cannot score '4'"}
     assert "reward_errors" not in rows[1] and rows[1]["rewards"] == {"four": 0.0}

@@ -137,7 +137,8 @@ def make_config(tiny_model, dataset, host, tmp_path):
             "backend": {"name": "hf"},
             "training": t,
         }
-        return load_config(raw, using or host, require=TRAIN_SECTIONS)
+        # Some tests use the callable reward (code the test wrote): allowed, as --allow-code.
+        return load_config(raw, using or host, require=TRAIN_SECTIONS, allow_code=True)
 
     return make
 
@@ -280,7 +281,11 @@ def test_resume_needs_a_checkpoint_and_a_new_run_needs_a_new_dir(make_config, ho
         run(config, host, resume=True)
     out = Path(config.training.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.jsonl").write_text('{"step": 1}\n')
+    (out / "metrics.jsonl").write_text('{"step": 1}\n')  # not written by rlvr: never replaced
+    with pytest.raises(TrainingError, match="holds metrics.jsonl, which rlvr did not create"):
+        run(config, host)
+    (out / "metrics.jsonl").unlink()
+    run(config, host)
     with pytest.raises(TrainingError, match="already holds a run"):
         run(config, host)
 

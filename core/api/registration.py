@@ -75,6 +75,9 @@ class Reward:
     at least its params' ``correct``, else 1, means right), so ``rlvr eval`` may judge
     accuracy by it when no reward is marked ``correctness: true``
     (:func:`rlvr.evaluation.evaluate.correctness`).
+    ``runs_code(params)`` names the Python code a config
+    entry makes the reward import and run (``callable``'s ``function``), None when it runs
+    none: such an entry needs the user's ``--allow-code`` (a config alone never runs code).
     """
 
     name: str
@@ -82,6 +85,7 @@ class Reward:
     factory: RewardFactory
     description: str
     fields: Callable[[Any], tuple[str, ...]] = lambda params: ()
+    runs_code: Callable[[Any], str | None] = lambda params: None
     dist: str | None = None
     correctness: bool = False
 

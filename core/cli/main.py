@@ -19,7 +19,15 @@ from typing import Any
 from rlvr import __version__
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, PluginError, create_host
-from rlvr.config.schema import ConfigError, dump, json_schema, load_config
+from rlvr.config.schema import (
+    ALLOW_CODE_FLAG,
+    TRUST_REMOTE_CODE_FLAG,
+    ConfigError,
+    dump,
+    json_schema,
+    load_config,
+)
+from rlvr.parallel.launcher import LAUNCHER_ENV, die_with_parent
 from rlvr.runs import evaluate, plugin_host, train, validate
 
 NPROC_HELP = (
@@ -93,6 +101,26 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_opt_ins(p: argparse.ArgumentParser, *, code: bool = True, model: bool = True) -> None:
+    """The flags without which a config runs no code (the same names on every command)."""
+    if code:
+        p.add_argument(
+            ALLOW_CODE_FLAG,
+            dest="allow_code",
+            action="store_true",
+            help="let rewards import and run the Python code the config names (the callable "
+            "reward's function); only for a config you trust",
+        )
+    if model:
+        p.add_argument(
+            TRUST_REMOTE_CODE_FLAG,
+            dest="trust_remote_code",
+            action="store_true",
+            help="let model.trust_remote_code: true run the model directory's Python files; "
+            "only for a model you trust",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlvr",
@@ -114,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         "lands in training.output_dir (checkpoints, metrics.jsonl, samples.jsonl).",
     )
     _add_config(p)
+    _add_opt_ins(p)
     p.add_argument(
         "--resume", action="store_true", help="continue from output_dir's latest checkpoint"
     )
@@ -134,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="print_config",
         help="print the resolved config (every default filled in) as YAML",
     )
+    _add_opt_ins(p)
 
     _command(
         sub,
@@ -165,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reward worker processes (training.reward_workers)",
     )
     p.add_argument("--batch-size", type=int, default=256, help="rows per scoring batch")
+    _add_opt_ins(p, model=False)
 
     p = _command(
         sub,
@@ -201,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help=NPROC_HELP)
+    _add_opt_ins(p)
 
     p = _command(
         sub,
@@ -212,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config", default=None, help="run config naming the base model (default: the one saved)"
     )
+    _add_opt_ins(p, code=False)
 
     p = _command(sub, "plot", "draw a run's curves to PNG")
     p.add_argument("output_dir", help="a run's output_dir (holds metrics.jsonl)")
@@ -299,7 +332,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     host = _host()
     # The same sections and defaults as train: validate promises train's checks, and a config
     # without `algorithm:` trains with grpo's group-size and reference-model rules.
-    config = validate(args.config, overrides=args.overrides, host=host)
+    config = validate(
+        args.config,
+        overrides=args.overrides,
+        host=host,
+        allow_code=args.allow_code,
+        trust_remote_code=args.trust_remote_code,
+    )
     if args.print_config:
         print(dump(config), end="", flush=True)
     # With --print the YAML alone is on stdout (`> resolved.yaml`); the verdict on stderr.
@@ -355,7 +394,12 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 
     host = _host()
     config = load_config(
-        args.config, host, overrides=args.overrides, require=("rewards",), training=False
+        args.config,
+        host,
+        overrides=args.overrides,
+        require=("rewards",),
+        training=False,
+        allow_code=args.allow_code,
     )
     workers = args.workers if args.workers is not None else config.training.reward_workers
     report = score_file(
@@ -369,15 +413,32 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     host = _host()
-    train(args.config, overrides=args.overrides, resume=args.resume, host=host)
+    train(
+        args.config,
+        overrides=args.overrides,
+        resume=args.resume,
+        host=host,
+        allow_code=args.allow_code,
+        trust_remote_code=args.trust_remote_code,
+    )
     return 0
 
 
 def _torchrun(argv: Sequence[str] | None, nproc: int) -> int:
-    """``rlvr train|eval --nproc-per-node N``: the same command under torchrun (one machine)."""
+    """``rlvr train|eval --nproc-per-node N``: the same command under torchrun (one machine).
+
+    From the command line on Linux this process becomes torchrun (``exec``: the same pid,
+    recorded for the ranks in :data:`~rlvr.parallel.launcher.LAUNCHER_ENV`), so killing
+    it kills torchrun, and the ranks die with it (:func:`~rlvr.parallel.launcher.
+    tie_to_launcher`). Called from Python, torchrun is a child that dies with the caller."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     cmd += [f"--nproc-per-node={nproc}", "-m", "rlvr"]
-    return subprocess.call(cmd + list(sys.argv[1:] if argv is None else argv))
+    cmd += list(sys.argv[1:] if argv is None else argv)
+    if argv is None and sys.platform.startswith("linux"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, cmd, {**os.environ, LAUNCHER_ENV: str(os.getpid())})
+    return subprocess.call(cmd, preexec_fn=die_with_parent)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -396,6 +457,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         metric=args.metric,
         threshold=args.threshold,
         host=host,
+        allow_code=args.allow_code,
+        trust_remote_code=args.trust_remote_code,
     )
     if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
         if args.json:
@@ -411,8 +474,19 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     base = None
     if args.config is not None:
-        base = load_config(args.config, _host(), require=("model",), training=False).model
-    out = export_merged(resolve_checkpoint(args.checkpoint), args.output, base=base)
+        base = load_config(
+            args.config,
+            _host(),
+            require=("model",),
+            training=False,
+            trust_remote_code=args.trust_remote_code,
+        ).model
+    out = export_merged(
+        resolve_checkpoint(args.checkpoint),
+        args.output,
+        base=base,
+        trust_remote_code=args.trust_remote_code,
+    )
     print(f"wrote {out}")
     return 0
 

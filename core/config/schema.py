@@ -603,11 +603,15 @@ def load_config(
     overrides: Sequence[str] = (),
     require: tuple[str, ...] = (),
     training: bool = True,
+    allow_code: bool = False,
+    trust_remote_code: bool = False,
 ) -> RunConfig:
     """Read, override, validate and cross-check a config; raise :class:`ConfigError` with all
     problems. ``require`` names the sections the calling command needs; ``training=False``
     (evaluation, scoring, export) drops the warnings about settings that cannot learn: a greedy
-    eval is what ``training.temperature: 0`` is for there.
+    eval is what ``training.temperature: 0`` is for there. A config that would run code in
+    those sections needs the user's opt-in (:func:`check_code_opt_ins`): ``allow_code`` for
+    rewards that import code it names, ``trust_remote_code`` for ``model.trust_remote_code``.
 
     Relative paths in a file resolve against its directory, those given in ``overrides``
     against the current directory (a dict ``source`` is taken as written)."""
@@ -622,11 +626,69 @@ def load_config(
     keys = [key_path(o.split("=", 1)[0]) for o in overrides if "=" in o]
     config_dir = Path(label).absolute().parent if label is not None else None
     try:
-        return validate(
+        config = validate(
             data, host, require=require, config_dir=config_dir, set_keys=keys, training=training
         )
     except ConfigError as exc:
         raise ConfigError(with_origins(exc.problems, overrides), source=label) from None
+    check_code_opt_ins(
+        config,
+        host,
+        require or ("model", "rewards"),  # a caller that names no sections may use any
+        allow_code=allow_code,
+        trust_remote_code=trust_remote_code,
+    )
+    return config
+
+
+#: The command-line flags that let a config run code (``allow_code=`` and
+#: ``trust_remote_code=`` in Python).
+ALLOW_CODE_FLAG = "--allow-code"
+TRUST_REMOTE_CODE_FLAG = "--trust-remote-code"
+
+
+class CodeOptInError(RlvrError):
+    """A config asks to run code that the command line did not allow."""
+
+
+def check_code_opt_ins(
+    config: RunConfig,
+    host: Host,
+    sections: Sequence[str],
+    *,
+    allow_code: bool,
+    trust_remote_code: bool,
+) -> None:
+    """Raise :class:`CodeOptInError` when ``config`` (in the ``sections`` a command uses) would
+    run code that was not allowed: a reward entry whose record says it imports code named in
+    its params (``callable``), without ``allow_code``; ``model.trust_remote_code: true`` (the
+    model directory's Python files), without ``trust_remote_code``. A config may come from
+    anyone; only the person running the command can say that its code may run."""
+    found = []
+    if "rewards" in sections and not allow_code:
+        for i, entry in enumerate(config.rewards):
+            record = host.rewards.get(entry.name)
+            code = record.runs_code(entry.params) if record is not None else None
+            if code:
+                label = f" {entry.label!r}" if entry.label else ""
+                found.append(
+                    f"rewards[{i}] ({entry.name}{label}) imports and runs {code!r}: pass "
+                    f"{ALLOW_CODE_FLAG} to allow it (allow_code=True in Python)"
+                )
+    model = config.model
+    wants = "model" in sections and model is not None and model.trust_remote_code
+    if wants and not trust_remote_code:
+        assert model is not None
+        found.append(
+            "model.trust_remote_code: true runs the Python files of the model "
+            f"{model.name_or_path!r}: pass {TRUST_REMOTE_CODE_FLAG} to allow it "
+            "(trust_remote_code=True in Python)"
+        )
+    if found:
+        raise CodeOptInError(
+            "; ".join(found) + ". A config alone never runs code: allow it only for a config "
+            "(and model) you trust"
+        )
 
 
 def validate(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from safetensors import SafetensorError
 
 from rlvr.api.errors import RlvrError
 
@@ -181,9 +182,20 @@ def _resolve_source(cfg: ModelConfig) -> tuple[str, str | None, bool]:
     return name, cfg.gguf_file, False
 
 
-def _load_error(what: str, name: str, local: bool, exc: BaseException) -> ModelLoadError:
+def _weight_files(source: str, local: bool) -> str:
+    """The weight files of a local model directory, for an error message."""
+    path = Path(source)
+    if not local or not path.is_dir():
+        return ""
+    names = sorted(p.name for p in path.iterdir() if p.suffix in (".safetensors", ".bin"))
+    return f" (reading {', '.join(names)})" if names else ""
+
+
+def _load_error(
+    what: str, name: str, local: bool, exc: BaseException, files: str = ""
+) -> ModelLoadError:
     if local:
-        return ModelLoadError(f"cannot load the {what} from {name!r}: {exc}")
+        return ModelLoadError(f"cannot load the {what} from {name!r}{files}: {exc}")
     where = str(Path(name).resolve())
     hub = (
         "the Hugging Face hub is unreachable offline (HF_HUB_OFFLINE is set)"
@@ -356,8 +368,8 @@ def _load_model(
     try:
         with _memoized_gguf_name_map():
             model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-    except (OSError, ValueError) as exc:
-        raise _load_error("model", source, local, exc) from exc
+    except (OSError, ValueError, SafetensorError) as exc:  # a damaged weights file: say which
+        raise _load_error("model", source, local, exc, _weight_files(source, local)) from exc
     if gguf_file is not None:
         drop_quantization(model)
     return model
@@ -435,9 +447,15 @@ def _dense_from_gguf(cfg: ModelConfig, gguf_path: Path) -> Path | None:
 def _memoized_gguf_name_map() -> Iterator[None]:
     """transformers' GGUF loader rebuilds ``gguf.get_tensor_name_map`` once per submodule (a
     pure function, ~40 ms each, 16 s for a 135M Llama); memoize it during a load."""
+    # Not inside `except ImportError`: an error raised at the yield would be chained to the
+    # ImportError ("No module named 'gguf'") on every load of a damaged model without gguf.
     try:
-        import gguf
+        import gguf  # optional: only GGUF files need it
     except ImportError:
+        installed = False
+    else:
+        installed = True
+    if not installed:
         yield
         return
     original = gguf.get_tensor_name_map

@@ -98,18 +98,28 @@ def adapters_off(model: Any) -> Iterator[None]:
         yield
 
 
-def export_merged(checkpoint: str | Path, out: str | Path, base: Any = None) -> Path:
+def export_merged(
+    checkpoint: str | Path, out: str | Path, base: Any = None, *, trust_remote_code: bool = False
+) -> Path:
     """Write ``checkpoint`` (an adapter or a whole-model checkpoint) to ``out`` as one plain
     Hugging Face model (weights + tokenizer) that loads without rlvr or peft.
 
     The base model of an adapter is ``base`` (a :class:`~rlvr.config.schema.ModelConfig`), else the
-    model section of the ``rlvr_config.yaml`` the trainer saved in the checkpoint."""
+    model section of the ``rlvr_config.yaml`` the trainer saved in the checkpoint. A saved
+    ``model.trust_remote_code: true`` runs the model's code only with ``trust_remote_code``
+    (``--trust-remote-code``): a checkpoint may come from anyone."""
     from rlvr.model.loading import load_policy, load_tokenizer
 
     src, dst = Path(checkpoint), Path(out)
     if dst.exists() and any(dst.iterdir()):
         raise LoraError(f"{str(dst)!r} exists and is not empty; choose a new directory")
     cfg = base if base is not None else saved_model_config(src)
+    if cfg.trust_remote_code and not trust_remote_code:
+        raise LoraError(
+            f"the config saved in {str(src)!r} sets model.trust_remote_code: true, which runs "
+            f"the model's Python files: pass --trust-remote-code to allow it (only for a model "
+            "you trust)"
+        )
     if is_adapter_checkpoint(src):
         model, _ = load_policy(cfg, device="cpu", dtype=_float_dtype(cfg))
         model = merged(load_adapters(model, src, trainable=False))

@@ -5,8 +5,9 @@ it; with LoRA the adapter only, see :mod:`rlvr.model.lora`), the optimizer, the 
 state (python, numpy, torch, CUDA), the trainer state (step, data position, ...) and the value
 model when there is one.
 
-Atomicity: everything is written into ``.checkpoint-<step>.tmp``, each file fsynced, then a
-``COMPLETE`` marker is written last, and the directory is renamed to ``checkpoint-<step>``.
+Atomicity: everything is written into ``.checkpoint-<step>.tmp``, each file fsynced, then the
+``manifest.json`` (every file's size and sha256), then a ``COMPLETE`` marker last, and the
+directory is renamed to ``checkpoint-<step>``.
 ``rename`` is atomic, so a process killed at any moment leaves either no ``checkpoint-<step>``
 or a complete one; :func:`latest_checkpoint` also requires the marker. Old checkpoints are
 deleted by first renaming them to ``.checkpoint-<step>.del``, so a kill during the deletion
@@ -19,12 +20,25 @@ weights and optimizer states are equal) and every other rank adds its RNG state
 FSDP the weights are gathered whole for ``save_pretrained``, but the optimizer state is not:
 every rank writes its shards into ``optimizer/`` (``torch.distributed.checkpoint``) in place of
 ``optimizer.pt``, also before the marker.
+
+Integrity: a file that changes after the marker (a bit flip, a truncated copy, a deleted
+tokenizer) would load without complaint: a tokenizer without ``tokenizer.json`` loads as 2
+tokens and the run goes on emitting empty completions. :func:`damage` checks every file
+against the manifest before a resume trusts the checkpoint. Cost, measured on this project's
+2-core CPU machine (hashlib's sha256 runs at 1.15 GiB/s there, SHA-NI): the tiny test
+model's 1.5 MB checkpoint takes 8 ms to hash and write the manifest, 3 ms to verify; 540 MB
+(a 135M model's float32 weights) 0.78 s, so a 135M model's whole checkpoint (1.62 GB with
+AdamW's two moments) about 2.3 s at each save (read back from the page cache) and again at a
+resume.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -42,6 +56,9 @@ from rlvr.parallel.distributed import Dist
 
 COMPLETE = "COMPLETE"
 TRAINER_STATE = "trainer_state.json"
+MANIFEST = "manifest.json"
+#: The manifest's hash (hashlib's, which uses the CPU's SHA extensions where it has them).
+HASH = "sha256"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 _LEFTOVER = re.compile(r"^\.checkpoint-\d+\.(tmp|del|old)$")
 
@@ -196,39 +213,51 @@ def save_checkpoint(
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     clean_leftovers(root)
-    final = root / f"checkpoint-{step}"
     tmp = tmp_dir(root, step)
-    tmp.mkdir()
-
-    if model_state is None:
-        model.save_pretrained(tmp)
-    else:
-        model.save_pretrained(tmp, state_dict=model_state)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(tmp)
-    if optimizer is not None:
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    if scheduler is not None:
-        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    torch.save(rng_state(), tmp / "rng_state.pt")
-    if value_model is not None:
-        torch.save(value_model.state_dict(), tmp / "value_model.pt")
-    for name, text in (extra_files or {}).items():
-        (tmp / name).write_text(text, encoding="utf-8")
-    (tmp / TRAINER_STATE).write_text(
-        json.dumps({**state, "step": step}, indent=2, default=str), encoding="utf-8"
-    )
-    _fsync_tree(tmp)
-    if before_complete is not None:
-        before_complete()
-        _fsync_tree(tmp)  # what the other ranks wrote
-    _test_sleep(step)
-    with open(tmp / COMPLETE, "w", encoding="utf-8") as f:
-        f.write(f"{step}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    _fsync_dir(tmp)
-
+    try:
+        tmp.mkdir()
+        if model_state is None:
+            model.save_pretrained(tmp)
+        else:
+            model.save_pretrained(tmp, state_dict=model_state)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        if optimizer is not None:
+            _save(optimizer.state_dict(), tmp / "optimizer.pt")
+        if scheduler is not None:
+            _save(scheduler.state_dict(), tmp / "scheduler.pt")
+        _save(rng_state(), tmp / "rng_state.pt")
+        if value_model is not None:
+            _save(value_model.state_dict(), tmp / "value_model.pt")
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        (tmp / TRAINER_STATE).write_text(
+            json.dumps({**state, "step": step}, indent=2, default=str), encoding="utf-8"
+        )
+        _fsync_tree(tmp)
+        if before_complete is not None:
+            before_complete()
+            _fsync_tree(tmp)  # what the other ranks wrote
+        write_manifest(tmp)
+        _test_sleep(step)
+        with open(tmp / COMPLETE, "w", encoding="utf-8") as f:
+            f.write(f"{step}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+    except BaseException as exc:
+        full = disk_full(exc, root)  # before the space is freed
+        # A partial checkpoint helps nobody, and on a full disk it holds the space.
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full is None:
+            raise
+        latest = latest_checkpoint(root)
+        raise CheckpointError(
+            f"cannot write checkpoint-{step} in {root}: {full}; the partial {tmp.name} was "
+            "removed. Free some space, then --resume continues from "
+            + (latest.name if latest is not None else "the start (no checkpoint yet)")
+        ) from None
+    final = root / f"checkpoint-{step}"
     if final.exists():  # the same step saved again: swap atomically, then drop the old one
         old = root / f".checkpoint-{step}.old"
         os.rename(final, old)
@@ -243,6 +272,40 @@ def save_checkpoint(
     return final
 
 
+#: errno values that mean the disk (or a quota, or a file size limit) is full.
+_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
+_FULL[errno.EFBIG] = "file too large (a file size limit, ulimit -f?)"
+
+
+def disk_full(exc: BaseException, where: Path) -> str | None:
+    """``"no space left on device (ENOSPC)"`` (or the quota or file size limit) when ``exc``
+    comes from a full disk, else None. torch reports a failed write as ``unexpected pos``
+    (the OSError is only its context), safetensors as ``os error 28``; when neither says
+    why, a device with no free space does."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _FULL:
+            return f"{_FULL[seen.errno]} ({errno.errorcode[seen.errno]})"
+        for code, text in _FULL.items():
+            if f"os error {code})" in str(seen):
+                return f"{text} ({errno.errorcode[code]})"
+        seen = seen.__cause__ or seen.__context__
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return None
+    if free < 64 * 1024:  # nothing a checkpoint file could use
+        return f"{_FULL[errno.ENOSPC]} ({errno.errorcode[errno.ENOSPC]})"
+    return None
+
+
+def _save(obj: Any, file: Path) -> None:
+    """torch.save through a Python file: a failed write then raises the OSError (as the
+    context of torch's own error), which names a full disk."""
+    with open(file, "wb") as f:
+        torch.save(obj, f)
+
+
 def prune(output_dir: str | Path, keep: int) -> None:
     """Delete all but the newest ``keep`` complete checkpoints (each renamed away first)."""
     root = Path(output_dir)
@@ -253,6 +316,61 @@ def prune(output_dir: str | Path, keep: int) -> None:
     _fsync_dir(root)
 
 
+# --------------------------------------------------------------------------- integrity
+
+
+def _digest(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, HASH).hexdigest()
+
+
+def write_manifest(directory: Path) -> None:
+    """Record every file of ``directory`` (relative path, size, hash) in its manifest."""
+    files = {
+        p.relative_to(directory).as_posix(): {"bytes": p.stat().st_size, HASH: _digest(p)}
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name not in (MANIFEST, COMPLETE)
+    }
+    with open(directory / MANIFEST, "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "hash": HASH, "files": files}, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def damage(path: str | Path) -> str | None:
+    """What is wrong with checkpoint ``path`` (a file missing, changed since it was written, or
+    unreadable trainer state), or None when it is intact. Reads every file once. A checkpoint
+    written before manifests existed is checked for its trainer state only."""
+    path = Path(path)
+    manifest = path / MANIFEST
+    if manifest.is_file():
+        try:
+            listed = json.loads(manifest.read_text(encoding="utf-8"))["files"]
+            algorithm = HASH
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            return f"{MANIFEST}: unreadable ({type(exc).__name__}: {exc})"
+        for name, meta in listed.items():
+            file = path / name
+            if not file.is_file():
+                return f"{name}: missing (the manifest lists it)"
+            size = file.stat().st_size
+            if size != meta.get("bytes"):
+                return (
+                    f"{name}: {size} bytes, the manifest says {meta.get('bytes')} (truncated "
+                    "or changed after it was written)"
+                )
+            if _digest(file) != meta.get(algorithm):
+                return (
+                    f"{name}: its {algorithm} differs from the manifest's "
+                    "(changed after it was written)"
+                )
+    try:
+        read_state(path)
+    except CheckpointError as exc:
+        return str(exc).removeprefix(f"{path}/")
+    return None
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -261,7 +379,20 @@ def read_state(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not (path / COMPLETE).is_file():
         raise CheckpointError(f"{path} is not a complete checkpoint (no {COMPLETE} marker)")
-    return json.loads((path / TRAINER_STATE).read_text(encoding="utf-8"))
+    file = path / TRAINER_STATE
+    try:
+        state = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{file}: missing") from None
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError included
+        raise CheckpointError(f"{file}: not valid JSON ({exc})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{file}: not a JSON object")
+    for key, kind in (("step", int), ("data", dict)):
+        if not isinstance(state.get(key), kind):
+            why = "no" if key not in state else f"a malformed ({state[key]!r})"
+            raise CheckpointError(f"{file}: {why} {key!r} entry")
+    return state
 
 
 def load_checkpoint(
@@ -278,17 +409,35 @@ def load_checkpoint(
     path = Path(path)
     state = read_state(path)
     if optimizer is not None:
-        optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
+        optimizer.load_state_dict(load_file(path / "optimizer.pt"))
     if scheduler is not None and (path / "scheduler.pt").is_file():
-        scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+        scheduler.load_state_dict(load_file(path / "scheduler.pt"))
     if value_model is not None:
         file = path / "value_model.pt"
         if not file.is_file():
             raise CheckpointError(f"{path} has no value model, but this run needs one")
-        value_model.load_state_dict(torch.load(file, weights_only=True, map_location="cpu"))
+        value_model.load_state_dict(load_file(file, map_location="cpu"))
     if restore_rng:
-        set_rng_state(torch.load(path / rank_rng_file(rank), weights_only=True))
+        set_rng_state(load_file(path / rank_rng_file(rank)))
     return state
+
+
+def load_file(file: Path, **kwargs: Any) -> Any:
+    """``torch.load`` of one checkpoint file, tensors and plain containers only
+    (``weights_only``: nothing in it is executed); a missing or unreadable file is a
+    :class:`CheckpointError` that names it."""
+    try:
+        with open(file, "rb") as f:
+            return torch.load(f, weights_only=True, **kwargs)
+    except FileNotFoundError:
+        why = "missing"
+    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError) as exc:
+        why = "empty" if file.is_file() and file.stat().st_size == 0 else "unreadable"
+        why += f" ({type(exc).__name__}: {exc})"
+    raise CheckpointError(
+        f"{file}: {why}; the checkpoint is damaged (move {file.parent.name} out of the output "
+        "directory to resume from the one before it)"
+    )
 
 
 # --------------------------------------------------------------------------- data parallelism
@@ -338,6 +487,11 @@ __all__ = [
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "load_file",
+    "MANIFEST",
+    "damage",
+    "disk_full",
+    "write_manifest",
     "prune",
     "rank_rng_file",
     "read_state",

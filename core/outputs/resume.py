@@ -12,6 +12,7 @@ shapes) stops the resume before anything loads.
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -19,29 +20,87 @@ import yaml
 
 from rlvr.api.errors import TrainingError
 from rlvr.outputs import checkpoint as ckpt
-from rlvr.outputs.metrics import METRICS_FILE
+from rlvr.outputs import rundir
 from rlvr.parallel import distributed
 
 logger = logging.getLogger("rlvr.outputs.resume")
 
 
-def resume_point(output_dir: Path, resume: bool) -> Path | None:
-    """The checkpoint ``--resume`` continues from; None for a new run. A new run never
-    writes into a directory that holds one already."""
+def resume_point(output_dir: Path, resume: bool, hold: rundir.Hold) -> Path | None:
+    """The checkpoint ``--resume`` continues from; None for a new run. Called under the
+    directory's lock (``hold``). A new run never writes into a directory that holds a
+    checkpoint, nor over a file rlvr did not create; a run that stopped before its first
+    checkpoint is started over, with or without ``--resume`` (there is nothing to resume)."""
     found = ckpt.latest_checkpoint(output_dir)
-    if resume:
-        if found is None:
-            raise TrainingError(
-                f"--resume: no complete checkpoint in {output_dir} (looked for "
-                "checkpoint-<step> directories with a COMPLETE marker)"
-            )
-        return found
-    if found is not None or (output_dir / METRICS_FILE).is_file():
+    if found is not None and not hold.created:  # a run of an rlvr from before the record
+        hold.adopt()
+    foreign = hold.foreign()
+    if foreign:
         raise TrainingError(
-            f"{output_dir} already holds a run; pass --resume to continue it, or set "
-            "training.output_dir to a new directory (rlvr never overwrites a run)"
+            f"training.output_dir {output_dir} holds {', '.join(foreign)}, which rlvr did not "
+            f"create (its record, {rundir.RECORD}, does not list it); rlvr writes files of "
+            "those names and never overwrites one it did not create: set training.output_dir "
+            "to another directory, or move them away"
         )
-    return None
+    if found is not None:
+        if not resume:
+            raise TrainingError(
+                f"{output_dir} already holds a run ({found.name}); pass --resume to continue "
+                "it, or set training.output_dir to a new directory (rlvr never overwrites a run)"
+            )
+        path: Path | None = newest_intact(output_dir)
+    else:
+        left = hold.left_behind()
+        if left:
+            logger.warning(
+                "%s: the run there stopped before its first checkpoint; starting it over "
+                "(removing what it wrote: %s)",
+                output_dir,
+                ", ".join(left),
+            )
+            hold.remove(left)
+            ckpt.clean_leftovers(output_dir)
+        elif resume:
+            raise TrainingError(
+                f"--resume: no complete checkpoint in {output_dir}, and no run started there "
+                "(looked for checkpoint-<step> directories with a COMPLETE marker); run without "
+                "--resume to start one"
+            )
+        path = None
+    hold.claim()
+    return path
+
+
+def newest_intact(output_dir: Path) -> Path:
+    """The newest complete checkpoint whose files are as they were written; each newer damaged
+    one is named with what is wrong (it stays where it is, and is replaced when the run saves
+    that step again). Raises :class:`TrainingError` when none is intact."""
+    bad: list[str] = []
+    for path in reversed(ckpt.list_checkpoints(output_dir)):
+        problem = ckpt.damage(path)
+        if problem is None:
+            break
+        bad.append(f"{path.name} ({problem})")
+        logger.warning("%s is damaged: %s", path, problem)
+    else:
+        raise TrainingError(
+            f"--resume: no intact checkpoint in {output_dir}: {'; '.join(bad)}. Restore the "
+            "files from a copy, or start a new run in another training.output_dir (set "
+            "model.name_or_path to a checkpoint directory to start from its weights)"
+        )
+    if bad:
+        logger.warning(
+            "resuming from %s, the newest intact checkpoint, instead of %s",
+            path.name,
+            ", ".join(b.split(" ")[0] for b in bad),
+        )
+    if not (path / ckpt.MANIFEST).is_file():
+        logger.warning(
+            "%s has no %s (written by an older rlvr): its files cannot be verified",
+            path,
+            ckpt.MANIFEST,
+        )
+    return path
 
 
 #: Keys whose change gives the saved weights another shape: no resume across them. A changed
@@ -94,6 +153,7 @@ def restore(
     *,
     dist: distributed.Dist,
     policy: Any,
+    tokenizer: Any,
     optimizer: Any,
     scheduler: Any,
     value_model: Any,
@@ -105,19 +165,30 @@ def restore(
     objects; return its trainer state."""
     ckpt.check_resume(path, dist, sharded=sharded)
     shards = path / distributed.OPTIMIZER_DIR
+    # The sharded state (DCP, whose metadata is a pickle) is read only by a sharded run, or
+    # to reshard an FSDP checkpoint that has no whole optimizer.pt; a one-process checkpoint
+    # never makes a run read an optimizer/ directory found in it.
+    use_shards = shards.is_dir() and (sharded or not (path / "optimizer.pt").is_file())
     rng_file = path / ckpt.rank_rng_file(dist.rank)
     try:
         state = ckpt.load_checkpoint(
             path,
-            optimizer=None if shards.is_dir() else optimizer,
+            optimizer=None if use_shards else optimizer,
             scheduler=scheduler,
             value_model=value_model,
             # A rank the saving run did not have: every step reseeds from (seed, step, rank).
             restore_rng=rng_file.is_file(),
             rank=dist.rank,
         )
-        if shards.is_dir():  # resharded to this run's ranks
+        if use_shards:  # resharded to this run's ranks
             distributed.load_sharded_optimizer(policy, optimizer, shards)
+    except ckpt.CheckpointError:  # a file that cannot be read: the message names it
+        raise
+    except (pickle.UnpicklingError, distributed.ShardedCheckpointError) as exc:
+        raise ckpt.CheckpointError(
+            f"{exc}; the checkpoint's sharded optimizer state ({shards}) is damaged or not "
+            "rlvr's: resume from another checkpoint"
+        ) from None
     except (ValueError, RuntimeError, KeyError) as exc:  # e.g. another algorithm's value model
         raise TrainingError(
             f"cannot resume from {path}: its optimizer or value model does not fit this run's "
@@ -126,9 +197,28 @@ def restore(
             f"was started with ({path / 'rlvr_config.yaml'}), or set training.output_dir to a "
             "new directory for a new run"
         ) from None
+    check_vocabulary(path, state, policy, tokenizer)
     _warn_changes(state, dist.world_size, prompts_per_step, max_steps)
     logger.info("resumed from %s (step %d)", path, int(state["step"]))
     return state
+
+
+def check_vocabulary(path: Path, state: dict[str, Any], policy: Any, tokenizer: Any) -> None:
+    """The tokenizer loaded from ``path`` has the tokens it was saved with and no more than the
+    model has embedding rows (a model may have more: vocabularies are padded). A damaged
+    tokenizer loads without complaint as a few special tokens, and every completion would
+    decode to nothing."""
+    tokens = len(tokenizer)
+    saved = state.get("vocab_size")
+    embeddings = policy.get_input_embeddings()
+    rows = getattr(embeddings, "num_embeddings", None)
+    if (saved is not None and tokens != int(saved)) or (rows is not None and tokens > rows):
+        was = f"it was saved with {saved}, " if saved is not None else ""
+        raise TrainingError(
+            f"cannot resume from {path}: its tokenizer has {tokens} tokens ({was}the model has "
+            f"{rows} embedding rows); the tokenizer files there (tokenizer.json, "
+            "tokenizer_config.json) are damaged or missing"
+        )
 
 
 def _warn_changes(

@@ -26,7 +26,10 @@ The collectives of one step (``W`` ranks, ``P`` parameters):
 - the stop flag (Ctrl-C/SIGTERM seen by any rank): one all-reduce.
 
 A rank that dies makes the launcher (``torchrun``) stop the others; a collective that still
-waits on a vanished peer fails after ``RLVR_DIST_TIMEOUT`` seconds (default 600).
+waits on a vanished peer fails after ``RLVR_DIST_TIMEOUT`` seconds (default 600). A launcher
+that dies (``kill -9`` of ``torchrun`` or of ``rlvr train --nproc-per-node``) takes its ranks
+with it on Linux (:mod:`rlvr.parallel.launcher`): they would otherwise train on, orphaned, and
+write checkpoints nobody asked for.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any
 import torch
 
 from rlvr import functional
+from rlvr.parallel.launcher import tie_to_launcher
 
 logger = logging.getLogger("rlvr.parallel.distributed")
 
@@ -194,6 +198,7 @@ def data_parallel() -> Iterator[Dist]:
         return
     import torch.distributed as tdist
 
+    tie_to_launcher()
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -301,6 +306,10 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, Any]:
 OPTIMIZER_DIR = "optimizer"
 
 
+class ShardedCheckpointError(RuntimeError):
+    """A sharded optimizer state that cannot be read (the message names the directory)."""
+
+
 def save_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Path) -> None:
     """Every rank writes its own shard of the optimizer state, nothing is gathered (a
     collective: every rank must call)."""
@@ -312,16 +321,27 @@ def save_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Pa
 
 def load_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Path) -> None:
     """Read :func:`save_sharded_optimizer`'s state into ``optimizer``, resharded to this run's
-    ranks (any number, one process included)."""
+    ranks (any number, one process included). Nothing in the files is executed
+    (:mod:`rlvr.parallel.safe_dcp`); a planted payload raises ``pickle.UnpicklingError``."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.state_dict import (
         get_optimizer_state_dict,
         set_optimizer_state_dict,
     )
 
+    from rlvr.parallel.safe_dcp import SafeReader, WeightsOnlyPlanner  # imports DCP, as above
+
+    # Read first: DCP would log a refused metadata file as missing and look for others.
+    SafeReader(directory).read_metadata()
     # The layout to fill: this rank's shards (an empty optimizer is initialised first).
     state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
-    dcp.load(state, checkpoint_id=directory)
+    try:
+        dcp.load(state, storage_reader=SafeReader(directory), planner=WeightsOnlyPlanner())
+    except CheckpointException as exc:  # a BaseException: one per rank that failed
+        causes = [f[0] if isinstance(f, tuple) else f for f in exc.failures.values()]
+        why = "; ".join(f"{type(c).__name__}: {c}" for c in causes) or str(exc)
+        raise ShardedCheckpointError(f"{directory}: {why}") from None
     set_optimizer_state_dict(model, optimizer, state["optimizer"])
 
 
@@ -330,6 +350,7 @@ __all__ = [
     "TIMEOUT_ENV",
     "OPTIMIZER_DIR",
     "Dist",
+    "ShardedCheckpointError",
     "current",
     "data_parallel",
     "launched",

@@ -9,17 +9,19 @@ installed. Paths in messages are absolute, so it is clear where rlvr looked.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host
 from rlvr.config.schema import RunConfig
+from rlvr.outputs.rundir import not_a_directory
 
 
 def preflight(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     """``(config path, problem)`` for everything in ``config`` that would stop a run."""
-    problems = _report_to(config)
+    problems = _report_to(config) + _output_dir(config)
     if config.data is not None:
         problems += _data(config, host)
     if config.model is not None:
@@ -34,6 +36,14 @@ def _report_to(config: RunConfig) -> list[tuple[str, str]]:
         reporters(config.training.report_to)
     except RlvrError as exc:
         return [("training.report_to", str(exc).removeprefix("training.report_to "))]
+    return []
+
+
+def _output_dir(config: RunConfig) -> list[tuple[str, str]]:
+    """``training.output_dir`` is a directory, or can become one (no file in the way)."""
+    root = Path(config.training.output_dir).absolute()
+    if any(p.exists() and not p.is_dir() for p in (root, *root.parents)):
+        return [("training.output_dir", not_a_directory(root).removeprefix("training.output_dir "))]
     return []
 
 
@@ -65,7 +75,9 @@ def _looks_missing(path: str) -> bool:
 
 
 def _model(config: RunConfig) -> list[tuple[str, str]]:
-    """The model's config and tokenizer load (no weights)."""
+    """The model's config and tokenizer load (no weights). A model with
+    ``trust_remote_code`` is only looked at (its config.json is read as JSON): loading it with
+    transformers would run its Python files, and a check never runs code."""
     from rlvr.model.loading import ModelLoadError, cached_on_hub, load_model_config, load_tokenizer
 
     cfg = config.model
@@ -76,6 +88,8 @@ def _model(config: RunConfig) -> list[tuple[str, str]]:
             return [("model.name_or_path", _not_found(cfg.name_or_path))]
     except ModelLoadError as exc:
         return [("model.name_or_path", str(exc))]
+    if cfg.trust_remote_code:
+        return _remote_code_model(cfg.name_or_path)
     for what, load in (("config", load_model_config), ("tokenizer", load_tokenizer)):
         try:
             _quiet(load, cfg)
@@ -84,6 +98,18 @@ def _model(config: RunConfig) -> list[tuple[str, str]]:
         except Exception as exc:  # a broken file: say which part and why
             problems.append(("model.name_or_path", f"cannot read the model's {what}: {exc}"))
     return problems
+
+
+def _remote_code_model(name: str) -> list[tuple[str, str]]:
+    """A local model directory's config.json parses (a hub id is checked when it loads)."""
+    config = Path(name).expanduser() / "config.json"
+    if not config.parent.is_dir():
+        return []
+    try:
+        json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [("model.name_or_path", f"cannot read the model's config {str(config)!r}: {exc}")]
+    return []
 
 
 def _not_found(name: str) -> str:

@@ -59,13 +59,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rlvr.api.errors import TrainingError
+from rlvr.api.errors import RlvrError, TrainingError
 from rlvr.api.host import Host, build_algorithm, build_generator
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, requirements
 from rlvr.data.prompts import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.evaluation.evaluate import Evaluation, eval_prompt_rows
 from rlvr.outputs import checkpoint as ckpt
+from rlvr.outputs import rundir
 from rlvr.outputs.metrics import (
     MetricsLogger,
     eval_metrics,
@@ -184,7 +185,7 @@ class Trainer:
         """Everything before the first step, cheap checks first, models last."""
         t, config = self.t, self.config
         reporters(t.report_to)  # a missing tensorboard/wandb fails now, not after loading
-        resume_from = resume_point(self.output_dir, self.resume)
+        resume_from = self._take_output_dir()
         if resume_from is not None:  # before anything loads: a changed model stops here
             changes = config_changes(resume_from, dump(config))
             if changes and self.dist.is_main:
@@ -291,6 +292,7 @@ class Trainer:
                 resume_from,
                 dist=self.dist,
                 policy=self.policy,
+                tokenizer=self.tokenizer,
                 optimizer=self.update.optimizer,
                 scheduler=self.update.scheduler,
                 value_model=models.value_model,
@@ -327,12 +329,29 @@ class Trainer:
         if self.dist.is_main:  # rank 0 alone writes the run's files
             self._open_output()
 
+    def _take_output_dir(self) -> Path | None:
+        """Rank 0 locks the output directory for the life of the run and decides where the run
+        starts (:func:`rlvr.outputs.resume.resume_point`); every rank gets its answer, or its
+        error."""
+        outcome: Path | RlvrError | None = None
+        if self.dist.is_main:
+            try:
+                held = rundir.hold(self.output_dir)
+                self._closers.append(held)  # the first in: released last
+                outcome = resume_point(self.output_dir, self.resume, held)
+            except RlvrError as exc:
+                outcome = exc
+        if self.dist.enabled:
+            outcome = self.dist.gather(outcome)[0]
+        if isinstance(outcome, RlvrError):
+            raise outcome
+        return outcome
+
     def _open_output(self) -> None:
-        """The run's directory, its config.yaml and the metrics log (rank 0 only)."""
+        """The run's config.yaml and the metrics log (rank 0 only, in the locked directory)."""
         t = self.t
-        self.output_dir.mkdir(parents=True, exist_ok=True)
         self.config_text = dump(self.config)
-        (self.output_dir / "config.yaml").write_text(self.config_text, encoding="utf-8")
+        (self.output_dir / rundir.CONFIG_FILE).write_text(self.config_text, encoding="utf-8")
         self.log = MetricsLogger(
             self.output_dir,
             report_to=t.report_to,
@@ -545,6 +564,7 @@ class Trainer:
                 "metrics": self.last_metrics,
                 "world_size": self.dist.world_size,
                 "prompts_per_step": self.prompts_per_step,
+                "vocab_size": len(self.tokenizer),
             },
             extra_files={"rlvr_config.yaml": self.config_text},
             before_complete=rank_files,

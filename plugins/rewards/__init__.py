@@ -20,6 +20,10 @@ from .numbers import NumbersParams, NumbersReward
 from .steps import StepsParams, StepsReward
 
 
+def _function(params: CallableParams) -> str:
+    return params.function
+
+
 def _gold_field(params: AnswerParams | NumbersParams | StepsParams) -> tuple[str, ...]:
     return (params.gold_field,)
 
@@ -88,6 +92,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
             factory=CallableReward,
             description="A TRL-style reward function (module:function or file.py:function); "
             "runs your own code.",
+            runs_code=_function,
         )
     )
 

@@ -31,8 +31,10 @@ Validation checks the form of ``function`` without running anything, and the con
 (:func:`validate_callable_config`) that the module or file exists and, by reading its source,
 that it defines the function; the import itself happens in each reward worker.
 
-**This runs your own code**: the function is imported and executed with your permissions, like
-any Python script you run. Only use configs whose ``function`` you trust.
+**This runs the code the config names**: the function is imported and executed with your
+permissions, like any Python script you run. So the record declares it (``runs_code``) and a
+config with a ``callable`` entry runs only with ``--allow-code`` on the command line
+(``allow_code=True`` in Python). Only pass it for configs whose ``function`` you trust.
 """
 
 from __future__ import annotations
