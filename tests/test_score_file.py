@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-
-from conftest import GSM8K_DIR
+from pathlib import Path
 
 from rlvr.cli.main import main
+
+# Shipped with the repository (tests/faults/ has a conftest too, so no `from conftest import`).
+GSM8K_DIR = Path(__file__).resolve().parents[1] / "examples" / "data" / "gsm8k"
 
 
 def test_score_gsm8k_rows_with_a_bad_line(tmp_path, capsys):
