@@ -28,7 +28,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from rlvr.api.host import PluginError
+from rlvr.api.host import PluginError, create_host
 
 KINDS = ("reward", "algorithm", "backend")
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -71,8 +71,6 @@ def check_name(name: str, kind: str, *, taken: bool = True) -> None:
     if keyword.iskeyword(name):
         raise ScaffoldError(f"invalid plugin name {name!r}: it is a Python keyword")
     if taken:
-        from rlvr.api.host import create_host
-
         host = create_host()
         record = host.records[kind].get(name)
         if record is not None or name in host.conflicts[kind]:

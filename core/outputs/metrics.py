@@ -53,7 +53,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tqdm.auto import tqdm
+
 from rlvr.api.errors import RlvrError
+from rlvr.rewards.scoring import RewardStats
 
 if TYPE_CHECKING:
     from rlvr.rollout.runner import Completion, Rollout
@@ -146,14 +149,13 @@ def _installed(module: str) -> bool:
 
 
 def peak_memory_mb() -> float:
-    """CUDA peak allocated memory, or the process's peak RSS on CPU, in MiB."""
-    try:
-        import torch
+    """CUDA peak allocated memory, or the process's peak RSS on CPU, in MiB.
 
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            return torch.cuda.max_memory_allocated() / 2**20
-    except ImportError:  # pragma: no cover
-        pass
+    torch is looked up, not imported: CUDA memory is allocated only once torch is loaded, and
+    reading a run's metrics (``rlvr plot``, :func:`read_metrics`) must not load it."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 2**20
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB
 
@@ -260,17 +262,15 @@ def step_metrics(
 
 
 def eval_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """An :class:`rlvr.evaluation.evaluate.Evaluation` summary as ``metrics.jsonl`` keys: ``eval/`` before
-    each, ``reward`` named ``eval/reward_mean``; ``accuracy`` (equal to pass@1) and the
-    timing parts are left out, ``eval/time`` is the whole evaluation."""
+    """An :class:`rlvr.evaluation.evaluate.Evaluation` summary as ``metrics.jsonl`` keys:
+    ``eval/`` before each, ``reward`` named ``eval/reward_mean``; ``accuracy`` (equal to
+    pass@1) and the timing parts are left out, ``eval/time`` is the whole evaluation."""
     renamed = {"reward": "reward_mean", "total_time": "time"}
     skip = {"accuracy", "generation_time", "scoring_time"}
     return {f"eval/{renamed.get(k, k)}": v for k, v in summary.items() if k not in skip}
 
 
 def _stats(values: Sequence[float]) -> Any:
-    from rlvr.rewards.scoring import RewardStats
-
     return RewardStats.of(values)
 
 
@@ -344,6 +344,7 @@ class MetricsLogger:
         self._wandb: Any = None
         for name in reporters(report_to):
             if name == "tensorboard":
+                # optional extra (rlvr[tensorboard]); reporters() checked it is installed
                 from torch.utils.tensorboard import SummaryWriter
 
                 self._tb = SummaryWriter(
@@ -353,8 +354,6 @@ class MetricsLogger:
                 self._wandb = self._start_wandb(config, resume=start_step > 0)
         self._bar: Any = None
         if progress:
-            from tqdm.auto import tqdm
-
             # disable=None: no bar where stderr is no terminal (a log file, CI), whose every
             # redraw would be another line; the step lines below are printed either way.
             self._bar = tqdm(
@@ -367,7 +366,7 @@ class MetricsLogger:
             )
 
     def _start_wandb(self, config: Mapping[str, Any] | None, resume: bool) -> Any:
-        import wandb
+        import wandb  # optional extra (rlvr[wandb]); reporters() checked it is installed
 
         id_file = self.dir / "wandb_id.txt"
         run_id = id_file.read_text().strip() if resume and id_file.is_file() else None

@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from rlvr.outputs import checkpoint as ckpt
-from rlvr.parallel import distributed
 from rlvr.api.errors import TrainingError
+from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs.metrics import METRICS_FILE
+from rlvr.parallel import distributed
 
 logger = logging.getLogger("rlvr.outputs.resume")
 

@@ -41,6 +41,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as tdist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from rlvr import functional
 
@@ -75,7 +84,6 @@ class Dist:
         """``x`` summed over ranks (a new tensor on ``x``'s device)."""
         if not self.enabled:
             return x
-        import torch.distributed as tdist
 
         y = x.detach().to(self.device).clone()
         tdist.all_reduce(y, op=tdist.ReduceOp.SUM)
@@ -96,7 +104,6 @@ class Dist:
         """Every rank's ``obj`` (picklable), in rank order, on every rank."""
         if not self.enabled:
             return [obj]
-        import torch.distributed as tdist
 
         out: list[Any] = [None] * self.world_size
         tdist.all_gather_object(out, obj)
@@ -104,8 +111,6 @@ class Dist:
 
     def barrier(self) -> None:
         if self.enabled:
-            import torch.distributed as tdist
-
             tdist.barrier()
 
     def max_count(self, n: int) -> int:
@@ -137,7 +142,6 @@ class Dist:
         """Make every rank's ``module`` rank 0's (replicas start equal, as DDP does)."""
         if not self.enabled:
             return
-        import torch.distributed as tdist
 
         with torch.no_grad():
             for t in [*module.parameters(), *module.buffers()]:
@@ -192,7 +196,6 @@ def data_parallel() -> Iterator[Dist]:
     if not launched():
         yield _current
         return
-    import torch.distributed as tdist
 
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -249,8 +252,6 @@ def shard(
     compute ``dtype``, the shards stay as they are (float32 for trained weights) and each
     layer's whole weights are gathered in ``dtype``; gradients reduce in float32 (untested
     here)."""
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
-
     kwargs: dict[str, Any] = {}
     if dist.device.type == "cuda" and dtype in (torch.bfloat16, torch.float16):
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
@@ -262,8 +263,6 @@ def shard(
 
 
 def fsdp_modules(model: torch.nn.Module) -> list[Any]:
-    from torch.distributed.fsdp import FSDPModule
-
     return [m for m in model.modules() if isinstance(m, FSDPModule)]
 
 
@@ -285,8 +284,6 @@ def gathered(model: torch.nn.Module) -> Iterator[None]:
 
 def full_state_dict(model: torch.nn.Module) -> dict[str, Any]:
     """The whole model's weights on CPU, on rank 0 (empty elsewhere); every rank must call."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     state = get_model_state_dict(model, options=options)
     seen: set[int] = set()
@@ -304,21 +301,12 @@ OPTIMIZER_DIR = "optimizer"
 def save_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Path) -> None:
     """Every rank writes its own shard of the optimizer state, nothing is gathered (a
     collective: every rank must call)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
-
     dcp.save({"optimizer": get_optimizer_state_dict(model, optimizer)}, checkpoint_id=directory)
 
 
 def load_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Path) -> None:
     """Read :func:`save_sharded_optimizer`'s state into ``optimizer``, resharded to this run's
     ranks (any number, one process included)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (
-        get_optimizer_state_dict,
-        set_optimizer_state_dict,
-    )
-
     # The layout to fill: this rank's shards (an empty optimizer is initialised first).
     state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
     dcp.load(state, checkpoint_id=directory)

@@ -42,6 +42,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from multiprocessing import forkserver
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
@@ -146,8 +147,6 @@ def _die_with_parent() -> None:
     pipe (to start processes of its own), so a stuck worker would keep the forkserver alive
     and itself with it. Close the worker's copy (it would start its own forkserver if needed).
     """
-    from multiprocessing import forkserver
-
     server: Any = forkserver._forkserver  # CPython internals, not in the stubs
     if getattr(server, "_forkserver_alive_fd", None) is not None and server._forkserver_pid is None:
         os.close(server._forkserver_alive_fd)

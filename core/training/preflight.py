@@ -12,9 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import datasets
+
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host
-from rlvr.config.schema import RunConfig
+from rlvr.config.problems import sort_problems, with_origins
+from rlvr.config.schema import SECTIONS, ConfigError, RunConfig
+from rlvr.data.prompts import field_problems, load_rows
+from rlvr.model.loading import ModelLoadError, cached_on_hub, load_model_config, load_tokenizer
+from rlvr.outputs.metrics import reporters
 
 
 def preflight(config: RunConfig, host: Host) -> list[tuple[str, str]]:
@@ -28,8 +34,6 @@ def preflight(config: RunConfig, host: Host) -> list[tuple[str, str]]:
 
 
 def _report_to(config: RunConfig) -> list[tuple[str, str]]:
-    from rlvr.outputs.metrics import reporters
-
     try:
         reporters(config.training.report_to)
     except RlvrError as exc:
@@ -38,8 +42,6 @@ def _report_to(config: RunConfig) -> list[tuple[str, str]]:
 
 
 def _data(config: RunConfig, host: Host) -> list[tuple[str, str]]:
-    from rlvr.data.prompts import field_problems, load_rows
-
     data = config.data
     assert data is not None
     problems = []
@@ -66,8 +68,6 @@ def _looks_missing(path: str) -> bool:
 
 def _model(config: RunConfig) -> list[tuple[str, str]]:
     """The model's config and tokenizer load (no weights)."""
-    from rlvr.model.loading import ModelLoadError, cached_on_hub, load_model_config, load_tokenizer
-
     cfg = config.model
     assert cfg is not None
     problems = []
@@ -96,8 +96,6 @@ def _not_found(name: str) -> str:
 
 def _quiet(fn: Any, *args: Any) -> Any:
     """Run ``fn`` without third-party progress bars (they would interleave with messages)."""
-    import datasets
-
     enabled = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
@@ -109,9 +107,6 @@ def _quiet(fn: Any, *args: Any) -> Any:
 
 def check(config: RunConfig, host: Host, *, source: str | None = None, overrides=()) -> None:
     """Raise :class:`rlvr.config.schema.ConfigError` listing every :func:`preflight` problem."""
-    from rlvr.config.problems import sort_problems, with_origins
-    from rlvr.config.schema import SECTIONS, ConfigError
-
     problems = preflight(config, host)
     if problems:
         raise ConfigError(sort_problems(with_origins(problems, overrides), SECTIONS), source=source)

@@ -54,12 +54,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from transformers import set_seed
+
 from rlvr.api.errors import TrainingError
 from rlvr.api.host import Host, build_algorithm, build_generator
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, requirements
 from rlvr.data.prompts import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.evaluation.evaluate import Evaluation, eval_prompt_rows
+from rlvr.model.loading import eos_token_ids, resolve_device_dtype
 from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs.metrics import (
     MetricsLogger,
@@ -88,8 +91,6 @@ _clock = time.monotonic
 
 
 def _seed_everything(seed: int) -> None:
-    from transformers import set_seed
-
     set_seed(seed)
 
 
@@ -220,8 +221,6 @@ class Trainer:
                 1, math.ceil(t.num_train_epochs * len(rows) / self.prompts_per_step)
             )
 
-        from rlvr.model.loading import resolve_device_dtype
-
         _seed_everything(t.seed)
         device, dtype = resolve_device_dtype(self.model_cfg.dtype)
         # Built (and checked against its protocol) before any model loads.
@@ -332,8 +331,6 @@ class Trainer:
 
     def _guides(self, prompts: PromptSet) -> Guides | None:
         """``training.guidance``'s guide completions (None without it)."""
-        from rlvr.model.loading import eos_token_ids
-
         g = self.t.guidance
         if g is None:
             return None

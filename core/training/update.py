@@ -26,10 +26,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
+from transformers import get_scheduler
 
 from rlvr.api.runtime import AlgorithmImpl, RolloutBatch
 from rlvr.config.schema import TrainingConfig
 from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
+from rlvr.model.loading import autocast
+from rlvr.model.logprobs import completion_logprobs, packs_prompts, prefix_hidden, shared_layers
 from rlvr.model.lora import adapters_off, forward_model
 from rlvr.parallel.distributed import Dist, fsdp_modules
 
@@ -135,14 +138,6 @@ class PolicyUpdate:
         total_updates: int,
         dist: Dist | None = None,
     ) -> None:
-        from rlvr.model.loading import autocast
-        from rlvr.model.logprobs import (
-            completion_logprobs,
-            packs_prompts,
-            prefix_hidden,
-            shared_layers,
-        )
-
         self._autocast_to = autocast
         self._completion_logprobs = completion_logprobs
         self._prefix_hidden = prefix_hidden
@@ -217,8 +212,6 @@ class PolicyUpdate:
         )
 
     def _build_scheduler(self, total: int) -> Any:
-        from transformers import get_scheduler
-
         t = self.t
         warmup = t.warmup_steps or math.ceil(t.warmup_ratio * total)
         kwargs = {"min_lr_rate": 0.1} if t.lr_scheduler_type == "cosine_with_min_lr" else None

@@ -117,6 +117,7 @@ class AnswerReward:
         pred_parsed = _parse(_boxed(pred, p), p.timeout_seconds)
         if not pred_parsed:
             return False
+        # math-verify loads sympy (seconds): not when the plugin registers (`rlvr plugins`)
         from math_verify import verify
         from math_verify.errors import TimeoutException
 
@@ -142,6 +143,7 @@ def _boxed(text: str, p: AnswerParams) -> str:
 @functools.lru_cache(maxsize=4096)
 def _parse(text: str, timeout: int) -> list[Any]:
     """math-verify's parse (cached: a GRPO group shares one gold); [] on any failure."""
+    # math-verify loads sympy (seconds): not when the plugin registers (`rlvr plugins`)
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
     from math_verify.errors import TimeoutException
 

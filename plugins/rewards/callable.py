@@ -45,6 +45,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable, Mapping
+from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
@@ -233,8 +234,6 @@ def _source_of(target: str) -> tuple[str | None, str | None]:
     except (ImportError, ValueError):
         spec = None
     if spec is None:
-        from importlib.machinery import PathFinder
-
         spec = PathFinder.find_spec(top, [os.getcwd()])
     if spec is None:
         return None, (
