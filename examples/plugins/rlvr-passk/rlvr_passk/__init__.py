@@ -11,8 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from rlvr import Algorithm, Requirements, hookimpl
-from rlvr.plugins.algorithms.params import GroupParams
+from rlvr import Algorithm, GroupParams, Requirements, hookimpl
 
 
 class PassAtKParams(GroupParams):

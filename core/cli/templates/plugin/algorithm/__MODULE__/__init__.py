@@ -20,8 +20,15 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from pydantic import Field
-from rlvr import Algorithm, AlgorithmImpl, Requirements, RunInfo, hookimpl
-from rlvr.plugins.algorithms.params import LossType, PolicyGradientParams
+from rlvr import (
+    Algorithm,
+    AlgorithmImpl,
+    LossType,
+    PolicyGradientParams,
+    Requirements,
+    RunInfo,
+    hookimpl,
+)
 
 
 class __CLS__Params(PolicyGradientParams):
