@@ -212,7 +212,7 @@ def test_the_public_api_rule_objects_to_internals():
     assert private_imports("from rlvr.functional import masked_mean", plugin, None) == []
     assert private_imports("from rlvr.training.update import PolicyUpdate", plugin, None)
     assert private_imports("import rlvr.functional.losses", plugin, None)
-    assert private_imports("from rlvr import create_host", plugin, None)
+    assert private_imports("from rlvr import PolicyUpdate", plugin, None)
     assert private_imports("def f():\n    from rlvr.api import host\n", plugin, None)
     own = "rlvr.plugins.rewards"
     assert private_imports("from .params import P", "rlvr.plugins.rewards.answer", own) == []

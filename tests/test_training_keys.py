@@ -121,6 +121,16 @@ def eval_calls(trainer: Trainer) -> list[int]:
     return sizes
 
 
+def profiled_phases(out: Path) -> list[str]:
+    """The ``profile/<phase>`` keys of each line of ``metrics.jsonl``, those with CPU time."""
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    keys = [
+        sorted(k for k, v in json.loads(line).items() if k.startswith("profile/") and v > 0)
+        for line in lines
+    ]
+    return keys
+
+
 def nothing(out: Path) -> None:
     return None  # the test counts the console lines itself
 
@@ -201,6 +211,8 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
         {"gradient_checkpointing": True},
         built(lambda t: t.policy.is_gradient_checkpointing),
     ),
+    "pack_prompts": ({}, {"pack_prompts": False}, built(lambda t: t.update.packs)),
+    "profile_phases": ({}, {"profile_phases": True}, ran(profiled_phases)),
     "log_samples_steps": ({}, {"log_samples_steps": 1}, ran(sample_steps)),
     "reward_workers": ({}, {"reward_workers": 1}, built(lambda t: len(t.scorer.pool._workers))),
     "max_bad_steps": ({"max_bad_steps": 1}, {"max_bad_steps": 2}, ran(checkpoints)),

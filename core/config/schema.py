@@ -207,6 +207,19 @@ class TrainingConfig(Section):
     save_total_limit: int | None = Field(None, ge=1)
     report_to: list[str] | str = "none"
     gradient_checkpointing: bool = False
+    profile_phases: bool = Field(
+        False,
+        description="log the CPU seconds of each phase of a step (profile/generation, "
+        "profile/no_grad, profile/forward, profile/backward, profile/optimizer in "
+        "metrics.jsonl): where a slow step's time goes",
+    )
+    pack_prompts: bool = Field(
+        True,
+        description="the training passes compute a group's prompt once, its completions packed "
+        "behind it (where the model's attention takes a custom mask and it is less work); "
+        "false: one row per completion, prompt included (the layout TRL computes; on a GPU the "
+        "packed rows' dense masked attention may cost more than it saves)",
+    )
     parallelism: Literal["ddp", "fsdp"] = Field(
         "ddp",
         description="with several ranks (torchrun): ddp replicates the policy, fsdp shards it "

@@ -12,7 +12,9 @@ three parts and no exceptions:
      ``guide/count`` / ``guide/reward_mean`` describe the guide completions);
    - ``zero_std_frac`` (groups whose completions all scored the same), ``groups_filtered``,
      ``groups_kept``, ``generation_rounds`` (dynamic sampling);
-   - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``;
+   - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``
+     (completion tokens trained on), ``prompt_tokens`` (their prompts' tokens, a prompt
+     counted once per completion);
    - ``loss``, ``entropy``, ``kl`` (k3 estimate of the KL to the reference model, only when
      there is one), ``grad_norm`` (before clipping; ``value_grad_norm`` with a value model),
      ``learning_rate``, ``inert_frac`` (the share of rows the update skipped because their
@@ -21,8 +23,13 @@ three parts and no exceptions:
      the update; ``loss`` is then null), ``sampler/logp_gap_{mean,max}`` (backends that
      return sampler log-probs; absent on a step whose rows were all inert);
    - timing fields (:data:`TIMING_KEYS`): ``step_time``, ``generation_time``,
-     ``scoring_time``, ``training_time``, ``tokens_per_second`` (completion tokens generated
-     per second of the step), ``peak_memory_mb``;
+     ``scoring_time``, ``training_time``, ``cpu_time`` (CPU seconds of this process in the
+     step, all threads: what other jobs on a shared machine disturb less than ``step_time``),
+     ``tokens_per_second`` (completion tokens generated per second of the step),
+     ``peak_memory_mb``; with ``training.profile_phases``, the CPU seconds of the step's
+     phases: ``profile/generation`` (the rollout, rewards included), ``profile/no_grad`` (old
+     and reference log-probabilities, old values), ``profile/forward`` (the update's passes and
+     losses), ``profile/backward``, ``profile/optimizer`` (clipping and the optimizer step);
 
 2. ``rewards/<label>/{mean,std,none_count,timeouts,errors}`` per configured reward (stds are
    population stds, as in ``rlvr rewards score``; a mean over no values is null);
@@ -73,6 +80,7 @@ TIMING_KEYS = frozenset(
         "generation_time",
         "scoring_time",
         "training_time",
+        "cpu_time",
         "tokens_per_second",
         "peak_memory_mb",
         "eval/time",
@@ -98,6 +106,9 @@ CORE_KEYS = (
     "inert_frac",
     "skipped",
     "step_time",
+    "cpu_time",
+    "num_tokens",
+    "prompt_tokens",
     "tokens_per_second",
     "peak_memory_mb",
 )
@@ -209,6 +220,7 @@ def step_metrics(
     num_tokens: int,
     step_time: float,
     training_time: float,
+    cpu_time: float,
 ) -> dict[str, Any]:
     """A step's line of ``metrics.jsonl`` (the namespace in the module docstring).
 
@@ -243,6 +255,7 @@ def step_metrics(
     m["inert_frac"] = first.inert_frac
     m["skipped"] = 0 if all(u.finite for u in updates) else 1
     m["num_tokens"] = num_tokens
+    m["prompt_tokens"] = sum(len(c.prompt_ids) for c in rollout.kept)
     prefix = f"algo/{algorithm}/"
     for k, v in prepare_metrics.items():
         m[prefix + k] = float(v)
@@ -256,6 +269,7 @@ def step_metrics(
     m["generation_time"] = rollout.generation_time
     m["scoring_time"] = rollout.scoring_time
     m["training_time"] = training_time
+    m["cpu_time"] = cpu_time
     m["tokens_per_second"] = sum(len(c.token_ids) for c in gen) / max(step_time, 1e-9)
     m["peak_memory_mb"] = peak_memory_mb()
     return m
@@ -487,7 +501,7 @@ def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
 # --------------------------------------------------------------------------- data parallelism
 
 #: Metrics that are counts: summed over ranks.
-_SUMMED = ("groups_filtered", "groups_kept", "num_tokens", "guide/count")
+_SUMMED = ("groups_filtered", "groups_kept", "num_tokens", "prompt_tokens", "guide/count")
 _SUMMED_SUFFIXES = ("/none_count", "/timeouts", "/errors")
 #: Metrics the update already made global (equal on every rank): rank 0's value.
 _GLOBAL = ("step", "loss", "grad_norm", "value_grad_norm", "learning_rate", "skipped")
@@ -525,7 +539,7 @@ def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float])
             out[key] = parts[0].get(key, first)
         elif key in _SUMMED or key.endswith(_SUMMED_SUFFIXES):
             out[key] = sum(nums)
-        elif key in TIMING_KEYS or key.endswith("max"):
+        elif key in TIMING_KEYS or key.startswith("profile/") or key.endswith("max"):
             out[key] = max(nums)
         elif key.endswith("min"):
             out[key] = min(nums)

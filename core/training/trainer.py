@@ -348,17 +348,21 @@ class Trainer:
     def train_step(self) -> dict[str, Any]:
         """rollout -> no-grad passes -> ``prepare`` -> updates -> metrics (module docstring)."""
         self.step += 1
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         _seed_everything(step_seed(self.t.seed, self.step, 1_000_000))
         self.policy.eval()
         # FSDP: whole weights while generating, unless the backend has its own copy.
         gather = self.host.backends[self.backend_cfg.name].capabilities.samples_from_policy
-        with distributed.gathered(self.policy) if gather else contextlib.nullcontext():
+        with (
+            distributed.gathered(self.policy) if gather else contextlib.nullcontext(),
+            self.update.clock("generation"),
+        ):
             ro = self.rollouts.run(self.step, self.prompts_per_step)
 
         t0 = time.perf_counter()
         batch = build_batch(ro.kept, self.labels, self.pad_id, self.step).to(self.update.device)
-        batch = self.update.fill_no_grad(batch)
+        with self.update.clock("no_grad"):
+            batch = self.update.fill_no_grad(batch)
         batch, prep_metrics = self.algo.prepare(batch)
         lr = self.update.optimizer.param_groups[0]["lr"]
         updates = [self.update.update(batch, first=i == 0) for i in range(self.updates_per_step)]
@@ -377,7 +381,9 @@ class Trainer:
                 num_tokens=int(batch.completion_mask.sum().item()),
                 step_time=time.perf_counter() - start,
                 training_time=t1 - t0,
-            ),
+                cpu_time=time.process_time() - cpu_start,
+            )
+            | self.update.clock.take(),
         )
         if not m["skipped"]:
             self.bad_steps = 0

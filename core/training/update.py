@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -99,6 +100,32 @@ def _in_order(parts: list[torch.Tensor], order: torch.Tensor) -> torch.Tensor:
     return out
 
 
+class PhaseClock:
+    """CPU seconds of this process (all threads) in each named phase of a step, kept only when
+    ``training.profile_phases`` asks for them (``profile/<phase>`` in ``metrics.jsonl``)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        if not self.enabled:
+            yield
+            return
+        start = time.process_time()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.process_time() - start
+
+    def take(self) -> dict[str, float]:
+        """The phases' seconds since the last call, as ``profile/<phase>`` metrics."""
+        out = {f"profile/{phase}": seconds for phase, seconds in self.seconds.items()}
+        self.seconds.clear()
+        return out
+
+
 @dataclass
 class UpdateResult:
     """What one optimizer update measured (see :func:`rlvr.outputs.metrics.step_metrics`)."""
@@ -155,8 +182,11 @@ class PolicyUpdate:
             if reference is None and (reference_is_base or old_logprobs)
             else 0
         )
-        #: the passes pack a group's completions behind one prompt: micro-batches hold whole groups.
-        self.packs = packs_prompts(self._forward)
+        #: the passes pack a group's completions behind one prompt (``training.pack_prompts``,
+        #: where the model allows it): micro-batches hold whole groups.
+        self.packs = training.pack_prompts and packs_prompts(self._forward)
+        #: ``training.profile_phases``: CPU seconds per phase (the trainer times its own too).
+        self.clock = PhaseClock(training.profile_phases)
         self.value_model = value_model
         self.algorithm = algorithm
         self.old_logprobs = old_logprobs
@@ -277,6 +307,7 @@ class PolicyUpdate:
                 temperature=self.t.temperature if self.t.temperature > 0 else 1.0,
                 with_entropy=with_entropy,
                 prefix=(self.shared, hidden) if hidden is not None else None,
+                pack=self.packs,
             )
 
     def _frozen_hidden(self, mb: RolloutBatch) -> RolloutBatch:
@@ -291,6 +322,7 @@ class PolicyUpdate:
                 mb.completion_ids,
                 mb.completion_mask,
                 self.shared,
+                pack=self.packs,
             )
         return replace(mb, frozen_hidden=hidden)
 
@@ -393,20 +425,22 @@ class PolicyUpdate:
             passes += 1
             mb_mask = mb.loss_mask if mb.loss_mask is not None else mb.completion_mask
             weight = float(mb_mask.sum().item())
-            logp, ent = self._logprobs(self._forward, mb, with_entropy=first)
-            values = self._values(value_model, mb) if value_model is not None else None
-            with self._autocast():
-                out = self.algorithm.loss(
-                    mb, logp, values=values, num_tokens=num_tokens, num_seqs=num_seqs
-                )
-            value = float(out.loss.detach().float().item())
+            with self.clock("forward"):
+                logp, ent = self._logprobs(self._forward, mb, with_entropy=first)
+                values = self._values(value_model, mb) if value_model is not None else None
+                with self._autocast():
+                    out = self.algorithm.loss(
+                        mb, logp, values=values, num_tokens=num_tokens, num_seqs=num_seqs
+                    )
+                value = float(out.loss.detach().float().item())
             if not math.isfinite(value):
                 finite = False
                 if not self.sharded:
                     break
                 (logp.sum() * 0.0).backward()  # keeps the collective schedule (FSDP)
                 continue
-            (out.loss * self._grad_scale).backward()
+            with self.clock("backward"):
+                (out.loss * self._grad_scale).backward()
             loss_total += value
             for k, v in out.metrics.items():
                 algo_metrics.setdefault(k, []).append((float(v), weight))
@@ -438,16 +472,17 @@ class PolicyUpdate:
             finite = bad == 0
             if finite:
                 self.dist.sum_gradients(self._trained_parameters())
-        if finite:
-            grad_norm = self._clip(self.policy)
-            if value_model is not None:
-                value_grad_norm = self._clip(value_model)
-                finite = math.isfinite(value_grad_norm)
-            finite = finite and math.isfinite(grad_norm)
-        if finite:
-            self.stepped = True
-            self.optimizer.step()
-            self.scheduler.step()  # as in transformers' Trainer: not after a skipped update
+        with self.clock("optimizer"):
+            if finite:
+                grad_norm = self._clip(self.policy)
+                if value_model is not None:
+                    value_grad_norm = self._clip(value_model)
+                    finite = math.isfinite(value_grad_norm)
+                finite = finite and math.isfinite(grad_norm)
+            if finite:
+                self.stepped = True
+                self.optimizer.step()
+                self.scheduler.step()  # as in transformers' Trainer: not after a skipped update
         self.optimizer.zero_grad(set_to_none=True)
         return UpdateResult(
             loss=loss_total if finite else math.nan,
