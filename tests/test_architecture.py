@@ -10,6 +10,7 @@ check that it objects: a rule that cannot fail would prove nothing.
 from __future__ import annotations
 
 import ast
+import importlib
 import io
 import os
 import subprocess
@@ -266,6 +267,28 @@ def test_the_late_import_rule_objects():
     assert late_import_problems(block, "rlvr.model.lora") == []
     assert late_import_problems("def f():\n    import peft  # optional\n", "rlvr.model.lora") == []
     assert late_import_problems("import json\n", "rlvr.rollout.runner") == []
+
+
+# --------------------------------------------------------------------------- one plugin layout
+
+
+@pytest.mark.parametrize("family", ["rewards", "algorithms", "backends"])
+def test_every_plugin_family_has_one_layout(family):
+    """``__init__.py`` registers, ``params.py`` holds every params model, and each factory is a
+    ``LazyFactory`` naming an implementation module of the family (or a public rlvr name)."""
+    package = importlib.import_module(f"rlvr.plugins.{family}")
+    host = rlvr.create_host(entrypoints=False, plugins=[package])
+    records = [r for kind in host.records.values() for r in kind.values()]
+    assert records and not host.failures
+    for record in records:
+        assert record.params.__module__ == f"rlvr.plugins.{family}.params", record.name
+        assert isinstance(record.factory, rlvr.LazyFactory), record.name
+        module, _, attr = record.factory.target.partition(":")
+        if module == "rlvr":
+            assert attr in rlvr.__all__, record.factory
+        else:
+            assert module.startswith(f"rlvr.plugins.{family}."), record.factory
+            assert (PLUGINS / family / f"{module.rsplit('.', 1)[1]}.py").is_file()
 
 
 # --------------------------------------------------------------------------- (c) packages

@@ -83,7 +83,8 @@ import numpy as np
 import torch
 
 from rlvr import Generation, check_request, eos_token_ids, hf_weights, is_peft, unwrap
-from rlvr.plugins.backends.params import INSTALL_HINT, VLLMParams, vllm_available
+from rlvr.plugins.backends import INSTALL_HINT, vllm_available
+from rlvr.plugins.backends.params import VLLMParams
 
 if TYPE_CHECKING:
     from rlvr import RunInfo, SamplingParams
