@@ -130,7 +130,7 @@ def validate_config(
 def _resolve(kind: str, record_or_name: Any, host: Host | None) -> Any:
     """The record to check: given, or found by name among the installed plugins."""
     # loads pydantic: not when pytest loads this module (see the top)
-    from rlvr.api.host import KINDS, _check_record, create_host
+    from rlvr.api.host import KINDS, check_record, create_host
 
     expected = KINDS[kind]
     if isinstance(record_or_name, str):
@@ -146,7 +146,7 @@ def _resolve(kind: str, record_or_name: Any, host: Host | None) -> Any:
             f"check_{kind} takes an rlvr.api.registration.{expected.__name__} or a {kind} name, "
             f"got {record_or_name!r}"
         )
-    problem = _check_record(record, expected)
+    problem = check_record(record, expected)
     if problem:
         raise _fail(f"{kind} {getattr(record, 'name', record)!r}", problem)
     return record

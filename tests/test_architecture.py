@@ -269,6 +269,35 @@ def test_the_late_import_rule_objects():
     assert late_import_problems("import json\n", "rlvr.rollout.runner") == []
 
 
+# --------------------------------------------------------------------------- private names
+
+
+def private_names_imported(source: str) -> list[str]:
+    """``_private`` names ``source`` imports from an rlvr module (or its own package): a helper
+    another module needs is public (or moves next to its users)."""
+    return [
+        f"line {node.lineno}: {alias.name} from {'.' * node.level}{node.module or ''}"
+        for node, _ in imports(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+        and (node.level or (node.module or "").split(".")[0] == "rlvr")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+
+
+@pytest.mark.parametrize("path", _internal_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_no_private_name_is_imported_across_modules(path):
+    problems = private_names_imported(path.read_text())
+    assert not problems, f"{path.relative_to(REPO)}: " + "; ".join(problems)
+
+
+def test_the_private_name_rule_objects():
+    assert private_names_imported("from rlvr.functional.stats import _f32, masked_mean")
+    assert private_names_imported("def f():\n    from .stats import _bool\n")
+    assert private_names_imported("from rlvr import __version__, hookimpl") == []
+    assert private_names_imported("from os.path import _get_sep") == []
+
+
 # --------------------------------------------------------------------------- one plugin layout
 
 

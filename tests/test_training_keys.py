@@ -54,7 +54,8 @@ def sampled(config, host) -> list[list[int]]:
     """The token ids of the first step's completions."""
     trainer = _setup(config, host)
     try:
-        return [c.token_ids for c in trainer.rollouts.run(1, trainer.prompts_per_step).generated]
+        rollout = trainer.rollout_runner.run(1, trainer.prompts_per_step)
+        return [c.token_ids for c in rollout.generated]
     finally:
         trainer.close()
 
@@ -175,12 +176,12 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
     "guidance": (
         {},
         {"guidance": {"field": "answer"}},
-        built(lambda t: [c.guide for c in t.rollouts.run(1, t.prompts_per_step).kept]),
+        built(lambda t: [c.guide for c in t.rollout_runner.run(1, t.prompts_per_step).kept]),
     ),
     "max_prompt_length": (
         {},
         {"max_prompt_length": 3},
-        built(lambda t: len(t.rollouts.prompts[0].ids)),
+        built(lambda t: len(t.rollout_runner.prompts[0].ids)),
     ),
     "max_completion_length": ({}, {"max_completion_length": 2}, sampled),
     "max_steps": ({}, {"max_steps": 5}, built(lambda t: t.max_steps)),

@@ -155,7 +155,7 @@ class Host:
             self._fail(info.name, info.dist, f"{impl.function.__name__} raised {_short(exc)}")
             return
         for record in collected:
-            problem = _check_record(record, KINDS[kind])
+            problem = check_record(record, KINDS[kind])
             if problem:
                 self._fail(info.name, info.dist, problem)
                 continue
@@ -279,7 +279,7 @@ def _builtin_first(ep: md.EntryPoint) -> tuple[int, str]:
     return (0 if dist == BUILTIN_DIST else 1, f"{dist}:{ep.name}")
 
 
-def _check_record(record: object, expected: type) -> str | None:
+def check_record(record: object, expected: type) -> str | None:
     """Why ``record`` is not a usable registration, or None."""
     if not isinstance(record, expected):
         return f"registered {record!r}, expected an rlvr.api.registration.{expected.__name__}"

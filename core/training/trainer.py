@@ -77,7 +77,7 @@ from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardErrorLog
 from rlvr.rewards.scoring import Scorer, score_entries
 from rlvr.rollout.guidance import Guides
-from rlvr.rollout.runner import Rollout, Rollouts, build_batch, sample_record, step_seed
+from rlvr.rollout.runner import Rollout, RolloutRunner, build_batch, sample_record, step_seed
 from rlvr.training import memory
 from rlvr.training.models import load_run_models
 from rlvr.training.update import PolicyUpdate
@@ -294,7 +294,7 @@ class Trainer:
             backend, self.backend_cfg.params, run, self.policy, self.tokenizer
         )
         self._closers.append(self.generator)
-        self.rollouts = Rollouts(
+        self.rollout_runner = RolloutRunner(
             generator=self.generator,
             scorer=self.scorer,
             reward_errors=self.reward_errors,
@@ -357,7 +357,7 @@ class Trainer:
             distributed.gathered(self.policy) if gather else contextlib.nullcontext(),
             self.update.clock("generation"),
         ):
-            ro = self.rollouts.run(self.step, self.prompts_per_step)
+            ro = self.rollout_runner.run(self.step, self.prompts_per_step)
 
         t0 = time.perf_counter()
         batch = build_batch(ro.kept, self.labels, self.pad_id, self.step).to(self.update.device)
@@ -466,8 +466,9 @@ class Trainer:
             by_id = {id(c): float(a) for c, a in zip(ro.kept, advantages.tolist(), strict=True)}
         prompt_field = self.data_cfg.prompt_field
         out = []
+        prompts = self.rollout_runner.prompts
         for c in ro.generated + ro.guides:
-            record = {"group": c.group, **sample_record(c, self.rollouts.prompts, prompt_field)}
+            record = {"group": c.group, **sample_record(c, prompts, prompt_field)}
             record["kept"] = c.kept
             if c.guide:
                 record["guide"] = True
