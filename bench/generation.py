@@ -2,7 +2,7 @@
 
 Builds a random Qwen2 model offline (no download), samples the same prompts with the same
 settings through both backends in one process, and prints generated tokens per second, the
-vllm/hf ratio, and the mean time of ``VLLMGenerator.sync_weights``::
+vllm/hf ratio, and the mean time of the vllm generator's ``sync_weights``::
 
     python bench/generation.py                              # hidden 256, 4 layers
     python bench/generation.py --shape smollm2-135m         # 576 x 30 layers, vocab 49152
@@ -22,6 +22,7 @@ import argparse
 import gc
 import itertools
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -38,16 +39,21 @@ SHAPES = {
 }
 
 
+#: Words of the GSM8K-like questions :func:`make_prompts` writes.
+NAMES = ("Natalia", "Weng", "Betty", "Julie", "James", "Mark", "Albert", "Ken", "Alexis", "Tina")
+ITEMS = ("clips", "apples", "books", "pencils", "cookies", "marbles", "stickers", "cards")
+
+
 def build_model(out: Path, shape: str) -> Path:
     """A random-init Qwen2 of ``shape`` (head_dim 64) with rlvr's tiny tokenizer, float32."""
     import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    from rlvr.model.tiny import EOS_TOKEN, PAD_TOKEN, build_tokenizer
+    from rlvr import build_tiny_model
 
     hidden, layers, heads, kv_heads, inter, vocab = SHAPES[shape]
-    tokenizer = build_tokenizer()
-    eos, pad = (tokenizer.convert_tokens_to_ids(t) for t in (EOS_TOKEN, PAD_TOKEN))
+    tokenizer = AutoTokenizer.from_pretrained(build_tiny_model(out.parent / "tiny"))
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     config = Qwen2Config(
         vocab_size=vocab or len(tokenizer),
         hidden_size=hidden,
@@ -72,11 +78,28 @@ def build_model(out: Path, shape: str) -> Path:
 
 
 def make_prompts(tokenizer, count: int, seed: int = 0) -> list[list[int]]:
-    """``count`` GSM8K-like prompts of varied length, tokenized."""
-    from rlvr.model.tiny import default_corpus
-
-    lines = [line for line in default_corpus(seed=seed, size=4 * count) if "?" in line]
-    return [tokenizer(line.split("?")[0] + "?")["input_ids"] for line in lines[:count]]
+    """``count`` GSM8K-like prompts of varied length (the question shapes of the tiny
+    tokenizer's corpus: arithmetic and two kinds of word problem), tokenized."""
+    rng = random.Random(seed)
+    prompts = []
+    for _ in range(count):
+        a, b = rng.randint(1, 99), rng.randint(1, 99)
+        name, item = rng.choice(NAMES), rng.choice(ITEMS)
+        kind = rng.randrange(3)
+        if kind == 0:
+            text = f"What is {a} {rng.choice('+-*')} {b}?"
+        elif kind == 1:
+            text = (
+                f"{name} has {a} {item}. {name} buys {b} more {item}. How many {item} does "
+                f"{name} have now?"
+            )
+        else:
+            text = (
+                f"{name} sold {a} {item} in April, and then {b} times as many in May. How many "
+                f"did {name} sell in May?"
+            )
+        prompts.append(tokenizer(text)["input_ids"])
+    return prompts
 
 
 def timed(fn, repeats: int) -> tuple[float, int]:
@@ -132,10 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr import RunInfo, SamplingParams
-    from rlvr.plugins.backends.hf import HFGenerator
-    from rlvr.plugins.backends.params import HFParams, VLLMParams
-    from rlvr.plugins.backends.vllm import VLLMGenerator
+    from rlvr import RunInfo, SamplingParams, create_host
+
+    backends = create_host().backends  # the installed hf and vllm backends, as a run finds them
 
     threads = args.threads or [torch.get_num_threads()]
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-") as tmp:
@@ -173,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 
         hf_rate: dict[int, float] = {}
         if not args.skip_hf:
-            hf = HFGenerator(HFParams(), run, model, tokenizer)
+            hf = backends["hf"].factory(backends["hf"].params(), run, model, tokenizer)
             for t in threads:
                 torch.set_num_threads(t)
                 secs, tokens = timed(lambda: hf.generate(prompts, args.n, sampling), args.repeats)
@@ -186,13 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         engines = itertools.product(args.max_num_seqs, args.kv_gb, args.enforce_eager)
         for max_num_seqs, kv, eager in engines:
             torch.set_num_threads(default_threads)
-            params = VLLMParams(
+            params = backends["vllm"].params(
                 max_num_seqs=max_num_seqs,
                 kv_cache_space_gb=kv,
                 enforce_eager=None if eager == "auto" else eager == "true",
             )
             start = time.perf_counter()
-            gen = VLLMGenerator(params, run, model, tokenizer)
+            gen = backends["vllm"].factory(params, run, model, tokenizer)
             startup = time.perf_counter() - start
             try:
                 for t in threads:

@@ -17,9 +17,7 @@ import random
 import time
 from pathlib import Path
 
-from rlvr import Sample
-from rlvr.api.host import create_host
-from rlvr.rewards.scoring import ScoreEntry, Scorer
+from rlvr import Sample, Scorer, create_host, load_config
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "test.jsonl"
 STYLES = [
@@ -86,10 +84,10 @@ def main() -> None:
     ]
     t_base = time.perf_counter() - start
 
-    record = create_host().rewards["answer"]
-    entry = ScoreEntry("answer", record.factory, record.params())
+    host = create_host()
+    config = load_config({"rewards": [{"name": "answer"}]}, host, require=("rewards",))
     samples = [Sample(completion=text, row=row) for text, row, _ in data]
-    with Scorer([entry], workers=args.workers) as scorer:
+    with Scorer.for_config(config, host, workers=args.workers) as scorer:
         scorer.score(samples[:8])  # workers up and warm, as during training
         start = time.perf_counter()
         ours = scorer.score(samples).per_reward["answer"]

@@ -6,7 +6,7 @@ memory/time of rlvr's chunked log-probabilities against a naive full-vocabulary 
     python bench/train.py --part logprobs --vocab 49152
     python bench/train.py --threads 1           # on a machine other jobs keep busy
 
-Part 1 (``train``): a random tiny Qwen2 (:func:`rlvr.model.tiny.build_tiny_model`, hidden 256,
+Part 1 (``train``): a random tiny Qwen2 (:func:`rlvr.build_tiny_model`, hidden 256,
 4 layers, head_dim 64), 8 prompts x 8 completions of up to 64 tokens per step (the ``hf``
 backend; completions stop at the end-of-sequence token as in training, which the random model
 rarely samples, so nearly all reach 64 tokens: the mean length is printed), one optimizer
@@ -25,11 +25,11 @@ completions of T tokens after P prompt tokens, on a model with a realistic vocab
   ``log_softmax(-1).gather(...)`` (what a straightforward implementation does);
 - ``naive+keep``: the same, but only the last ``T + 1`` positions' logits
   (``logits_to_keep``), which isolates the effect of the chunked normalisation;
-- ``rlvr unfused``: :func:`rlvr.model.logprobs.completion_logprobs` with ``fuse_head=False``
+- ``rlvr unfused``: :func:`rlvr.completion_logprobs` with ``fuse_head=False``
   (``logits_to_keep`` plus a chunked custom autograd function that never materialises a
   float32 ``[N, T, V]`` tensor; the model's own ``[N, T + 1, V]`` logits and their gradient
   still exist);
-- ``rlvr``: :func:`rlvr.model.logprobs.completion_logprobs` as trained (the head fused into the
+- ``rlvr``: :func:`rlvr.completion_logprobs` as trained (the head fused into the
   chunked function: no logits tensor of the batch at all).
 
 Peak memory is the process's peak RSS above its RSS just before the pass (the model and
@@ -83,8 +83,7 @@ def bench_reward_factory(params):
 
 
 def _host():
-    from rlvr import Params, Reward, hookimpl
-    from rlvr.api.host import create_host
+    from rlvr import Params, Reward, create_host, hookimpl
 
     class BenchPlugin:
         @hookimpl
@@ -102,20 +101,7 @@ def _host():
 
 
 def child_train(spec: dict) -> dict:
-    from rlvr import load_config, read_metrics
-    from rlvr.training.trainer import Trainer
-
-    class TimedTrainer(Trainer):
-        """Also records each step's CPU time (all threads): less sensitive than wall time to
-        other processes competing for the cores."""
-
-        cpu: list[float] = []
-
-        def train_step(self):
-            c0 = time.process_time()
-            out = super().train_step()
-            self.cpu.append(time.process_time() - c0)
-            return out
+    import rlvr
 
     host = _host()
     raw = {
@@ -137,12 +123,13 @@ def child_train(spec: dict) -> dict:
             "seed": 0,
         },
     }
-    config = load_config(raw, host, require=("model", "data", "rewards", "algorithm", "backend"))
+    config = rlvr.load_config(
+        raw, host, require=("model", "data", "rewards", "algorithm", "backend")
+    )
     t0 = time.perf_counter()
-    trainer = TimedTrainer(config, host, progress=False)
-    trainer.run()
+    rlvr.train(config, progress=False, host=host)
     total = time.perf_counter() - t0
-    lines = read_metrics(spec["output_dir"])
+    lines = rlvr.read_metrics(spec["output_dir"])
     later = lines[1:] or lines
 
     def med(key: str) -> float:
@@ -150,7 +137,7 @@ def child_train(spec: dict) -> dict:
 
     return {
         "step_time": med("step_time"),
-        "cpu_time": statistics.median(trainer.cpu[1:] or trainer.cpu),
+        "cpu_time": med("cpu_time"),  # CPU seconds of all threads: less disturbed by other jobs
         "generation_time": med("generation_time"),
         "training_time": med("training_time"),
         "tokens_per_second": med("tokens_per_second"),
@@ -244,7 +231,7 @@ def _logprob_model(vocab: int, hidden: int, layers: int, dtype: str = "float32")
 def child_logprobs(spec: dict) -> dict:
     import torch
 
-    from rlvr.model.logprobs import completion_logprobs
+    from rlvr import completion_logprobs
 
     n, p, t, vocab = spec["n"], spec["prompt"], spec["tokens"], spec["vocab"]
     model = _logprob_model(vocab, spec["hidden"], spec["layers"], spec["dtype"])

@@ -19,7 +19,7 @@ allocation, with what was alive at that moment by allocating operation: on a CPU
 
 Models (written once to a temp dir; both frameworks load the same directory):
 
-- ``tiny``: :func:`rlvr.model.tiny.build_tiny_model`, hidden 256, 4 layers, vocab 512;
+- ``tiny``: :func:`rlvr.build_tiny_model`, hidden 256, 4 layers, vocab 512;
 - ``vocab150k``: the same layers with a 151,936-token vocabulary (Qwen's size), so memory goes
   to the logits; the tokenizer stays the tiny one (ids it does not know decode to nothing, the
   same in both frameworks, so most completions decode to short strings);
@@ -211,15 +211,6 @@ def work_spec(args: argparse.Namespace, model_dir: Path, data: Path, out: Path) 
     }
 
 
-def rows_only() -> None:
-    """rlvr's passes without packing: every completion's row holds its own prompt (the
-    ``--no-pack`` of ``bench/step_profile.py``)."""
-    import rlvr.model.logprobs
-
-    rlvr.model.logprobs._pack = lambda *a: None  # type: ignore[assignment]
-    rlvr.model.logprobs.packs_prompts = lambda model: False  # type: ignore[assignment]
-
-
 def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
     """The rlvr config of ``spec``: ``per_device_train_batch_size`` counts prompts."""
     return {
@@ -259,6 +250,8 @@ def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
             "save_steps": 1_000_000,
             "log_samples_steps": 1_000_000,
             "seed": spec["seed"],
+            # --rlvr-rows: every completion's row holds its own prompt, as TRL computes it
+            "pack_prompts": spec["pack"],
         },
     }
 
@@ -395,46 +388,24 @@ def _sync(spec: dict[str, Any]) -> None:
 
 
 def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
-    from rlvr import load_config, read_metrics
-    from rlvr.api.host import create_host
-    from rlvr.training.trainer import Trainer
+    import rlvr
 
-    if not spec["pack"]:
-        rows_only()
-    counts: list[dict[str, float]] = []
-
-    class CountingTrainer(Trainer):
-        """Counts each step's completions and tokens as rlvr's rollout returns them."""
-
-        def setup(self) -> None:
-            super().setup()
-            run = self.rollouts.run
-
-            def counted_run(*a: Any, **kw: Any) -> Any:
-                ro = run(*a, **kw)
-                counts.append(
-                    {
-                        "completions": len(ro.kept),
-                        "prompt_tokens": sum(len(c.prompt_ids) for c in ro.kept),
-                        "completion_tokens": sum(len(c.token_ids) for c in ro.kept),
-                    }
-                )
-                return ro
-
-            self.rollouts.run = counted_run  # type: ignore[method-assign]
-
-    host = create_host()
-    config = load_config(rlvr_config(spec), host, allow_code=True)  # our own reward function
-    trainer = CountingTrainer(config, host, progress=False)
-    trainer.run()
+    host = rlvr.create_host()
+    rlvr.train(
+        rlvr.load_config(rlvr_config(spec), host, allow_code=True), progress=False, host=host
+    )
+    # The work as rlvr counted it (metrics.jsonl, a line per step): the kept groups'
+    # completions, their prompts' tokens and their own.
     steps = [
         {
             "step": m["step_time"],
             "generation": m["generation_time"],
             "scoring": m["scoring_time"],
-            **c,
+            "completions": m["groups_kept"] * spec["generations"],
+            "prompt_tokens": m["prompt_tokens"],
+            "completion_tokens": m["num_tokens"],
         }
-        for m, c in zip(read_metrics(spec["output_dir"]), counts, strict=True)
+        for m in rlvr.read_metrics(spec["output_dir"])
     ]
     return {"steps": steps, **_peaks()}
 
@@ -542,10 +513,12 @@ def build_model(name: str, out: Path) -> Path:
         return out
     if not GGUF.is_file():
         raise SystemExit(f"{GGUF} is missing; fetch it first: bash examples/fetch_smollm2.sh")
-    from rlvr import load_policy
-    from rlvr.config.schema import ModelConfig
+    import rlvr
 
-    model, tokenizer = load_policy(ModelConfig(name_or_path=str(GGUF)), dtype=None)
+    model_config = rlvr.load_config(
+        {"model": {"name_or_path": str(GGUF)}}, rlvr.create_host(), training=False
+    ).model
+    model, tokenizer = rlvr.load_policy(model_config, dtype=None)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out

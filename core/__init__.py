@@ -2,9 +2,11 @@
 
 This module is rlvr's whole public API: what a plugin author needs (the hook marker, the records a
 plugin registers, the runtime types its factories return or receive, the algorithm base class and
-its params, the reward-extraction helpers) and what a script needs (load a config, train,
-evaluate). ``rlvr.functional`` (the pure math) and ``rlvr.testing`` (the plugin test kit) are the
-two public submodules; every other module is internal and may change without notice.
+its params, the reward-extraction helpers, the log-probabilities of completions) and what a
+script needs (the installed plugins, load a config, train, evaluate, score completions with the
+configured rewards). ``rlvr.functional`` (the pure math) and ``rlvr.testing`` (the plugin test
+kit) are the two public submodules; every other module is internal and may change without
+notice.
 
 Every name but :data:`hookimpl` resolves on first use (PEP 562), so a plugin module loads only
 what it touches: ``from rlvr import hookimpl, Reward`` never loads torch, and the pytest plugin
@@ -32,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "ConfigWarning": "rlvr.api.errors",
     "RlvrError": "rlvr.api.errors",
     "TrainingError": "rlvr.api.errors",
+    "Host": "rlvr.api.host",
+    "create_host": "rlvr.api.host",
     "Algorithm": "rlvr.api.registration",
     "Backend": "rlvr.api.registration",
     "Capabilities": "rlvr.api.registration",
@@ -80,11 +84,14 @@ _EXPORTS: dict[str, str] = {
     "autocast": "rlvr.model.loading",
     "eos_token_ids": "rlvr.model.loading",
     "load_policy": "rlvr.model.loading",
+    "completion_logprobs": "rlvr.model.logprobs",
     "hf_weights": "rlvr.model.weights",
     "is_peft": "rlvr.model.weights",
     "unwrap": "rlvr.model.weights",
     "build_tiny_model": "rlvr.model.tiny",
     "read_metrics": "rlvr.outputs.metrics",
+    "Scorer": "rlvr.rewards.scoring",
+    "Scores": "rlvr.rewards.scoring",
     "validate": "rlvr.runs",
     "train": "rlvr.runs",
     "evaluate": "rlvr.runs",
@@ -110,6 +117,7 @@ if TYPE_CHECKING:
         ScaleRewards,
     )
     from rlvr.api.errors import ConfigWarning, RlvrError, TrainingError
+    from rlvr.api.host import Host, create_host
     from rlvr.api.registration import (
         Algorithm,
         Backend,
@@ -133,6 +141,7 @@ if TYPE_CHECKING:
     )
     from rlvr.config.schema import ConfigError, RunConfig, load_config
     from rlvr.model.loading import autocast, eos_token_ids, load_policy
+    from rlvr.model.logprobs import completion_logprobs
     from rlvr.model.tiny import build_tiny_model
     from rlvr.model.weights import hf_weights, is_peft, unwrap
     from rlvr.outputs.metrics import read_metrics
@@ -154,6 +163,7 @@ if TYPE_CHECKING:
         row_field,
         strip_tags,
     )
+    from rlvr.rewards.scoring import Scorer, Scores
     from rlvr.runs import evaluate, train, validate
 
 
@@ -231,16 +241,21 @@ __all__ = [
     "load_policy",
     "eos_token_ids",
     "autocast",
+    "completion_logprobs",
     "hf_weights",
     "unwrap",
     "is_peft",
-    # scripts: config, runs, outputs
+    # scripts: the installed plugins, config, runs, outputs, scoring
+    "Host",
+    "create_host",
     "RunConfig",
     "load_config",
     "validate",
     "train",
     "evaluate",
     "read_metrics",
+    "Scorer",
+    "Scores",
     "build_tiny_model",
     # errors
     "RlvrError",

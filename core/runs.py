@@ -49,7 +49,9 @@ def validate(
     params, cross-plugin rules, data files and columns, the model's config, the opt-ins to
     run code): raises :class:`~rlvr.ConfigError` listing every problem, else returns the
     resolved config. Nothing of the config's code runs here."""
-    from rlvr.training.preflight import check  # reads model configs with transformers
+    # Loads torch, transformers and datasets (it reads the model's config and the data), which
+    # `rlvr --help`, `rlvr plugins` and `import rlvr` must not.
+    from rlvr.training.preflight import check
 
     host = host or plugin_host()
     source = None
@@ -79,7 +81,7 @@ def train(
 ) -> dict[str, Any]:
     """Validate ``config`` as :func:`validate` does, then train; returns the run's summary (the
     figures ``rlvr train`` prints at the end). Everything lands in ``training.output_dir``."""
-    from rlvr.training.trainer import train as run_training  # torch, transformers
+    from rlvr.training.trainer import train as run_training  # torch, transformers: see above
 
     host = host or plugin_host()
     config = validate(
@@ -110,7 +112,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Evaluate ``config``'s model (or ``checkpoint``) on held-out prompts, as ``rlvr eval``:
     returns the summary (mean rewards, accuracy and pass@k) and writes the samples."""
-    from rlvr.evaluation.evaluate import evaluate as run_eval  # torch, transformers
+    from rlvr.evaluation.evaluate import evaluate as run_eval  # torch, transformers: see above
 
     host = host or plugin_host()
     greedy_set = ["training.temperature=0"] if greedy else []

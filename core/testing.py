@@ -43,6 +43,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rlvr.api.runtime import Generator, RolloutBatch, RunInfo, SamplingParams, missing_members
+from rlvr.rewards.scoring import ScoreEntry, Scorer
+
 try:  # the fixtures need pytest; the checks do not
     import pytest
 except ImportError:  # pragma: no cover - rlvr.testing used outside a test run
@@ -52,8 +55,9 @@ if TYPE_CHECKING:
     from rlvr.api.host import Host
     from rlvr.api.registration import Algorithm, Backend, Capabilities, Requirements, Reward, Sample
 
-# Nothing of rlvr (pydantic, torch) is imported here: pytest loads this module in every test
-# session of an environment where rlvr is installed, so it must cost nothing until used.
+# pytest loads this module in every test session of an environment where rlvr is installed,
+# so it must cost nothing until used: what loads pydantic, torch or transformers (the host, the
+# records, the config, the model) is imported inside the checks and fixtures that use it.
 
 
 class ConformanceError(AssertionError):
@@ -71,6 +75,7 @@ if pytest is not None:
     @pytest.fixture
     def rlvr_host() -> Host:
         """A fresh host with every installed plugin (the ``rlvr`` entry points)."""
+        # loads pydantic: not when pytest loads this module (see the top)
         from rlvr.api.host import create_host
 
         return create_host()
@@ -85,6 +90,7 @@ if pytest is not None:
         """
 
         def make(plugins: Iterable[object] = (), *, entrypoints: bool = True) -> Host:
+            # loads pydantic: not when pytest loads this module (see the top)
             from rlvr.api.host import create_host
 
             return create_host(entrypoints=entrypoints, plugins=list(plugins))
@@ -111,6 +117,7 @@ def validate_config(
     ``("model", "data", "rewards", "algorithm", "backend")`` and fills in the default
     algorithm and backend).
     """
+    # loads pydantic: not when pytest loads this module (see the top)
     from rlvr.api.host import create_host
     from rlvr.config.schema import validate
 
@@ -122,7 +129,8 @@ def validate_config(
 
 def _resolve(kind: str, record_or_name: Any, host: Host | None) -> Any:
     """The record to check: given, or found by name among the installed plugins."""
-    from rlvr.api.host import KINDS, _check_record, create_host
+    # loads pydantic: not when pytest loads this module (see the top)
+    from rlvr.api.host import KINDS, check_record, create_host
 
     expected = KINDS[kind]
     if isinstance(record_or_name, str):
@@ -138,7 +146,7 @@ def _resolve(kind: str, record_or_name: Any, host: Host | None) -> Any:
             f"check_{kind} takes an rlvr.api.registration.{expected.__name__} or a {kind} name, "
             f"got {record_or_name!r}"
         )
-    problem = _check_record(record, expected)
+    problem = check_record(record, expected)
     if problem:
         raise _fail(f"{kind} {getattr(record, 'name', record)!r}", problem)
     return record
@@ -146,6 +154,7 @@ def _resolve(kind: str, record_or_name: Any, host: Host | None) -> Any:
 
 def _params(label: str, record: Any, params: Any) -> Any:
     """``params`` as an instance of the record's params model (defaults when None)."""
+    # loads pydantic: not when pytest loads this module (see the top)
     from pydantic import BaseModel, ValidationError
 
     model = record.params
@@ -169,6 +178,7 @@ _UNKNOWN_KEY = "rlvr_testing_unknown_key"
 
 def _check_params_model(label: str, params: Any) -> None:
     """Unknown keys are errors; params pickle and survive a dumped config's round trip."""
+    # loads pydantic: not when pytest loads this module (see the top)
     from pydantic import ValidationError
 
     model = type(params)
@@ -264,6 +274,7 @@ def default_samples() -> tuple[Sample, ...]:
     right, wrong, unformatted, empty, LaTeX, code, odd characters, very long; with and without
     a token count. Every row holds the fields ``prompt``, ``question`` and ``answer`` (GSM8K's
     ``#### N`` answer)."""
+    # loads pydantic: not when pytest loads this module (see the top)
     from rlvr.api.registration import Sample
 
     return tuple(
@@ -313,6 +324,7 @@ def check_reward(
                 f"{list(SAMPLE_FIELDS)}); pass samples=[Sample(completion=..., row={{...}})]",
             )
         samples = default_samples()
+    # loads pydantic: not when pytest loads this module (see the top)
     from rlvr.api.registration import Sample
 
     for i, sample in enumerate(samples):
@@ -357,8 +369,6 @@ def _check_in_pool(
     expected: list[float | None],
     workers: int,
 ) -> None:
-    from rlvr.rewards.scoring import ScoreEntry, Scorer
-
     entry = ScoreEntry(label=record.name, factory=record.factory, params=params, fallback=None)
     with Scorer([entry], workers=workers) as scorer:
         scores = scorer.score(list(samples))
@@ -390,9 +400,8 @@ def synthetic_batch(
     and ``prepare``: ``num_groups`` prompts x ``group_size`` completions of varied lengths
     (some truncated), scores that differ within all groups but the last, and only the
     log-probs/values that ``requirements`` ask for."""
+    # loads torch: not when pytest loads this module (see the top)
     import torch
-
-    from rlvr.api.runtime import RolloutBatch
 
     g = torch.Generator().manual_seed(seed)
     n, t = group_size * num_groups, max_completion_length
@@ -452,9 +461,9 @@ def check_algorithm(
     1 and ``run.max_steps``; the default run has 1000 steps): a step may train only the value
     model (VAPO's value warm-up), but the last one must train the policy.
     """
+    # loads pydantic: not when pytest loads this module (see the top)
     from rlvr.api.host import algorithm_problems
     from rlvr.api.registration import Requirements
-    from rlvr.api.runtime import RunInfo
 
     record = _resolve("algorithm", record_or_name, host)
     label = f"algorithm {record.name!r}"
@@ -501,9 +510,8 @@ def _check_algorithm_step(
     """:func:`check_algorithm` on one synthetic batch of training step ``step``: its metrics,
     and whether the loss trains the policy (False: a value-only step, allowed only when the
     loss trains the values)."""
+    # loads torch: not when pytest loads this module (see the top)
     import torch
-
-    from rlvr.api.runtime import RolloutBatch
 
     batch = synthetic_batch(
         req, group_size=run.num_generations, max_completion_length=run.max_completion_length
@@ -619,6 +627,7 @@ def _check_algorithm_step(
 def _check_inert(label: str, impl: Any, prepared: Any, needs: str, grads: list[Any]) -> None:
     """The optional ``inert(batch)``: None or a bool ``[N]`` mask, and the rows it names have
     no gradient (the update skips their passes, so a wrong mask would change training)."""
+    # loads torch: not when pytest loads this module (see the top)
     import torch
 
     inert = getattr(impl, "inert", None)
@@ -657,6 +666,7 @@ PROMPTS = (
 @functools.cache
 def tiny_model_dir() -> Path:
     """A tiny model directory built once per process (removed when the process exits)."""
+    # loads torch and transformers: not when pytest loads this module (see the top)
     from rlvr.model.tiny import build_tiny_model
 
     root = Path(tempfile.mkdtemp(prefix="rlvr-testing-"))
@@ -689,6 +699,7 @@ def check_backend(
     from the model (replays). A backend whose ``available()`` reports a problem is skipped
     (``pytest.skip``) when ``skip_unavailable``, else fails.
     """
+    # loads pydantic: not when pytest loads this module (see the top)
     from rlvr.api.registration import Capabilities
 
     record = _resolve("backend", record_or_name, host)
@@ -708,9 +719,9 @@ def check_backend(
             pytest.skip(f"{label} is not available here: {missing}")
         raise _fail(label, f"not available here: {missing}")
 
+    # loads torch, pydantic and transformers: not when pytest loads this module (see the top)
     import torch
 
-    from rlvr.api.runtime import Generator, RunInfo, SamplingParams, missing_members
     from rlvr.config.schema import ModelConfig
     from rlvr.model.loading import eos_token_ids, load_policy
 

@@ -19,6 +19,7 @@ from rlvr.api.runtime import Generation, RunInfo, SamplingParams
 from rlvr.config.schema import ModelConfig
 from rlvr.model.loading import load_policy
 from rlvr.model.tiny import build_tiny_model
+from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams
 
 RUN = RunInfo(max_completion_length=12, num_generations=3, seed=0)
@@ -41,7 +42,7 @@ def prompts(policy):
 
 def make(policy, **params):
     model, tok = policy
-    return backends.hf_generator(HFParams(**params), RUN, model, tok)
+    return HFGenerator(HFParams(**params), RUN, model, tok)
 
 
 def check_well_formed(gen: Generation, n_prompts: int, n: int, max_tokens: int, eos, tok):

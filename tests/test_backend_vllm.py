@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from rlvr.plugins.backends.params import INSTALL_HINT
+from rlvr.plugins.backends import INSTALL_HINT
 
 if importlib.util.find_spec("vllm") is None:
     if os.environ.get("RLVR_REQUIRE_VLLM") == "1":
@@ -29,8 +29,8 @@ import torch  # noqa: E402
 from rlvr.api.runtime import Generation, RunInfo, SamplingParams  # noqa: E402
 from rlvr.model.logprobs import completion_logprobs  # noqa: E402
 from rlvr.model.weights import hf_weights  # noqa: E402
+from rlvr.plugins.backends import vllm_available as available  # noqa: E402
 from rlvr.plugins.backends.params import HFParams, VLLMParams  # noqa: E402
-from rlvr.plugins.backends.params import vllm_available as available  # noqa: E402
 from rlvr.plugins.backends.vllm import (  # noqa: E402
     _RELOAD_LOGGER,
     QuietRotaryReload,

@@ -158,16 +158,14 @@ def test_traced_memory_is_the_peak_of_live_tensors(vs_trl):
     assert at_peak.get("aten::mul", 0) == pytest.approx(8.0, abs=0.01)
 
 
-def test_rlvr_rows_runs_rlvr_without_packing(vs_trl, tmp_path, monkeypatch):
-    """``--rlvr-rows``: a third run, rlvr with every completion's prompt in its own row."""
-    import rlvr.model.logprobs
-
-    monkeypatch.setattr(rlvr.model.logprobs, "_pack", rlvr.model.logprobs._pack)  # restored after
-    monkeypatch.setattr(rlvr.model.logprobs, "packs_prompts", rlvr.model.logprobs.packs_prompts)
+def test_rlvr_rows_runs_rlvr_without_packing(vs_trl, tmp_path):
+    """``--rlvr-rows``: a third run, rlvr with every completion's prompt in its own row
+    (``training.pack_prompts: false``)."""
     assert vs_trl.parse_args(["--rlvr-rows"]).rlvr_rows
     args = vs_trl.parse_args([])
     assert not args.rlvr_rows
-    assert vs_trl.work_spec(args, tmp_path, tmp_path, tmp_path)["pack"] is True
-    vs_trl.rows_only()
-    assert rlvr.model.logprobs._pack(None, None, None, None, None) is None
-    assert rlvr.model.logprobs.packs_prompts(object()) is False
+    spec = vs_trl.work_spec(args, tmp_path, tmp_path, tmp_path)
+    assert spec["pack"] is True
+    assert load_config(vs_trl.rlvr_config(spec), create_host()).training.pack_prompts is True
+    rows = {**spec, "pack": False}
+    assert load_config(vs_trl.rlvr_config(rows), create_host()).training.pack_prompts is False

@@ -166,6 +166,7 @@ def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, 
     """GRPO with a KL term and LoRA on the top layer: the no-grad pass computes the bottom
     layer once and the update starts from it; the metrics are a full forward's."""
     from rlvr.model import logprobs
+    from rlvr.training import update
     from rlvr.training.trainer import Trainer
 
     top = {"lora": {"r": 4, "target_modules": ["q_proj", "v_proj"], "layers_to_transform": [1]}}
@@ -199,7 +200,7 @@ def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, 
     with_sharing, shared = steps("shared")
     # each step (one micro-batch): the bottom layer once, the reference and the update from it
     assert calls == {"top": 2 * 3, "full": 0}, calls
-    monkeypatch.setattr(logprobs, "shared_layers", lambda model: 0)
+    monkeypatch.setattr(update, "shared_layers", lambda model: 0)
     without, none = steps("full")
     assert (shared, none) == (1, 0)
     assert with_sharing[-1]["kl"] > 0

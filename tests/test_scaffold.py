@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rlvr import LazyFactory
 from rlvr.api.host import PluginError, create_host
 from rlvr.cli import main as cli
 from rlvr.cli.scaffold import ScaffoldError, check_name, new_plugin, render
@@ -98,12 +99,23 @@ def test_generated_package_works(kind, tmp_path, monkeypatch, unload):
     assert meta["build-system"]["build-backend"] == "setuptools.build_meta"
     assert "rlvr" in meta["project"]["dependencies"]
 
-    # The plugin module itself, by path: one registration of the right kind, cheap to import.
-    module = load_by_path(package / f"rlvr_{name}" / "__init__.py", f"rlvr_{name}")
+    # The plugin family's layout: the registration, the params model, the implementation.
+    impl = {"reward": "reward", "algorithm": "algorithm", "backend": "generator"}[kind]
+    layout = {f"rlvr_{name}/{m}.py" for m in ("__init__", "params", impl)}
+    assert {f for f in files if f.startswith(f"rlvr_{name}/")} == layout
+
+    # The plugin module itself: one registration of the right kind, cheap to import (the
+    # implementation loads when a run builds it).
+    monkeypatch.syspath_prepend(str(package))
+    module = importlib.import_module(f"rlvr_{name}")
     host = create_host(entrypoints=False, plugins=[module])
     assert host.failures == []
     assert list(host.records[kind]) == [name]
-    assert module.__doc__ and host.records[kind][name].description
+    record = host.records[kind][name]
+    assert module.__doc__ and record.description
+    assert isinstance(record.factory, LazyFactory)
+    assert record.factory.target.startswith(f"rlvr_{name}.{impl}:")
+    assert f"rlvr_{name}.{impl}" not in sys.modules
     assert "import torch" not in (package / f"rlvr_{name}" / "__init__.py").read_text()
 
     # The generated tests, run in-process against the "installed" package.
@@ -184,7 +196,7 @@ def test_render_substitutes_everything():
             assert "__" not in path.replace("__init__", "")
             leftovers = [t for t in ("__NAME__", "__CLS__", "__MODULE__", "__DIST__") if t in text]
             assert not leftovers, (path, leftovers)
-    assert "class SomeThing:" in render("some_thing", "reward")["rlvr_some_thing/__init__.py"]
+    assert "class SomeThing:" in render("some_thing", "reward")["rlvr_some_thing/reward.py"]
 
 
 def test_cli(tmp_path, capsys):

@@ -181,6 +181,9 @@ def test_three_steps_write_metrics(algorithm, make_config, host):
                 assert value is not None, key
         assert m["skipped"] == 0
         assert m["generation_rounds"] >= 1
+        # every kept completion counts its prompt (at least one token each)
+        assert m["prompt_tokens"] >= m["groups_kept"] * config.training.num_generations > 0
+        assert m["cpu_time"] > 0
         assert 0 <= m["zero_std_frac"] <= 1
         assert 1 <= m["completion_length/min"] <= m["completion_length/max"] <= 12
     if algorithm in ("grpo", "ppo"):  # these load a reference model by default

@@ -54,7 +54,8 @@ def sampled(config, host) -> list[list[int]]:
     """The token ids of the first step's completions."""
     trainer = _setup(config, host)
     try:
-        return [c.token_ids for c in trainer.rollouts.run(1, trainer.prompts_per_step).generated]
+        rollout = trainer.rollout_runner.run(1, trainer.prompts_per_step)
+        return [c.token_ids for c in rollout.generated]
     finally:
         trainer.close()
 
@@ -121,6 +122,16 @@ def eval_calls(trainer: Trainer) -> list[int]:
     return sizes
 
 
+def profiled_phases(out: Path) -> list[str]:
+    """The ``profile/<phase>`` keys of each line of ``metrics.jsonl``, those with CPU time."""
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    keys = [
+        sorted(k for k, v in json.loads(line).items() if k.startswith("profile/") and v > 0)
+        for line in lines
+    ]
+    return keys
+
+
 def nothing(out: Path) -> None:
     return None  # the test counts the console lines itself
 
@@ -165,12 +176,12 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
     "guidance": (
         {},
         {"guidance": {"field": "answer"}},
-        built(lambda t: [c.guide for c in t.rollouts.run(1, t.prompts_per_step).kept]),
+        built(lambda t: [c.guide for c in t.rollout_runner.run(1, t.prompts_per_step).kept]),
     ),
     "max_prompt_length": (
         {},
         {"max_prompt_length": 3},
-        built(lambda t: len(t.rollouts.prompts[0].ids)),
+        built(lambda t: len(t.rollout_runner.prompts[0].ids)),
     ),
     "max_completion_length": ({}, {"max_completion_length": 2}, sampled),
     "max_steps": ({}, {"max_steps": 5}, built(lambda t: t.max_steps)),
@@ -201,6 +212,8 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
         {"gradient_checkpointing": True},
         built(lambda t: t.policy.is_gradient_checkpointing),
     ),
+    "pack_prompts": ({}, {"pack_prompts": False}, built(lambda t: t.update.packs)),
+    "profile_phases": ({}, {"profile_phases": True}, ran(profiled_phases)),
     "log_samples_steps": ({}, {"log_samples_steps": 1}, ran(sample_steps)),
     "reward_workers": ({}, {"reward_workers": 1}, built(lambda t: len(t.scorer.pool._workers))),
     "max_bad_steps": ({"max_bad_steps": 1}, {"max_bad_steps": 2}, ran(checkpoints)),

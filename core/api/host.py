@@ -14,6 +14,7 @@ nothing built-in is special. A plugin that fails to import or registers badly is
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata as md
 import inspect
 import os
@@ -28,6 +29,7 @@ from pydantic import BaseModel
 from rlvr.api import hookspecs
 from rlvr.api.errors import RlvrError
 from rlvr.api.registration import FACTORY_ARGS, Algorithm, Backend, Record, Reward
+from rlvr.api.runtime import AlgorithmImpl, Generator, missing_members
 
 KINDS: dict[str, type] = {"reward": Reward, "algorithm": Algorithm, "backend": Backend}
 _HOOKS = {
@@ -101,8 +103,6 @@ class Host:
 
     def unknown_message(self, kind: str, name: str) -> str:
         """Why ``name`` is not available, with a did-you-mean and the failed plugins."""
-        import difflib
-
         if name in self.conflicts[kind]:
             both = " and ".join(self.conflicts[kind][name])
             return (
@@ -155,7 +155,7 @@ class Host:
             self._fail(info.name, info.dist, f"{impl.function.__name__} raised {_short(exc)}")
             return
         for record in collected:
-            problem = _check_record(record, KINDS[kind])
+            problem = check_record(record, KINDS[kind])
             if problem:
                 self._fail(info.name, info.dist, problem)
                 continue
@@ -204,8 +204,6 @@ def build_algorithm(record: Algorithm, params: Any, run: Any, requirements: Any)
 def algorithm_problems(impl: Any, requirements: Any) -> list[str]:
     """What ``impl`` lacks of :class:`rlvr.api.runtime.AlgorithmImpl` (``build_value_model``
     only when ``requirements.value_model``)."""
-    from rlvr.api.runtime import AlgorithmImpl, missing_members
-
     # ``inert`` is optional: without it the update skips no rows.
     skip = ("inert",) if requirements.value_model else ("inert", "build_value_model")
     problems = missing_members(impl, AlgorithmImpl, skip=skip)
@@ -219,8 +217,6 @@ def algorithm_problems(impl: Any, requirements: Any) -> list[str]:
 def build_generator(record: Backend, params: Any, run: Any, model: Any, tokenizer: Any) -> Any:
     """``record.factory(params, run, model, tokenizer)``, checked against
     :class:`rlvr.api.runtime.Generator` like :func:`build_algorithm`."""
-    from rlvr.api.runtime import Generator, missing_members
-
     gen = record.factory(params, run, model, tokenizer)
     problems = missing_members(gen, Generator)  # the conformance kit checks the same
     if problems and callable(getattr(gen, "close", None)):
@@ -283,7 +279,7 @@ def _builtin_first(ep: md.EntryPoint) -> tuple[int, str]:
     return (0 if dist == BUILTIN_DIST else 1, f"{dist}:{ep.name}")
 
 
-def _check_record(record: object, expected: type) -> str | None:
+def check_record(record: object, expected: type) -> str | None:
     """Why ``record`` is not a usable registration, or None."""
     if not isinstance(record, expected):
         return f"registered {record!r}, expected an rlvr.api.registration.{expected.__name__}"

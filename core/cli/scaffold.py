@@ -9,9 +9,11 @@ that runs rlvr's conformance checks (:mod:`rlvr.testing`), and a README. Right a
 The files come from ``templates/plugin/`` (package data, linted with the rest of rlvr):
 ``common/`` for every kind, ``<kind>/`` for one; ``__NAME__``, ``__CLS__``, ``__MODULE__``,
 ``__DIST__``, ``__KIND__`` and ``__USE__`` (the kind's ``use.md``) are replaced in paths and
-texts. Rewards fit in one module. Algorithms and backends import torch, so their working code
-lives in a second module that the factory imports when a run builds it: registering the plugin
-(what ``rlvr plugins`` and ``rlvr validate`` do) stays fast.
+texts. Every kind has the layout of rlvr's own plugin families: ``__init__.py`` registers the
+plugin (a ``LazyFactory`` names the implementation), ``params.py`` holds its params model, and
+one module holds the implementation (``reward.py``, ``algorithm.py``, ``generator.py``),
+imported only when a run builds it: registering the plugin (what ``rlvr plugins`` and ``rlvr
+validate`` do) stays fast whatever the implementation imports.
 
 Names are normalised as Python packaging does: ``acme-reward`` (or ``Acme.Reward``) is the
 plugin ``acme_reward`` in configs, the package ``rlvr_acme_reward`` and the distribution
@@ -28,7 +30,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from rlvr.api.host import PluginError
+from rlvr.api.host import PluginError, create_host
 
 KINDS = ("reward", "algorithm", "backend")
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -71,8 +73,6 @@ def check_name(name: str, kind: str, *, taken: bool = True) -> None:
     if keyword.iskeyword(name):
         raise ScaffoldError(f"invalid plugin name {name!r}: it is a Python keyword")
     if taken:
-        from rlvr.api.host import create_host
-
         host = create_host()
         record = host.records[kind].get(name)
         if record is not None or name in host.conflicts[kind]:

@@ -251,6 +251,19 @@ class TrainingConfig(Section):
     gradient_checkpointing: bool = Field(
         False, description="recompute activations in the backward pass: less memory, more time"
     )
+    profile_phases: bool = Field(
+        False,
+        description="log the CPU seconds of each phase of a step (profile/generation, "
+        "profile/no_grad, profile/forward, profile/backward, profile/optimizer in "
+        "metrics.jsonl): where a slow step's time goes",
+    )
+    pack_prompts: bool = Field(
+        True,
+        description="the training passes compute a group's prompt once, its completions packed "
+        "behind it (where the model's attention takes a custom mask and it is less work); "
+        "false: one row per completion, prompt included (the layout TRL computes; on a GPU the "
+        "packed rows' dense masked attention may cost more than it saves)",
+    )
     parallelism: Literal["ddp", "fsdp"] = Field(
         "ddp",
         description="with several ranks (torchrun): ddp replicates the policy, fsdp shards it "

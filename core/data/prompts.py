@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import datasets
 import numpy as np
 
 from rlvr.api.errors import ConfigWarning, RlvrError
@@ -44,8 +45,6 @@ def load_rows(data: Any, *, split: str | None = None) -> list[dict[str, Any]]:
     ``split`` says); a local directory or a hub name by ``load_dataset(path, split=...)``.
     ``data.max_samples`` keeps the first N rows.
     """
-    import datasets
-
     split = split or data.split
     path = Path(data.path).expanduser()
     if path.is_file():

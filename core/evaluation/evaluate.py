@@ -66,15 +66,26 @@ import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
+
+from tqdm.auto import tqdm
+from transformers import set_seed
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.host import create_host
+from rlvr.api.host import build_generator, create_host
+from rlvr.api.runtime import RunInfo, SamplingParams
+from rlvr.config.schema import DEFAULT_BACKEND
+from rlvr.data.prompts import PromptSet, load_rows, require_fields
+from rlvr.model import lora
+from rlvr.model.loading import load_policy, resolve_device_dtype
+from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
+from rlvr.outputs.metrics import length_metrics, reward_metrics
+from rlvr.parallel import distributed
 from rlvr.rewards.failures import ERRORS_FILE, RewardErrorLog
-
-if TYPE_CHECKING:
-    from rlvr.parallel import distributed
+from rlvr.rewards.scoring import RewardStats, Scorer, merge_summaries, score_entries
+from rlvr.rollout.runner import generate, sample_record, score, step_seed
 
 logger = logging.getLogger("rlvr.evaluation.evaluate")
 
@@ -250,15 +261,16 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
 def resolve_checkpoint(checkpoint: str | Path) -> Path:
     """A model directory (or ``.gguf`` file) from ``checkpoint``: itself, or the latest
     complete checkpoint when it is a run's ``output_dir``."""
-    from rlvr.model.lora import is_adapter_checkpoint
-    from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
-
     path = Path(checkpoint).expanduser()
     if not path.exists():
         there = [p.name for p in list_checkpoints(path.parent)] if path.parent.is_dir() else []
         hint = f" ({path.parent} holds {', '.join(there)})" if there else ""
         raise EvalError(f"checkpoint {str(checkpoint)!r} does not exist{hint}")
-    if path.is_dir() and not (path / "config.json").is_file() and not is_adapter_checkpoint(path):
+    if (
+        path.is_dir()
+        and not (path / "config.json").is_file()
+        and not lora.is_adapter_checkpoint(path)
+    ):
         latest = latest_checkpoint(path)
         if latest is None:
             raise EvalError(
@@ -319,11 +331,6 @@ class Evaluation:
     def sampling(self, call: int, rank: int) -> Any:
         """The sampling settings of generation call ``call`` on ``rank``: the trainer's
         per-step seeds with step 0 (never a training step) and the call as the round."""
-        from dataclasses import replace
-
-        from rlvr.api.runtime import SamplingParams
-        from rlvr.rollout.runner import step_seed
-
         t = self.config.training
         params = SamplingParams.from_training(t, step_seed(t.seed, 0, call, rank))
         return replace(params, temperature=0.0) if self.greedy else params
@@ -358,9 +365,6 @@ class Evaluation:
     def summarize(self, records: Sequence[dict[str, Any]], summaries: Sequence[Any]) -> dict:
         """pass@j, ``accuracy``, ``format_ok`` (fraction of format-compliant completions; only
         with a ``format`` reward), reward means/stds and completion lengths of ``records``."""
-        from rlvr.outputs.metrics import length_metrics, reward_metrics
-        from rlvr.rewards.scoring import RewardStats, merge_summaries
-
         k = self.k
         out: dict[str, Any] = {}
         if self.metric is not None:  # else no reward checks answers: mean rewards only
@@ -386,8 +390,6 @@ class Evaluation:
 def eval_prompt_rows(config: Any, host: Any, split: str | None, limit: int | None):
     """``(rows, data config, split, description)`` of the eval data: :func:`eval_data`, its
     first ``limit`` rows, checked for the fields the rewards need."""
-    from rlvr.data.prompts import load_rows, require_fields
-
     if limit is not None and limit < 1:
         raise EvalError(f"limit must be >= 1 (got {limit})")
     data_cfg, split_name, data_desc = eval_data(config.data, split)
@@ -432,15 +434,6 @@ def evaluate(
     ``completion_length/*``, ``truncated_frac``, and what was evaluated (model, data, split, k,
     metric, threshold, sampling, file paths).
     """
-    from transformers import set_seed
-
-    from rlvr.api.host import build_generator
-    from rlvr.api.runtime import RunInfo
-    from rlvr.data.prompts import PromptSet
-    from rlvr.model.loading import resolve_device_dtype
-    from rlvr.parallel import distributed
-    from rlvr.rewards.scoring import Scorer, score_entries
-
     if k < 1:
         raise EvalError(f"k must be >= 1 (got {k})")
     t = config.training
@@ -601,8 +594,6 @@ def _clean(value: Any) -> Any:
 
 
 def _backend(config: Any, host: Any) -> tuple[str, Any, Any]:
-    from rlvr.config.schema import DEFAULT_BACKEND
-
     if config.backend is None:
         name = DEFAULT_BACKEND
         record = host.backends.get(name)
@@ -621,9 +612,6 @@ def _backend(config: Any, host: Any) -> tuple[str, Any, Any]:
 def _load_model(
     config: Any, model_path: Path | None, device: Any, dtype: Any
 ) -> tuple[Any, Any, str]:
-    from rlvr.model import lora
-    from rlvr.model.loading import load_policy
-
     cfg = config.model
     if model_path is not None and lora.is_adapter_checkpoint(model_path):
         model, tokenizer = load_policy(cfg, device=device, dtype=dtype)
@@ -674,8 +662,6 @@ def _sample_and_score(
 ) -> tuple[list[dict[str, Any]], list[Any], float, float]:
     """Generate and score in calls of about ``sequences`` completions per rank (with several
     ranks: each its slice of every call; the results gathered in order)."""
-    from rlvr.rollout.runner import generate, sample_record, score
-
     config, prompts, k = evaluation.config, evaluation.prompts, evaluation.k
     per_call = max(1, sequences // k) * dist.world_size
     label, threshold, checks = evaluation.metric, evaluation.threshold, evaluation.format_checks
@@ -684,8 +670,6 @@ def _sample_and_score(
     gen_time = score_time = 0.0
     bar = None
     if progress and dist.is_main:
-        from tqdm.auto import tqdm
-
         bar = tqdm(  # no bar where stderr is no terminal (a log file)
             total=len(prompts), desc="rlvr eval", unit="prompt", dynamic_ncols=True, disable=None
         )

@@ -6,17 +6,17 @@ import torch
 from torch import Tensor
 
 from rlvr.functional.stats import (
-    _bool,
-    _check_same_shape,
-    _f32,
-    _group_sum,
-    _groups,
-    _safe_denominator,
+    as_bool,
+    as_float32,
     batch_sum,
+    check_same_shape,
+    group_index,
+    group_sum,
     masked_mean,
     masked_whiten,
+    safe_denominator,
 )
-from rlvr.functional.types import _SCALES, AdvantageScale
+from rlvr.functional.types import ADVANTAGE_SCALES, AdvantageScale
 
 # --------------------------------------------------------------------------------------------
 # advantages
@@ -37,21 +37,21 @@ def group_advantages(
     Bessel-corrected. Groups may have any sizes and arbitrary ids; a group of size 1 has no
     baseline and gets 0.
     """
-    if scale not in _SCALES:
-        raise ValueError(f"scale must be one of {_SCALES}, got {scale!r}")
-    r = _f32(rewards)
-    index, sizes = _groups(group_ids, r)
+    if scale not in ADVANTAGE_SCALES:
+        raise ValueError(f"scale must be one of {ADVANTAGE_SCALES}, got {scale!r}")
+    r = as_float32(rewards)
+    index, sizes = group_index(group_ids, r)
     n = sizes.to(torch.float32)
-    mean = _group_sum(r, index, len(sizes)) / n
+    mean = group_sum(r, index, len(sizes)) / n
     adv = r - mean[index]
     if scale == "group":
-        var = _group_sum(adv * adv, index, len(sizes)) / (n - 1).clamp(min=1)
-        adv = adv / _safe_denominator(var.sqrt()[index] + eps, r)
+        var = group_sum(adv * adv, index, len(sizes)) / (n - 1).clamp(min=1)
+        adv = adv / safe_denominator(var.sqrt()[index] + eps, r)
     elif scale == "batch":
         sums = batch_sum(torch.stack([r.new_tensor(float(r.numel())), r.sum()]))
         count, total_mean = sums[0], sums[1] / sums[0].clamp(min=1)
         var = batch_sum(((r - total_mean) ** 2).sum()) / (count - 1).clamp(min=1)
-        adv = adv / _safe_denominator(var.sqrt() + eps, r)
+        adv = adv / safe_denominator(var.sqrt() + eps, r)
     return torch.where((sizes > 1)[index], adv, 0.0)
 
 
@@ -61,10 +61,10 @@ def rloo_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
     Computed as ``G/(G-1) * (R_i - mean_g)``; the baseline excludes the sample itself, which
     keeps the estimator unbiased. Size-1 groups have no baseline and get 0.
     """
-    r = _f32(rewards)
-    index, sizes = _groups(group_ids, r)
+    r = as_float32(rewards)
+    index, sizes = group_index(group_ids, r)
     n = sizes.to(torch.float32)
-    mean = _group_sum(r, index, len(sizes)) / n
+    mean = group_sum(r, index, len(sizes)) / n
     factor = (n / (n - 1).clamp(min=1))[index]
     return torch.where((sizes > 1)[index], factor * (r - mean[index]), 0.0)
 
@@ -90,14 +90,14 @@ def gae(
     Invalid positions are 0 in both outputs. Nothing is detached: pass detached values when
     the outputs are used as targets.
     """
-    r, v = _f32(token_rewards), _f32(values)
-    m = _bool(mask).to(r.device)
-    _check_same_shape(token_rewards=r, values=v, mask=m)
+    r, v = as_float32(token_rewards), as_float32(values)
+    m = as_bool(mask).to(r.device)
+    check_same_shape(token_rewards=r, values=v, mask=m)
     if r.dim() != 2:
         raise ValueError(f"gae expects [N, T] tensors, got shape {tuple(r.shape)}")
     n, t = r.shape
     if isinstance(lam, Tensor):
-        lam = _f32(lam).to(r.device)
+        lam = as_float32(lam).to(r.device)
         if lam.shape != (n,):
             raise ValueError(f"lam must be a float or an [{n}] tensor, got {tuple(lam.shape)}")
     r = torch.where(m, r, 0.0)
@@ -128,7 +128,7 @@ def length_adaptive_lam(lengths: Tensor, *, alpha: float = 0.05) -> Tensor:
     """
     if alpha <= 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
-    length = _f32(lengths)
+    length = as_float32(lengths)
     return (1.0 - 1.0 / (alpha * length)).clamp(0.0, 1.0)
 
 
@@ -141,9 +141,9 @@ def reinforce_pp_advantages(token_rewards: Tensor, mask: Tensor, *, gamma: float
     prompt is enough. Invalid positions are 0. The token rewards are the score on the last valid
     token minus ``beta * k1`` per token, as for PPO.
     """
-    r = _f32(token_rewards)
-    m = _bool(mask).to(r.device)
-    _check_same_shape(token_rewards=r, mask=m)
+    r = as_float32(token_rewards)
+    m = as_bool(mask).to(r.device)
+    check_same_shape(token_rewards=r, mask=m)
     if r.dim() != 2:
         raise ValueError(f"reinforce_pp_advantages expects [N, T] tensors, got {tuple(r.shape)}")
     r = torch.where(m, r, 0.0)
@@ -164,7 +164,7 @@ def reinforce_pp_baseline_advantages(rewards: Tensor, group_ids: Tensor, mask: T
     batch (token-weighted) sets the scale, instead of GRPO's per-group std. A size-1 group gets
     0 before whitening, as in :func:`group_advantages`. Returns ``[N, T]``, 0 at invalid positions.
     """
-    m = _bool(mask)
+    m = as_bool(mask)
     base = group_advantages(rewards, group_ids, scale="none").to(m.device)
     if m.dim() != 2 or m.shape[0] != base.shape[0]:
         raise ValueError(
@@ -180,9 +180,9 @@ def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> Tensor:
     mean (negative: worse). 0 when the returns do not vary, i.e. their variance is below 1e-8
     (nothing to explain; float rounding in ``returns = A + V`` must not give -1e14).
     """
-    v, ret = _f32(values), _f32(returns).to(_f32(values).device)
-    m = _bool(mask).to(v.device)
-    _check_same_shape(values=v, returns=ret, mask=m)
+    v, ret = as_float32(values), as_float32(returns).to(as_float32(values).device)
+    m = as_bool(mask).to(v.device)
+    check_same_shape(values=v, returns=ret, mask=m)
 
     def var(x: Tensor) -> Tensor:
         mean = masked_mean(x, m)

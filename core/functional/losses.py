@@ -6,8 +6,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlvr.functional.stats import _bool, _check_same_shape, _f32, _safe_denominator, masked_mean
-from rlvr.functional.types import _KL_KINDS, _MODES, AggregationMode, KLKind, PolicyLevel
+from rlvr.functional.stats import (
+    as_bool,
+    as_float32,
+    check_same_shape,
+    masked_mean,
+    safe_denominator,
+)
+from rlvr.functional.types import AGGREGATION_MODES, KL_KINDS, AggregationMode, KLKind, PolicyLevel
 
 # --------------------------------------------------------------------------------------------
 # losses
@@ -18,18 +24,18 @@ def _pg_inputs(
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The checked float32 ``(logp, old_logp, advantages [N, 1 or T], mask)`` of a policy loss;
     advantages are 0 at invalid positions."""
-    lp, old = _f32(logp), _f32(old_logp)
-    m = _bool(mask).to(lp.device)
-    _check_same_shape(logp=lp, old_logp=old, mask=m)
+    lp, old = as_float32(logp), as_float32(old_logp)
+    m = as_bool(mask).to(lp.device)
+    check_same_shape(logp=lp, old_logp=old, mask=m)
     if lp.dim() != 2:
         raise ValueError(f"{name} expects [N, T] log-probs, got shape {tuple(lp.shape)}")
-    adv = _f32(advantages).to(lp.device)
+    adv = as_float32(advantages).to(lp.device)
     if adv.dim() == 1:
         adv = adv[:, None]
     if adv.shape[0] != lp.shape[0] or adv.shape[1] not in (1, lp.shape[1]):
         raise ValueError(
             f"advantages must be [N] or [N, T] for log-probs {tuple(lp.shape)}, "
-            f"got {tuple(_f32(advantages).shape)}"
+            f"got {tuple(as_float32(advantages).shape)}"
         )
     return lp, old, torch.where(m, adv, 0.0), m
 
@@ -160,10 +166,10 @@ def positive_nll(
     Gradient accumulation: pass the whole optimizer step's positive-token count as
     ``num_tokens`` and sum the micro-batch results.
     """
-    lp = _f32(logp)
-    m = _bool(mask).to(lp.device)
-    _check_same_shape(logp=lp, mask=m)
-    pos = _bool(torch.as_tensor(positive, device=lp.device))
+    lp = as_float32(logp)
+    m = as_bool(mask).to(lp.device)
+    check_same_shape(logp=lp, mask=m)
+    pos = as_bool(torch.as_tensor(positive, device=lp.device))
     if lp.dim() != 2 or pos.shape != (lp.shape[0],):
         raise ValueError(
             f"expected logp/mask [N, T] and positive [N], got {tuple(lp.shape)} and "
@@ -171,7 +177,7 @@ def positive_nll(
         )
     selected = m & pos[:, None]
     count = selected.sum() if num_tokens is None else num_tokens
-    return torch.where(selected, -lp, 0.0).sum() / _safe_denominator(count, lp)
+    return torch.where(selected, -lp, 0.0).sum() / safe_denominator(count, lp)
 
 
 def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: KLKind) -> Tensor:
@@ -183,8 +189,8 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: KLKind) -> Tensor:
     the result to [-10, 10] so one extreme token cannot dominate. Not masked: the caller's
     aggregation applies the mask.
     """
-    lp, ref = _f32(logp), _f32(ref_logp)
-    _check_same_shape(logp=lp, ref_logp=ref)
+    lp, ref = as_float32(logp), as_float32(ref_logp)
+    check_same_shape(logp=lp, ref_logp=ref)
     if kind == "k1":
         return lp - ref
     if kind == "k2":
@@ -192,7 +198,7 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: KLKind) -> Tensor:
     if kind == "k3":
         d = (ref - lp).clamp(-20.0, 20.0)
         return (torch.exp(d) - d - 1.0).clamp(-10.0, 10.0)
-    raise ValueError(f"kind must be one of {_KL_KINDS}, got {kind!r}")
+    raise ValueError(f"kind must be one of {KL_KINDS}, got {kind!r}")
 
 
 def aggregate(
@@ -219,8 +225,8 @@ def aggregate(
     use is ignored, so callers may always pass both. An empty selection gives 0 (not NaN),
     still attached to the graph.
     """
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    if mode not in AGGREGATION_MODES:
+        raise ValueError(f"mode must be one of {AGGREGATION_MODES}, got {mode!r}")
     if mode == "seq-mean-token-sum-norm":
         if norm_length is None:
             raise ValueError(
@@ -229,23 +235,23 @@ def aggregate(
             )
         if norm_length <= 0:
             raise ValueError(f"norm_length must be > 0, got {norm_length}")
-    x = _f32(loss)
-    m = _bool(mask).to(x.device)
-    _check_same_shape(loss=x, mask=m)
+    x = as_float32(loss)
+    m = as_bool(mask).to(x.device)
+    check_same_shape(loss=x, mask=m)
     if x.dim() != 2:
         raise ValueError(f"aggregate expects [N, T] tensors, got shape {tuple(x.shape)}")
     x = torch.where(m, x, 0.0)
 
     if mode == "token-mean":
         count = m.sum() if num_tokens is None else num_tokens
-        return x.sum() / _safe_denominator(count, x)
+        return x.sum() / safe_denominator(count, x)
 
     tokens = m.sum(dim=1)
     per_seq = x.sum(dim=1)
     if mode == "seq-mean-token-mean":
         per_seq = per_seq / tokens.to(torch.float32).clamp(min=1)
     count = (tokens > 0).sum() if num_seqs is None else num_seqs
-    out = per_seq.sum() / _safe_denominator(count, x)
+    out = per_seq.sum() / safe_denominator(count, x)
     if mode == "seq-mean-token-sum-norm":
         out = out / float(norm_length)  # type: ignore[arg-type]
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlvr.functional.stats import _bool, _f32, _groups
+from rlvr.functional.stats import as_bool, as_float32, group_index
 
 # --------------------------------------------------------------------------------------------
 # reward shaping and sample selection (DAPO)
@@ -24,7 +24,7 @@ def overlong_penalty(
         raise ValueError(f"buffer must be > 0, got {buffer}")
     if buffer > max_length:
         raise ValueError(f"buffer ({buffer}) must not exceed max_length ({max_length})")
-    length = _f32(lengths)
+    length = as_float32(lengths)
     return ((max_length - buffer - length) / buffer).clamp(-1.0, 0.0) * factor
 
 
@@ -35,7 +35,7 @@ def truncation_mask(mask: Tensor, truncated: Tensor) -> Tensor:
     its tokens; learning from it would penalise reasoning that merely ran long.
     ``truncated`` is ``[N]`` (bool or 0/1); the returned mask keeps ``mask``'s dtype.
     """
-    t = _bool(torch.as_tensor(truncated, device=mask.device))
+    t = as_bool(torch.as_tensor(truncated, device=mask.device))
     if mask.dim() != 2 or t.shape != (mask.shape[0],):
         raise ValueError(
             f"expected mask [N, T] and truncated [N], got {tuple(mask.shape)} and {tuple(t.shape)}"
@@ -50,8 +50,8 @@ def dynamic_sampling_keep(rewards: Tensor, group_ids: Tensor) -> Tensor:
     everywhere and only dilutes the batch. Equality is exact (max == min), not ``std > eps``,
     so float rounding in a mean cannot keep an all-equal group.
     """
-    r = _f32(rewards)
-    index, sizes = _groups(group_ids, r)
+    r = as_float32(rewards)
+    index, sizes = group_index(group_ids, r)
     g = len(sizes)
     hi = r.new_full((g,), -torch.inf).scatter_reduce(0, index, r, "amax", include_self=False)
     lo = r.new_full((g,), torch.inf).scatter_reduce(0, index, r, "amin", include_self=False)

@@ -9,20 +9,20 @@ import torch
 from torch import Tensor
 
 # --------------------------------------------------------------------------------------------
-# helpers
+# helpers shared by the functional modules (public names, not in rlvr.functional's __all__)
 
 
-def _f32(x: Tensor) -> Tensor:
+def as_float32(x: Tensor) -> Tensor:
     """Upcast to float32: bf16 sums over thousands of tokens lose too many bits."""
     return torch.as_tensor(x).to(torch.float32)
 
 
-def _bool(mask: Tensor) -> Tensor:
+def as_bool(mask: Tensor) -> Tensor:
     mask = torch.as_tensor(mask)
     return mask if mask.dtype == torch.bool else mask != 0
 
 
-def _safe_denominator(count: Tensor | float, like: Tensor) -> Tensor:
+def safe_denominator(count: Tensor | float, like: Tensor) -> Tensor:
     """``count`` as float32 with 0 replaced by 1; the numerator is then 0 too, giving 0 not NaN.
 
     Substituting the denominator (instead of ``where``-ing the result) keeps the backward pass
@@ -65,13 +65,13 @@ def batch_reducer(reduce: Callable[[Tensor], Tensor]) -> Iterator[None]:
         _batch_sum = before
 
 
-def _check_same_shape(**tensors: Tensor) -> None:
+def check_same_shape(**tensors: Tensor) -> None:
     shapes = {name: tuple(t.shape) for name, t in tensors.items()}
     if len(set(shapes.values())) > 1:
         raise ValueError(f"shape mismatch: {shapes}")
 
 
-def _groups(group_ids: Tensor, rewards: Tensor) -> tuple[Tensor, Tensor]:
+def group_index(group_ids: Tensor, rewards: Tensor) -> tuple[Tensor, Tensor]:
     """Map arbitrary (non-contiguous, unsorted) ids to ``0..G-1``; return (index[N], sizes[G])."""
     ids = torch.as_tensor(group_ids, device=rewards.device)
     if rewards.dim() != 1 or ids.shape != rewards.shape:
@@ -83,7 +83,7 @@ def _groups(group_ids: Tensor, rewards: Tensor) -> tuple[Tensor, Tensor]:
     return index, sizes
 
 
-def _group_sum(x: Tensor, index: Tensor, num_groups: int) -> Tensor:
+def group_sum(x: Tensor, index: Tensor, num_groups: int) -> Tensor:
     return torch.zeros(num_groups, dtype=x.dtype, device=x.device).index_add(0, index, x)
 
 
@@ -97,8 +97,8 @@ def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
     Returns 0 (not NaN) where nothing is selected, so empty rows/batches are harmless.
     ``x`` and ``mask`` must be broadcastable.
     """
-    x = _f32(x)
-    m = _bool(mask).to(x.device)
+    x = as_float32(x)
+    m = as_bool(mask).to(x.device)
     shape = torch.broadcast_shapes(x.shape, m.shape)
     m = m.expand(shape)
     xm = torch.where(m, x.expand(shape), torch.zeros((), dtype=x.dtype, device=x.device))
@@ -117,9 +117,9 @@ def masked_whiten(x: Tensor, mask: Tensor, *, eps: float = 1e-8) -> Tensor:
     With fewer than two valid entries the variance is taken as 0 (every valid entry equals the
     mean, so the result is 0 rather than NaN).
     """
-    x = _f32(x)
-    m = _bool(mask).to(x.device)
-    _check_same_shape(x=x, mask=m)
+    x = as_float32(x)
+    m = as_bool(mask).to(x.device)
+    check_same_shape(x=x, mask=m)
     sums = batch_sum(torch.stack([m.sum().to(torch.float32), torch.where(m, x, 0.0).sum()]))
     count = sums[0]
     mean = sums[1] / count.clamp(min=1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 AdvantageScale = Literal["group", "batch", "none"]
 KLKind = Literal["k1", "k2", "k3"]
@@ -12,6 +12,7 @@ AggregationMode = Literal[
 
 PolicyLevel = Literal["token", "sequence"]
 
-_SCALES = ("group", "batch", "none")
-_KL_KINDS = ("k1", "k2", "k3")
-_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+#: The allowed values of each option, for the functions' argument checks.
+ADVANTAGE_SCALES: tuple[str, ...] = get_args(AdvantageScale)
+KL_KINDS: tuple[str, ...] = get_args(KLKind)
+AGGREGATION_MODES: tuple[str, ...] = get_args(AggregationMode)

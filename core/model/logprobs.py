@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from rlvr.parallel.distributed import fsdp_modules
+
 # --------------------------------------------------------------------------- log-probabilities
 
 
@@ -139,8 +141,6 @@ def _fusable_head(model: Any) -> tuple[Any, torch.nn.Linear] | None:
     root forward gathers the embedding and head), a LoRA-adapted or otherwise non-Linear head,
     and model types not known to compute plain ``lm_head(hidden)`` logits.
     """
-    from rlvr.parallel.distributed import fsdp_modules
-
     if isinstance(model, torch.nn.parallel.DistributedDataParallel) or fsdp_modules(model):
         return None
     base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
@@ -391,7 +391,7 @@ def _top_layers(body: Any, kwargs: dict[str, Any], k: int, hidden: torch.Tensor)
 
 
 def _adapter_types() -> tuple[type, ...]:
-    try:
+    try:  # optional extra (rlvr[lora]): without peft no model has adapters
         from peft.tuners.tuners_utils import BaseTunerLayer
     except ImportError:
         return ()

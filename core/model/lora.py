@@ -14,13 +14,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import yaml
 
 from rlvr.api.errors import RlvrError
+from rlvr.config.schema import LoraConfig, ModelConfig
+from rlvr.model.loading import load_policy, load_tokenizer, resolve_device_dtype
 from rlvr.model.weights import is_peft, unwrap
-
-if TYPE_CHECKING:
-    from rlvr.config.schema import LoraConfig
 
 #: The file peft writes beside an adapter's weights: its presence marks an adapter checkpoint.
 ADAPTER_CONFIG = "adapter_config.json"
@@ -38,7 +39,7 @@ def is_adapter_checkpoint(path: str | Path) -> bool:
 def add_adapters(model: Any, cfg: LoraConfig) -> Any:
     """``model`` wrapped in a peft LoRA model: fresh adapters (``B = 0``, so the policy starts
     exactly as the base), every base weight frozen."""
-    import peft
+    import peft  # optional extra (rlvr[lora]): only a config with model.lora gets here
 
     config = peft.LoraConfig(
         r=cfg.r,
@@ -64,7 +65,7 @@ def add_adapters(model: Any, cfg: LoraConfig) -> Any:
 
 def load_adapters(model: Any, path: str | Path, *, trainable: bool) -> Any:
     """The base ``model`` with the adapter saved in ``path``; ``trainable`` for resuming."""
-    from peft import PeftModel
+    from peft import PeftModel  # optional extra (rlvr[lora]): only adapter checkpoints get here
 
     try:
         return PeftModel.from_pretrained(model, str(path), is_trainable=trainable)
@@ -108,8 +109,6 @@ def export_merged(
     model section of the ``rlvr_config.yaml`` the trainer saved in the checkpoint. A saved
     ``model.trust_remote_code: true`` runs the model's code only with ``trust_remote_code``
     (``--trust-remote-code``): a checkpoint may come from anyone."""
-    from rlvr.model.loading import load_policy, load_tokenizer
-
     src, dst = Path(checkpoint), Path(out)
     if dst.exists() and any(dst.iterdir()):
         raise LoraError(f"{str(dst)!r} exists and is not empty; choose a new directory")
@@ -140,10 +139,6 @@ def export_merged(
 
 def saved_model_config(checkpoint: Path) -> Any:
     """The ``model:`` section of the config saved in ``checkpoint`` (``rlvr_config.yaml``)."""
-    import yaml
-
-    from rlvr.config.schema import ModelConfig
-
     file = checkpoint / "rlvr_config.yaml"
     if not file.is_file():
         raise LoraError(
@@ -156,8 +151,6 @@ def saved_model_config(checkpoint: Path) -> Any:
 
 def _float_dtype(cfg: Any) -> Any:
     """The config's dtype, ``auto`` meaning float32 (an export is read on any device)."""
-    from rlvr.model.loading import resolve_device_dtype
-
     return resolve_device_dtype("float32" if cfg.dtype == "auto" else cfg.dtype)[1]
 
 

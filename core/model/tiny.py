@@ -23,6 +23,12 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
+import torch
+from safetensors.numpy import load_file
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
 PAD_TOKEN = "<|endoftext|>"
 BOS_CHAT = "<|im_start|>"
 EOS_TOKEN = "<|im_end|>"
@@ -99,9 +105,6 @@ def build_tokenizer(corpus: list[str] | None = None, *, vocab_size: int = 512):
     ``vocab_size`` is the most tokens it will have, added tokens included; a small corpus may
     leave it with fewer (``len(tokenizer)`` is the real size).
     """
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     n_bytes = len(pre_tokenizers.ByteLevel.alphabet())
     minimum = n_bytes + len(SPECIAL_TOKENS) + len(TAG_TOKENS)
     if vocab_size < minimum:
@@ -157,9 +160,6 @@ def build_tiny_model(
     CPU attention needs ``head_dim`` of 64 or more, e.g. 64). The result depends only on the
     arguments (the global torch RNG is left untouched). Returns ``Path(out_dir)``.
     """
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
     if num_heads is None:
         num_heads = max(1, hidden_size // head_dim)
     if num_heads * head_dim != hidden_size:
@@ -208,9 +208,7 @@ def write_gguf(model_dir: str | Path, path: str | Path, *, qtype: str = "F32") -
     Meant for tests of GGUF loading; not a general converter. GGUF's Qwen2 metadata has no
     head size, so the model must have ``head_dim == hidden_size // num_heads``.
     """
-    import gguf
-    import numpy as np
-    from safetensors.numpy import load_file
+    import gguf  # optional extra (rlvr[gguf]): only GGUF tests write one
 
     model_dir, path = Path(model_dir), Path(path)
     cfg = json.loads((model_dir / "config.json").read_text())

@@ -10,10 +10,9 @@ names and merged weights, never adapter tensors.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import torch
+import torch
 
 
 def unwrap(model: Any) -> Any:
@@ -76,8 +75,6 @@ def _whole(tensor: torch.Tensor) -> torch.Tensor:
 
 def _merged_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     """A peft model's weights under the base model's names, LoRA deltas merged in."""
-    import torch
-
     base = model.get_base_model()
     tied = tied_embeddings(base)
     embedding = base.get_input_embeddings() if hasattr(base, "get_input_embeddings") else None

@@ -12,7 +12,9 @@ three parts and no exceptions:
      ``guide/count`` / ``guide/reward_mean`` describe the guide completions);
    - ``zero_std_frac`` (groups whose completions all scored the same), ``groups_filtered``,
      ``groups_kept``, ``generation_rounds`` (dynamic sampling);
-   - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``;
+   - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``
+     (completion tokens trained on), ``prompt_tokens`` (their prompts' tokens, a prompt
+     counted once per completion);
    - ``loss``, ``entropy``, ``kl`` (k3 estimate of the KL to the reference model, only when
      there is one), ``grad_norm`` (before clipping; ``value_grad_norm`` with a value model),
      ``learning_rate``, ``inert_frac`` (the share of rows the update skipped because their
@@ -21,8 +23,13 @@ three parts and no exceptions:
      the update; ``loss`` is then null), ``sampler/logp_gap_{mean,max}`` (backends that
      return sampler log-probs; absent on a step whose rows were all inert);
    - timing fields (:data:`TIMING_KEYS`): ``step_time``, ``generation_time``,
-     ``scoring_time``, ``training_time``, ``tokens_per_second`` (completion tokens generated
-     per second of the step), ``peak_memory_mb``;
+     ``scoring_time``, ``training_time``, ``cpu_time`` (CPU seconds of this process in the
+     step, all threads: what other jobs on a shared machine disturb less than ``step_time``),
+     ``tokens_per_second`` (completion tokens generated per second of the step),
+     ``peak_memory_mb``; with ``training.profile_phases``, the CPU seconds of the step's
+     phases: ``profile/generation`` (the rollout, rewards included), ``profile/no_grad`` (old
+     and reference log-probabilities, old values), ``profile/forward`` (the update's passes and
+     losses), ``profile/backward``, ``profile/optimizer`` (clipping and the optimizer step);
 
 2. ``rewards/<label>/{mean,std,none_count,timeouts,errors}`` per configured reward (stds are
    population stds, as in ``rlvr rewards score``; a mean over no values is null);
@@ -54,7 +61,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tqdm.auto import tqdm
+
 from rlvr.api.errors import RlvrError
+from rlvr.rewards.scoring import RewardStats
 
 if TYPE_CHECKING:
     from rlvr.rollout.runner import Completion, Rollout
@@ -71,6 +81,7 @@ TIMING_KEYS = frozenset(
         "generation_time",
         "scoring_time",
         "training_time",
+        "cpu_time",
         "tokens_per_second",
         "peak_memory_mb",
         "eval/time",
@@ -96,6 +107,9 @@ CORE_KEYS = (
     "inert_frac",
     "skipped",
     "step_time",
+    "cpu_time",
+    "num_tokens",
+    "prompt_tokens",
     "tokens_per_second",
     "peak_memory_mb",
 )
@@ -147,14 +161,13 @@ def _installed(module: str) -> bool:
 
 
 def peak_memory_mb() -> float:
-    """CUDA peak allocated memory, or the process's peak RSS on CPU, in MiB."""
-    try:
-        import torch
+    """CUDA peak allocated memory, or the process's peak RSS on CPU, in MiB.
 
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            return torch.cuda.max_memory_allocated() / 2**20
-    except ImportError:  # pragma: no cover
-        pass
+    torch is looked up, not imported: CUDA memory is allocated only once torch is loaded, and
+    reading a run's metrics (``rlvr plot``, :func:`read_metrics`) must not load it."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.max_memory_allocated() / 2**20
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB
 
@@ -208,6 +221,7 @@ def step_metrics(
     num_tokens: int,
     step_time: float,
     training_time: float,
+    cpu_time: float,
 ) -> dict[str, Any]:
     """A step's line of ``metrics.jsonl`` (the namespace in the module docstring).
 
@@ -242,6 +256,7 @@ def step_metrics(
     m["inert_frac"] = first.inert_frac
     m["skipped"] = 0 if all(u.finite for u in updates) else 1
     m["num_tokens"] = num_tokens
+    m["prompt_tokens"] = sum(len(c.prompt_ids) for c in rollout.kept)
     prefix = f"algo/{algorithm}/"
     for k, v in prepare_metrics.items():
         m[prefix + k] = float(v)
@@ -255,6 +270,7 @@ def step_metrics(
     m["generation_time"] = rollout.generation_time
     m["scoring_time"] = rollout.scoring_time
     m["training_time"] = training_time
+    m["cpu_time"] = cpu_time
     m["tokens_per_second"] = sum(len(c.token_ids) for c in gen) / max(step_time, 1e-9)
     m["peak_memory_mb"] = peak_memory_mb()
     return m
@@ -270,8 +286,6 @@ def eval_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _stats(values: Sequence[float]) -> Any:
-    from rlvr.rewards.scoring import RewardStats
-
     return RewardStats.of(values)
 
 
@@ -345,6 +359,7 @@ class MetricsLogger:
         self._wandb: Any = None
         for name in reporters(report_to):
             if name == "tensorboard":
+                # optional extra (rlvr[tensorboard]); reporters() checked it is installed
                 from torch.utils.tensorboard import SummaryWriter
 
                 self._tb = SummaryWriter(
@@ -354,8 +369,6 @@ class MetricsLogger:
                 self._wandb = self._start_wandb(config, resume=start_step > 0)
         self._bar: Any = None
         if progress:
-            from tqdm.auto import tqdm
-
             # disable=None: no bar where stderr is no terminal (a log file, CI), whose every
             # redraw would be another line; the step lines below are printed either way.
             self._bar = tqdm(
@@ -368,7 +381,7 @@ class MetricsLogger:
             )
 
     def _start_wandb(self, config: Mapping[str, Any] | None, resume: bool) -> Any:
-        import wandb
+        import wandb  # optional extra (rlvr[wandb]); reporters() checked it is installed
 
         id_file = self.dir / "wandb_id.txt"
         run_id = id_file.read_text().strip() if resume and id_file.is_file() else None
@@ -498,7 +511,7 @@ def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
 # --------------------------------------------------------------------------- data parallelism
 
 #: Metrics that are counts: summed over ranks.
-_SUMMED = ("groups_filtered", "groups_kept", "num_tokens", "guide/count")
+_SUMMED = ("groups_filtered", "groups_kept", "num_tokens", "prompt_tokens", "guide/count")
 _SUMMED_SUFFIXES = ("/none_count", "/timeouts", "/errors")
 #: Metrics the update already made global (equal on every rank): rank 0's value.
 _GLOBAL = ("step", "loss", "grad_norm", "value_grad_norm", "learning_rate", "skipped")
@@ -536,7 +549,7 @@ def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float])
             out[key] = parts[0].get(key, first)
         elif key in _SUMMED or key.endswith(_SUMMED_SUFFIXES):
             out[key] = sum(nums)
-        elif key in TIMING_KEYS or key.endswith("max"):
+        elif key in TIMING_KEYS or key.startswith("profile/") or key.endswith("max"):
             out[key] = max(nums)
         elif key.endswith("min"):
             out[key] = min(nums)

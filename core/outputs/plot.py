@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.outputs.metrics import LEGACY_ALGO_KEYS
+from rlvr.outputs.metrics import LEGACY_ALGO_KEYS, METRICS_FILE
 
 PLOTS_DIR = "plots"
 SMOOTH_FROM = 20  # steps before a moving average is drawn
@@ -156,8 +156,6 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
 
 def _read_rows(output_dir: str | Path) -> list[dict[str, Any]]:
     """The rows of ``OUTPUT_DIR/metrics.jsonl``, skipping a last line cut short by a kill."""
-    from rlvr.outputs.metrics import METRICS_FILE
-
     path = Path(output_dir) / METRICS_FILE
     if not path.is_file():
         raise PlotError(
@@ -179,13 +177,13 @@ def _read_rows(output_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def _matplotlib() -> Any:
-    try:
+    try:  # optional extra (rlvr[plot]): only `rlvr plot` needs it
         import matplotlib
     except ImportError:
         raise PlotError(
             "plotting needs matplotlib: pip install 'rlvr[plot]'  (or pip install matplotlib)"
         ) from None
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # the optional extra, found above
 
     del matplotlib
     return Figure

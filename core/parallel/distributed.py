@@ -44,9 +44,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as tdist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from rlvr import functional
 from rlvr.parallel.launcher import tie_to_launcher
+from rlvr.parallel.safe_dcp import SafeReader, WeightsOnlyPlanner
 
 logger = logging.getLogger("rlvr.parallel.distributed")
 
@@ -79,7 +90,6 @@ class Dist:
         """``x`` summed over ranks (a new tensor on ``x``'s device)."""
         if not self.enabled:
             return x
-        import torch.distributed as tdist
 
         y = x.detach().to(self.device).clone()
         tdist.all_reduce(y, op=tdist.ReduceOp.SUM)
@@ -100,7 +110,6 @@ class Dist:
         """Every rank's ``obj`` (picklable), in rank order, on every rank."""
         if not self.enabled:
             return [obj]
-        import torch.distributed as tdist
 
         out: list[Any] = [None] * self.world_size
         tdist.all_gather_object(out, obj)
@@ -108,8 +117,6 @@ class Dist:
 
     def barrier(self) -> None:
         if self.enabled:
-            import torch.distributed as tdist
-
             tdist.barrier()
 
     def max_count(self, n: int) -> int:
@@ -141,7 +148,6 @@ class Dist:
         """Make every rank's ``module`` rank 0's (replicas start equal, as DDP does)."""
         if not self.enabled:
             return
-        import torch.distributed as tdist
 
         with torch.no_grad():
             for t in [*module.parameters(), *module.buffers()]:
@@ -196,7 +202,6 @@ def data_parallel() -> Iterator[Dist]:
     if not launched():
         yield _current
         return
-    import torch.distributed as tdist
 
     tie_to_launcher()
     rank = int(os.environ["RANK"])
@@ -254,8 +259,6 @@ def shard(
     compute ``dtype``, the shards stay as they are (float32 for trained weights) and each
     layer's whole weights are gathered in ``dtype``; gradients reduce in float32 (untested
     here)."""
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
-
     kwargs: dict[str, Any] = {}
     if dist.device.type == "cuda" and dtype in (torch.bfloat16, torch.float16):
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32)
@@ -267,8 +270,6 @@ def shard(
 
 
 def fsdp_modules(model: torch.nn.Module) -> list[Any]:
-    from torch.distributed.fsdp import FSDPModule
-
     return [m for m in model.modules() if isinstance(m, FSDPModule)]
 
 
@@ -290,8 +291,6 @@ def gathered(model: torch.nn.Module) -> Iterator[None]:
 
 def full_state_dict(model: torch.nn.Module) -> dict[str, Any]:
     """The whole model's weights on CPU, on rank 0 (empty elsewhere); every rank must call."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     state = get_model_state_dict(model, options=options)
     seen: set[int] = set()
@@ -313,9 +312,6 @@ class ShardedCheckpointError(RuntimeError):
 def save_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Path) -> None:
     """Every rank writes its own shard of the optimizer state, nothing is gathered (a
     collective: every rank must call)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
-
     dcp.save({"optimizer": get_optimizer_state_dict(model, optimizer)}, checkpoint_id=directory)
 
 
@@ -323,15 +319,6 @@ def load_sharded_optimizer(model: torch.nn.Module, optimizer: Any, directory: Pa
     """Read :func:`save_sharded_optimizer`'s state into ``optimizer``, resharded to this run's
     ranks (any number, one process included). Nothing in the files is executed
     (:mod:`rlvr.parallel.safe_dcp`); a planted payload raises ``pickle.UnpicklingError``."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.api import CheckpointException
-    from torch.distributed.checkpoint.state_dict import (
-        get_optimizer_state_dict,
-        set_optimizer_state_dict,
-    )
-
-    from rlvr.parallel.safe_dcp import SafeReader, WeightsOnlyPlanner  # imports DCP, as above
-
     # Read first: DCP would log a refused metadata file as missing and look for others.
     SafeReader(directory).read_metadata()
     # The layout to fill: this rank's shards (an empty optimizer is initialised first).

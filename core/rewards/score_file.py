@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from rlvr.api.host import Host
 from rlvr.api.registration import Sample
 from rlvr.rewards.failures import RewardErrorLog
@@ -91,8 +93,6 @@ def score_file(
 ) -> ScoreReport:
     """Score every row of ``input_path`` into ``output_path``: adds ``rewards`` and ``reward``,
     and ``reward_errors`` (label -> error text) to rows where a reward failed."""
-    from tqdm import tqdm
-
     report = ScoreReport()
     summaries = []
     totals: list[float] = []

@@ -139,7 +139,17 @@ class Scorer:
 
     ``pool_options`` go to the pool (``start_method``, ``build_timeout``, ``max_chunk``).
     Create one per run and reuse it; use as a context manager or call :meth:`close`.
+    Public as ``rlvr.Scorer`` (build it with :meth:`for_config`): scoring completions made
+    elsewhere (best-of-n filtering, a custom loop) in the worker processes the trainer uses.
     """
+
+    @classmethod
+    def for_config(cls, config: Any, host: Any, *, workers: int | None = None) -> Scorer:
+        """A scorer of ``config.rewards`` (weights, timeouts, fallbacks as configured), their
+        factories found in ``host``; ``workers`` defaults to ``training.reward_workers``."""
+        if workers is None:
+            workers = config.training.reward_workers
+        return cls(score_entries(config, host), workers=workers)
 
     def __init__(
         self, entries: Sequence[ScoreEntry], workers: int = 2, **pool_options: Any

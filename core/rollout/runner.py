@@ -1,8 +1,8 @@
 """Rollout: generate completions for prompts, score them, and keep the groups the algorithm
 selects. ``rlvr train`` and ``rlvr eval`` share :func:`generate`, :func:`score` and
-:func:`sample_record`; :class:`Rollouts` adds the training step's dynamic-sampling rounds.
+:func:`sample_record`; :class:`RolloutRunner` adds the training step's dynamic-sampling rounds.
 
-One training rollout (:meth:`Rollouts.run`): take the step's prompts, sample
+One training rollout (:meth:`RolloutRunner.run`): take the step's prompts, sample
 ``num_generations`` completions each, score them (one reward pool for the whole run); when the
 algorithm's ``select`` filters groups out (dynamic sampling), generate more with new prompts
 until the step has its prompts' worth of groups or ``max_generation_rounds`` rounds ran.
@@ -218,8 +218,9 @@ class Rollout:
 
 
 @dataclass
-class Rollouts:
-    """Everything a training step's rollout needs, fixed for the run."""
+class RolloutRunner:
+    """Runs a training step's rollout (:meth:`run`, which returns a :class:`Rollout`) with
+    everything it needs, fixed for the run: the generator, the reward scorer, the prompts."""
 
     generator: Generator
     scorer: Scorer
@@ -367,7 +368,7 @@ class Rollouts:
 __all__ = [
     "Completion",
     "Rollout",
-    "Rollouts",
+    "RolloutRunner",
     "build_batch",
     "generate",
     "sample_record",

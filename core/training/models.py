@@ -29,6 +29,12 @@ from typing import Any
 from rlvr.api.registration import Requirements
 from rlvr.config.schema import ModelConfig, TrainingConfig
 from rlvr.model import lora
+from rlvr.model.loading import (
+    TRAINED_DTYPE,
+    enable_gradient_checkpointing,
+    load_policy,
+    store_as_autocast_computes,
+)
 from rlvr.parallel import distributed
 from rlvr.training.update import disable_dropout
 
@@ -59,13 +65,6 @@ def load_run_models(
 ) -> RunModels:
     """Load the run's models on ``device``, computing in ``dtype``; ``algorithm`` builds the
     value model when ``req.value_model`` says one is needed."""
-    from rlvr.model.loading import (
-        TRAINED_DTYPE,
-        enable_gradient_checkpointing,
-        load_policy,
-        store_as_autocast_computes,
-    )
-
     lora_cfg = model_cfg.lora
     policy_cfg = model_cfg
     if resume_from is not None and lora_cfg is None:  # the checkpoint holds the whole model
@@ -121,8 +120,6 @@ def trained_in_float32(model: Any) -> None:
     """Cast the weights that train (``requires_grad``) to float32 in place, leaving the frozen
     ones in their dtype: peft keeps a 16-bit base's adapters in float32, but not every module
     it trains (``modules_to_save`` copies), nor a value head built beside them."""
-    from rlvr.model.loading import TRAINED_DTYPE
-
     for param in model.parameters():
         if param.requires_grad and param.is_floating_point() and param.dtype != TRAINED_DTYPE:
             param.data = param.data.to(TRAINED_DTYPE)

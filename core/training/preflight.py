@@ -13,9 +13,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import datasets
+
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host
-from rlvr.config.schema import RunConfig
+from rlvr.config.problems import sort_problems, with_origins
+from rlvr.config.schema import SECTIONS, ConfigError, RunConfig
+from rlvr.data.prompts import field_problems, load_rows
+from rlvr.model.loading import ModelLoadError, cached_on_hub, load_model_config, load_tokenizer
+from rlvr.outputs.metrics import reporters
 from rlvr.outputs.rundir import not_a_directory
 
 
@@ -30,8 +36,6 @@ def preflight(config: RunConfig, host: Host) -> list[tuple[str, str]]:
 
 
 def _report_to(config: RunConfig) -> list[tuple[str, str]]:
-    from rlvr.outputs.metrics import reporters
-
     try:
         reporters(config.training.report_to)
     except RlvrError as exc:
@@ -48,8 +52,6 @@ def _output_dir(config: RunConfig) -> list[tuple[str, str]]:
 
 
 def _data(config: RunConfig, host: Host) -> list[tuple[str, str]]:
-    from rlvr.data.prompts import field_problems, load_rows
-
     data = config.data
     assert data is not None
     problems = []
@@ -78,8 +80,6 @@ def _model(config: RunConfig) -> list[tuple[str, str]]:
     """The model's config and tokenizer load (no weights). A model with
     ``trust_remote_code`` is only looked at (its config.json is read as JSON): loading it with
     transformers would run its Python files, and a check never runs code."""
-    from rlvr.model.loading import ModelLoadError, cached_on_hub, load_model_config, load_tokenizer
-
     cfg = config.model
     assert cfg is not None
     problems = []
@@ -122,8 +122,6 @@ def _not_found(name: str) -> str:
 
 def _quiet(fn: Any, *args: Any) -> Any:
     """Run ``fn`` without third-party progress bars (they would interleave with messages)."""
-    import datasets
-
     enabled = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
@@ -135,9 +133,6 @@ def _quiet(fn: Any, *args: Any) -> Any:
 
 def check(config: RunConfig, host: Host, *, source: str | None = None, overrides=()) -> None:
     """Raise :class:`rlvr.config.schema.ConfigError` listing every :func:`preflight` problem."""
-    from rlvr.config.problems import sort_problems, with_origins
-    from rlvr.config.schema import SECTIONS, ConfigError
-
     problems = preflight(config, host)
     if problems:
         raise ConfigError(sort_problems(with_origins(problems, overrides), SECTIONS), source=source)

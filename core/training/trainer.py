@@ -59,12 +59,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from transformers import set_seed
+
 from rlvr.api.errors import RlvrError, TrainingError
 from rlvr.api.host import Host, build_algorithm, build_generator
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, requirements
 from rlvr.data.prompts import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.evaluation.evaluate import Evaluation, eval_prompt_rows
+from rlvr.model.loading import eos_token_ids, resolve_device_dtype
 from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs import rundir
 from rlvr.outputs.metrics import (
@@ -80,7 +83,7 @@ from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError, RewardErrorLog
 from rlvr.rewards.scoring import Scorer, score_entries
 from rlvr.rollout.guidance import Guides
-from rlvr.rollout.runner import Rollout, Rollouts, build_batch, sample_record, step_seed
+from rlvr.rollout.runner import Rollout, RolloutRunner, build_batch, sample_record, step_seed
 from rlvr.training import memory
 from rlvr.training.models import load_run_models
 from rlvr.training.update import PolicyUpdate, WeightsError
@@ -94,8 +97,6 @@ _clock = time.monotonic
 
 
 def _seed_everything(seed: int) -> None:
-    from transformers import set_seed
-
     set_seed(seed)
 
 
@@ -233,8 +234,6 @@ class Trainer:
                 1, math.ceil(t.num_train_epochs * len(rows) / self.prompts_per_step)
             )
 
-        from rlvr.model.loading import resolve_device_dtype
-
         _seed_everything(t.seed)
         device, dtype = resolve_device_dtype(self.model_cfg.dtype)
         # Built (and checked against its protocol) before any model loads.
@@ -311,7 +310,7 @@ class Trainer:
             backend, self.backend_cfg.params, run, self.policy, self.tokenizer
         )
         self._closers.append(self.generator)
-        self.rollouts = Rollouts(
+        self.rollout_runner = RolloutRunner(
             generator=self.generator,
             scorer=self.scorer,
             reward_errors=self.reward_errors,
@@ -365,8 +364,6 @@ class Trainer:
 
     def _guides(self, prompts: PromptSet) -> Guides | None:
         """``training.guidance``'s guide completions (None without it)."""
-        from rlvr.model.loading import eos_token_ids
-
         g = self.t.guidance
         if g is None:
             return None
@@ -384,13 +381,16 @@ class Trainer:
     def train_step(self) -> dict[str, Any]:
         """rollout -> no-grad passes -> ``prepare`` -> updates -> metrics (module docstring)."""
         self.step += 1
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         _seed_everything(step_seed(self.t.seed, self.step, 1_000_000))
         self.policy.eval()
         # FSDP: whole weights while generating, unless the backend has its own copy.
         gather = self.host.backends[self.backend_cfg.name].capabilities.samples_from_policy
-        with distributed.gathered(self.policy) if gather else contextlib.nullcontext():
-            ro = self.rollouts.run(self.step, self.prompts_per_step)
+        with (
+            distributed.gathered(self.policy) if gather else contextlib.nullcontext(),
+            self.update.clock("generation"),
+        ):
+            ro = self.rollout_runner.run(self.step, self.prompts_per_step)
         failed = sum(s.errors + s.timeouts for s in ro.summary.values())
         stopping = self._stop is not None and self._stop.requested
         if self.dist.any(stopping and failed > 0):  # every rank discards, or none
@@ -401,7 +401,8 @@ class Trainer:
 
         t0 = time.perf_counter()
         batch = build_batch(ro.kept, self.labels, self.pad_id, self.step).to(self.update.device)
-        batch = self.update.fill_no_grad(batch)
+        with self.update.clock("no_grad"):
+            batch = self.update.fill_no_grad(batch)
         batch, prep_metrics = self.algo.prepare(batch)
         lr = self.update.optimizer.param_groups[0]["lr"]
         updates = [self.update.update(batch, first=i == 0) for i in range(self.updates_per_step)]
@@ -420,7 +421,9 @@ class Trainer:
                 num_tokens=int(batch.completion_mask.sum().item()),
                 step_time=time.perf_counter() - start,
                 training_time=t1 - t0,
-            ),
+                cpu_time=time.process_time() - cpu_start,
+            )
+            | self.update.clock.take(),
         )
         if not m["skipped"]:
             self.bad_steps = 0
@@ -503,8 +506,9 @@ class Trainer:
             by_id = {id(c): float(a) for c, a in zip(ro.kept, advantages.tolist(), strict=True)}
         prompt_field = self.data_cfg.prompt_field
         out = []
+        prompts = self.rollout_runner.prompts
         for c in ro.generated + ro.guides:
-            record = {"group": c.group, **sample_record(c, self.rollouts.prompts, prompt_field)}
+            record = {"group": c.group, **sample_record(c, prompts, prompt_field)}
             record["kept"] = c.kept
             if c.guide:
                 record["guide"] = True

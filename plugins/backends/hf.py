@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from transformers import GenerationConfig
 
 from rlvr import Generation, RunInfo, SamplingParams, autocast, check_request, eos_token_ids
 from rlvr.plugins.backends.params import HFParams
@@ -102,8 +103,6 @@ class HFGenerator:
     # ------------------------------------------------------------------ internals
 
     def _base_config(self, saved: Any) -> Any:
-        from transformers import GenerationConfig
-
         return GenerationConfig(
             bos_token_id=getattr(saved, "bos_token_id", None),
             eos_token_id=self.eos_ids,
@@ -111,8 +110,6 @@ class HFGenerator:
         )
 
     def _generation_config(self, sampling: SamplingParams) -> Any:
-        from transformers import GenerationConfig
-
         sample = sampling.temperature > 0
         kwargs: dict[str, Any] = {
             "max_new_tokens": sampling.max_tokens,

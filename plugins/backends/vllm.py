@@ -69,18 +69,25 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import hashlib
 import logging
 import os
+import random
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlvr import hf_weights, is_peft, unwrap
-from rlvr.plugins.backends.params import INSTALL_HINT, VLLMParams, vllm_available
+import numpy as np
+import torch
+
+from rlvr import Generation, check_request, eos_token_ids, hf_weights, is_peft, unwrap
+from rlvr.plugins.backends import INSTALL_HINT, vllm_available
+from rlvr.plugins.backends.params import VLLMParams
 
 if TYPE_CHECKING:
-    from rlvr import Generation, RunInfo, SamplingParams
+    from rlvr import RunInfo, SamplingParams
 
 _WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "model.safetensors.index.json")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -125,11 +132,6 @@ def completion_seed(seed: int, index: int) -> int:
 @contextlib.contextmanager
 def _preserved_rng() -> Iterator[None]:
     """Restore Python's, numpy's and torch's (CPU and CUDA) global RNG states afterwards."""
-    import random
-
-    import numpy as np
-    import torch
-
     py_state = random.getstate()
     np_state = np.random.get_state()
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
@@ -143,8 +145,6 @@ def _preserved_rng() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _torch_threads(n: int | None) -> Iterator[None]:
-    import torch
-
     if n is None or n == torch.get_num_threads():
         yield
         return
@@ -202,11 +202,6 @@ class VLLMGenerator:
             )
         # Before vLLM is imported (and before it caches its environment).
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        import tempfile
-
-        import torch
-
-        from rlvr import eos_token_ids
 
         self.params = params
         self.run = run
@@ -284,6 +279,7 @@ class VLLMGenerator:
         _quiet_rotary_reload()
         try:
             with _preserved_rng(), _torch_threads(params.cpu_threads if self.on_cpu else None):
+                # optional extra (rlvr[vllm]), imported only after the environment set above
                 from vllm import LLM
 
                 self.llm = LLM(**kwargs)
@@ -304,10 +300,9 @@ class VLLMGenerator:
     # ------------------------------------------------------------------ Generator protocol
 
     def generate(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> Generation:
+        # optional extra (rlvr[vllm]), loaded by __init__ after it set vLLM's environment
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
-
-        from rlvr import Generation, check_request
 
         check_request(prompts, n, sampling)
         if not prompts:
@@ -360,8 +355,6 @@ class VLLMGenerator:
 
     def sync_weights(self, model: Any) -> None:
         """Copy ``model``'s current weights into the engine in place; reset its prefix cache."""
-        import torch
-
         if self.llm is None:
             raise RuntimeError("the vLLM engine is closed")
         # Asleep (GPU sleep mode): only the weights wake; the KV cache waits for generate().
@@ -379,8 +372,6 @@ class VLLMGenerator:
         global _live_engines
         llm, self.llm = self.llm, None
         if llm is not None:
-            import gc
-
             with contextlib.suppress(Exception):
                 llm.llm_engine.engine_core.shutdown()
             del llm
@@ -388,6 +379,7 @@ class VLLMGenerator:
             _live_engines -= 1
             # The engine core's shutdown already did it, unless it failed half-way.
             with contextlib.suppress(Exception):
+                # optional extra (rlvr[vllm]), loaded by __init__ after it set vLLM's environment
                 from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
 
                 cleanup_dist_env_and_memory()

@@ -1,23 +1,30 @@
 """rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``arithmetic``, ``steps``,
 ``length_penalty``, ``callable``.
 
-Registered through the ``rlvr`` entry-point group like any third-party plugin. Importing this
-package is cheap: math-verify and sympy load only when an ``answer`` reward needs them.
+Registered through the ``rlvr`` entry-point group like any third-party plugin, laid out as every
+plugin family is: this module holds the hooks and one ``register(...)`` per reward; the params
+models are in :mod:`rlvr.plugins.rewards.params`; each reward is a module of its own, named by
+its ``LazyFactory`` and imported when a run builds the reward (``answer`` loads math-verify and
+sympy), so importing this package costs only pydantic (and the standard library that the
+``callable`` config check reads sources with).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from rlvr import Reward, hookimpl
-
-from .answer import AnswerParams, AnswerReward
-from .arithmetic import ArithmeticParams, ArithmeticReward
-from .callable import CallableParams, CallableReward, validate_callable_config
-from .format import FormatParams, FormatReward
-from .length_penalty import LengthPenaltyParams, LengthPenaltyReward
-from .numbers import NumbersParams, NumbersReward
-from .steps import StepsParams, StepsReward
+from rlvr import LazyFactory, Reward, hookimpl
+from rlvr.plugins.rewards.callable import check_function  # stdlib only: the config check
+from rlvr.plugins.rewards.params import (
+    AnswerParams,
+    ArithmeticParams,
+    CallableParams,
+    FormatParams,
+    LengthPenaltyParams,
+    NumbersParams,
+    StepsParams,
+)
 
 
 def _function(params: CallableParams) -> str:
@@ -34,7 +41,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
         Reward(
             name="format",
             params=FormatParams,
-            factory=FormatReward,
+            factory=LazyFactory("rlvr.plugins.rewards.format:FormatReward"),
             description="Reasoning block then answer block, full match, exactly one of each tag.",
         )
     )
@@ -42,7 +49,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
         Reward(
             name="answer",
             params=AnswerParams,
-            factory=AnswerReward,
+            factory=LazyFactory("rlvr.plugins.rewards.answer:AnswerReward"),
             description="Math correctness of the extracted answer (numeric, then math-verify).",
             fields=_gold_field,
             correctness=True,
@@ -52,7 +59,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
         Reward(
             name="numbers",
             params=NumbersParams,
-            factory=NumbersReward,
+            factory=LazyFactory("rlvr.plugins.rewards.numbers:NumbersReward"),
             description="Fast numeric check: the first/last number of the answer equals the gold.",
             fields=_gold_field,
             correctness=True,
@@ -62,7 +69,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
         Reward(
             name="arithmetic",
             params=ArithmeticParams,
-            factory=ArithmeticReward,
+            factory=LazyFactory("rlvr.plugins.rewards.arithmetic:ArithmeticReward"),
             description="Every calculation written out (16 * 5 = 80) is right; arithmetic "
             "only, not reasoning (see docs/concepts/rewards.md before training on it).",
         )
@@ -71,7 +78,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
         Reward(
             name="steps",
             params=StepsParams,
-            factory=StepsReward,
+            factory=LazyFactory("rlvr.plugins.rewards.steps:StepsReward"),
             description="Share of the reference solution's intermediate results (GSM8K's "
             "worked steps) that the completion's own right calculations reach.",
             fields=_gold_field,
@@ -81,7 +88,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
         Reward(
             name="length_penalty",
             params=LengthPenaltyParams,
-            factory=LengthPenaltyReward,
+            factory=LazyFactory("rlvr.plugins.rewards.length_penalty:LengthPenaltyReward"),
             description="Token-length penalty: DAPO soft overlong punishment or a target length.",
         )
     )
@@ -89,7 +96,7 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
         Reward(
             name="callable",
             params=CallableParams,
-            factory=CallableReward,
+            factory=LazyFactory("rlvr.plugins.rewards.callable:CallableReward"),
             description="A TRL-style reward function (module:function or file.py:function); "
             "runs your own code.",
             runs_code=_function,
@@ -97,21 +104,20 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
     )
 
 
-__all__ = [
-    "AnswerParams",
-    "AnswerReward",
-    "ArithmeticParams",
-    "ArithmeticReward",
-    "CallableParams",
-    "CallableReward",
-    "FormatParams",
-    "FormatReward",
-    "LengthPenaltyParams",
-    "LengthPenaltyReward",
-    "NumbersParams",
-    "NumbersReward",
-    "StepsParams",
-    "StepsReward",
-    "rlvr_register_rewards",
-    "validate_callable_config",
-]
+@hookimpl
+def rlvr_validate_config(config: Any) -> list[tuple[str, str]]:
+    """Cheap checks of every ``callable`` reward: the module or file exists and defines the
+    function. Nothing is imported or run here (a module's import may be slow or have side
+    effects); the reward workers import it when they start."""
+    problems = []
+    for i, entry in enumerate(getattr(config, "rewards", None) or []):
+        params = getattr(entry, "params", None)
+        if getattr(entry, "name", None) != "callable" or not isinstance(params, CallableParams):
+            continue
+        problem = check_function(params.function)
+        if problem:
+            problems.append((f"rewards[{i}].params.function", problem))
+    return problems
+
+
+__all__ = ["rlvr_register_rewards", "rlvr_validate_config"]

@@ -1,12 +1,12 @@
 """``answer``: is the final answer mathematically correct?
 
 1. The gold is ``row[gold_field]`` (GSM8K's ``#### N`` detected automatically); the prediction
-   is extracted by the ordered ``strategies`` of :func:`rlvr.rewards.extract.extract_answer`.
-2. When both read as plain numbers (:func:`rlvr.rewards.extract.parse_number`: commas, signs, ``$``,
+   is extracted by the ordered ``strategies`` of :func:`rlvr.extract_answer`.
+2. When both read as plain numbers (:func:`rlvr.parse_number`: commas, signs, ``$``,
    ``%``, units, fractions) they are compared numerically, fast, without sympy.
 3. Otherwise math-verify decides (symbolic answers: ``7\\pi``, ``\\sqrt2``, sets, ``x=5``): both
    sides have their tags stripped and are wrapped in ``\\boxed{}`` first (a bare gold loses
-   information), gold parsed first. math-verify is imported on first use, with integer
+   information), gold parsed first. math-verify runs with integer
    timeouts (``signal.alarm``): this path must run in a main thread, as reward workers do; a
    timeout or a math-verify error counts as "not equal".
 
@@ -16,6 +16,9 @@ the first ``close`` tier (smallest ``rel_tol`` first) whose ``|pred - gold| <= r
 for a wrong numeric answer; ``wrong``; ``no_answer`` when no strategy finds an answer.
 Returns ``None`` (not applicable) only when the gold itself cannot be parsed; a row without
 ``gold_field`` is an error (the field is declared through ``fields``).
+
+math-verify (and sympy) load with this module, which the plugin registers lazily
+(``LazyFactory``): ``rlvr plugins`` and ``rlvr validate`` never import it.
 """
 
 from __future__ import annotations
@@ -26,51 +29,13 @@ import math
 import threading
 from typing import Any
 
-from pydantic import Field, field_validator
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+from math_verify.errors import TimeoutException
 
-from rlvr import (
-    ExtractionParams,
-    Params,
-    Percent,
-    Sample,
-    gold_from_row,
-    last_boxed,
-    parse_number,
-    strip_tags,
-)
+from rlvr import Sample, gold_from_row, last_boxed, parse_number, strip_tags
+from rlvr.plugins.rewards.params import AnswerParams
 
 logger = logging.getLogger(__name__)
-
-
-class CloseTier(Params):
-    """Partial credit for a numeric answer within ``rel_tol`` (relative) of the gold."""
-
-    rel_tol: float = Field(gt=0, description="relative tolerance, |pred - gold| / |gold|")
-    score: float = Field(description="score of a wrong answer within rel_tol")
-
-
-class AnswerParams(ExtractionParams):
-    """Extraction, gold and scores of the ``answer`` reward."""
-
-    gold_field: str = Field("answer", description="dataset field with the gold answer")
-    correct: float = Field(1.0, description="score of a correct answer")
-    wrong: float = Field(0.0, description="score of a wrong answer")
-    no_answer: float = Field(0.0, description="score when no answer is found")
-    stripped_match: float | None = Field(
-        None, description="score of a correct answer with whitespace around it (null: correct)"
-    )
-    close: tuple[CloseTier, ...] = Field(
-        (), description="partial credit for near misses: [{rel_tol, score}], tightest wins"
-    )
-    percent: Percent = Field("number", description="'50%' reads as 50 (number) or 0.5 (fraction)")
-    timeout_seconds: int = Field(5, ge=1, description="math-verify timeout (whole seconds)")
-
-    @field_validator("close")
-    @classmethod
-    def _distinct_tiers(cls, tiers: tuple[CloseTier, ...]) -> tuple[CloseTier, ...]:
-        if len({t.rel_tol for t in tiers}) != len(tiers):
-            raise ValueError("each close tier needs a different rel_tol")
-        return tuple(sorted(tiers, key=lambda t: t.rel_tol))
 
 
 class AnswerReward:
@@ -117,9 +82,6 @@ class AnswerReward:
         pred_parsed = _parse(_boxed(pred, p), p.timeout_seconds)
         if not pred_parsed:
             return False
-        from math_verify import verify
-        from math_verify.errors import TimeoutException
-
         try:
             return bool(verify(gold_parsed, pred_parsed, timeout_seconds=p.timeout_seconds))
         except (Exception, TimeoutException):
@@ -142,9 +104,6 @@ def _boxed(text: str, p: AnswerParams) -> str:
 @functools.lru_cache(maxsize=4096)
 def _parse(text: str, timeout: int) -> list[Any]:
     """math-verify's parse (cached: a GRPO group shares one gold); [] on any failure."""
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-    from math_verify.errors import TimeoutException
-
     try:
         return parse(
             text,

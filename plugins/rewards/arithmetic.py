@@ -17,17 +17,8 @@ something else pays for using the problem's numbers.
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from rlvr import Params, Sample, calculations, link_holds
-
-
-class ArithmeticParams(Params):
-    """Scores of the ``arithmetic`` reward."""
-
-    correct: float = Field(1.0, description="score when every calculation found is right")
-    wrong: float = Field(0.0, description="score when any calculation is wrong")
-    no_calculation: float = Field(0.0, description="score when the completion has none")
+from rlvr import Sample, calculations, link_holds
+from rlvr.plugins.rewards.params import ArithmeticParams
 
 
 class ArithmeticReward:

@@ -28,8 +28,9 @@ way, once per sample (a batch of one), inside rlvr's reward workers::
 - ``completion_ids`` is None: rewards see text, not tokens.
 
 Validation checks the form of ``function`` without running anything, and the config check
-(:func:`validate_callable_config`) that the module or file exists and, by reading its source,
-that it defines the function; the import itself happens in each reward worker.
+(the family's ``rlvr_validate_config``, :func:`check_function`) that the module or file exists
+and, by reading its source, that it defines the function; the import itself happens in each
+reward worker.
 
 **This runs the code the config names**: the function is imported and executed with your
 permissions, like any Python script you run. So the record declares it (``runs_code``) and a
@@ -47,80 +48,18 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable, Mapping
+from importlib.machinery import PathFinder
 from pathlib import Path
-from typing import Any, Literal, TypeGuard
+from typing import Any, TypeGuard
 
-from pydantic import Field, ValidationInfo, field_validator
-
-from rlvr import Params, Sample, hookimpl
-
-#: Row fields TRL does not pass on as keyword arguments.
-RESERVED = ("prompt", "completion", "completion_ids")
-
-
-def _split(spec: str) -> tuple[str, str]:
-    """``"a.b:c.d"`` -> ``("a.b", "c.d")``; ``"x/y.py:f"`` -> ``("x/y.py", "f")``."""
-    target, sep, attr = spec.rpartition(":")
-    if not sep or not target or not attr:
-        raise ValueError(
-            f"{spec!r} is not 'module:function' or 'path/to/file.py:function' "
-            "(e.g. 'my_rewards:accuracy_reward')"
-        )
-    return target, attr
-
-
-def _is_file(target: str) -> bool:
-    return target.endswith(".py")
-
-
-class CallableParams(Params):
-    """Which TRL-style function to call, and how."""
-
-    function: str = Field(
-        description="'module:function' or 'path/to/file.py:function' (runs your own code)"
-    )
-    kwargs: dict[str, Any] = Field(
-        default_factory=dict, description="extra keyword arguments passed on every call"
-    )
-    format: Literal["auto", "standard", "conversational"] = Field(
-        "auto",
-        description="TRL dataset format: auto = conversational when the row's prompt is a "
-        "list of messages",
-    )
-
-    @field_validator("function")
-    @classmethod
-    def _check_function(cls, value: str, info: ValidationInfo) -> str:
-        value = value.strip()
-        target, attr = _split(value)
-        if not all(part.isidentifier() for part in attr.split(".")):
-            raise ValueError(f"{attr!r} (after ':') is not a Python name or dotted attribute")
-        if _is_file(target):
-            path = Path(target).expanduser()
-            if (
-                not path.is_absolute()
-            ):  # against the config file's directory (see rlvr.config.schema)
-                path = Path((info.context or {}).get("config_dir") or Path.cwd()) / path
-            return f"{path}:{attr}"
-        if not all(part.isidentifier() for part in target.split(".")):
-            raise ValueError(
-                f"{target!r} (before ':') is neither a dotted module name nor a path ending in .py"
-            )
-        return value
-
-    @field_validator("kwargs")
-    @classmethod
-    def _check_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
-        bad = [k for k in value if not k.isidentifier() or k in ("prompts", "completions")]
-        if bad:
-            raise ValueError(f"kwargs {bad} cannot be keyword arguments of the function")
-        return value
+from rlvr import Sample
+from rlvr.plugins.rewards.params import RESERVED, CallableParams, is_file_spec, split_spec
 
 
 def load_function(spec: str) -> Callable[..., Any]:
     """Import the function named by ``spec`` (``module:function`` or ``file.py:function``)."""
-    target, attr = _split(spec)
-    if _is_file(target):
+    target, attr = split_spec(spec)
+    if is_file_spec(target):
         path = Path(target)
         if not path.is_file():
             raise FileNotFoundError(f"no file {str(path)!r} (from function {spec!r})")
@@ -226,7 +165,7 @@ def _defined_names(tree: ast.Module) -> set[str] | None:
 def _source_of(target: str) -> tuple[str | None, str | None]:
     """``(path of the source, problem)`` for a module or file target, without importing it
     (only the top-level package of a dotted module is located, never executed)."""
-    if _is_file(target):
+    if is_file_spec(target):
         path = Path(target)
         return (str(path), None) if path.is_file() else (None, f"no file {str(path)!r}")
     top = target.split(".")[0]
@@ -235,8 +174,6 @@ def _source_of(target: str) -> tuple[str | None, str | None]:
     except (ImportError, ValueError):
         spec = None
     if spec is None:
-        from importlib.machinery import PathFinder
-
         spec = PathFinder.find_spec(top, [os.getcwd()])
     if spec is None:
         return None, (
@@ -250,7 +187,7 @@ def _source_of(target: str) -> tuple[str | None, str | None]:
 
 def check_function(spec: str) -> str | None:
     """Why ``spec`` cannot be imported, as far as reading (not running) the source tells."""
-    target, attr = _split(spec)
+    target, attr = split_spec(spec)
     origin, problem = _source_of(target)
     if problem or origin is None:
         return problem
@@ -271,26 +208,9 @@ def check_function(spec: str) -> str | None:
     return f"{origin!r} defines no {head!r} at top level{hint}"
 
 
-@hookimpl(specname="rlvr_validate_config")
-def validate_callable_config(config: Any) -> list[tuple[str, str]]:
-    """Cheap checks of every ``callable`` reward: the module or file exists and defines the
-    function. Nothing is imported or run here (a module's import may be slow or have side
-    effects); the reward workers import it when they start."""
-    problems = []
-    for i, entry in enumerate(getattr(config, "rewards", None) or []):
-        params = getattr(entry, "params", None)
-        if getattr(entry, "name", None) != "callable" or not isinstance(params, CallableParams):
-            continue
-        problem = check_function(params.function)
-        if problem:
-            problems.append((f"rewards[{i}].params.function", problem))
-    return problems
-
-
 __all__ = [
     "CallableParams",
     "CallableReward",
     "check_function",
     "load_function",
-    "validate_callable_config",
 ]

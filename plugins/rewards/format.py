@@ -19,74 +19,8 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, model_validator
-
-from rlvr import Params, Sample
-
-
-class FormatParams(Params):
-    """Tags and scores of the ``format`` reward."""
-
-    reasoning_start: str | None = Field(
-        "<think>", description="opening reasoning tag (null with reasoning_end: no reasoning block)"
-    )
-    reasoning_end: str | None = Field("</think>", description="closing reasoning tag")
-    answer_start: str = Field("<answer>", description="opening answer tag")
-    answer_end: str = Field("</answer>", description="closing answer tag")
-    prefilled_reasoning: bool = Field(
-        False, description="the chat template already emitted reasoning_start: it is optional"
-    )
-    allow_text_between: bool = Field(
-        False, description="allow text between the reasoning and answer blocks (else whitespace)"
-    )
-    pattern: str | None = Field(
-        None,
-        description="regex the whole stripped completion must match instead of the tag layout "
-        "(re.fullmatch, DOTALL); no per-tag credit",
-    )
-    match_score: float = Field(1.0, description="score of a full match")
-    tag_score: float = Field(0.0, description="added per tag that appears exactly once")
-    tag_penalty: float = Field(0.0, description="added per tag that does not")
-
-    @model_validator(mode="after")
-    def _check_tags(self) -> FormatParams:
-        if self.pattern is not None:
-            try:
-                re.compile(self.pattern)
-            except re.error as e:
-                raise ValueError(f"pattern {self.pattern!r} is not a valid regex: {e}") from None
-            if self.tag_score or self.tag_penalty:
-                raise ValueError("tag_score and tag_penalty need the tag layout; unset pattern")
-        if (self.reasoning_start is None) != (self.reasoning_end is None):
-            raise ValueError("set both reasoning_start and reasoning_end, or neither")
-        if self.prefilled_reasoning and self.reasoning_start is None:
-            raise ValueError("prefilled_reasoning needs reasoning_start and reasoning_end")
-        tags = self.tags()
-        if any(not tag.strip() for tag in tags):
-            raise ValueError("tags must be non-blank strings")
-        for a in tags:
-            for b in tags:
-                if a is not b and a in b:
-                    raise ValueError(f"tag {a!r} occurs inside tag {b!r}; tags must be distinct")
-        return self
-
-    @property
-    def correct(self) -> float:
-        """The score of a full match (every scored tag then appears once): the score at which
-        a completion counts as format-compliant (``rlvr eval`` and in-training eval report the
-        fraction that reach it), as ``correct`` is a correct answer's score for ``answer``."""
-        return self.match_score + self.tag_score * len(self.scored_tags())
-
-    def scored_tags(self) -> list[str]:
-        """The tags that earn per-tag credit (a prefilled opening reasoning tag does not)."""
-        return [
-            t for t in self.tags() if not (self.prefilled_reasoning and t == self.reasoning_start)
-        ]
-
-    def tags(self) -> list[str]:
-        """The tags in their expected order."""
-        reasoning = [self.reasoning_start, self.reasoning_end] if self.reasoning_end else []
-        return [*reasoning, self.answer_start, self.answer_end]  # type: ignore[list-item]
+from rlvr import Sample
+from rlvr.plugins.rewards.params import FormatParams
 
 
 class FormatReward:

@@ -13,26 +13,8 @@ the ``first`` or ``last`` number in it (:func:`rlvr.rewards.extract.find_numbers
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
-
-from rlvr import ExtractionParams, Percent, Sample, find_numbers, gold_from_row, parse_number
-
-
-class NumbersParams(ExtractionParams):
-    """Extraction, tolerances and scores of the ``numbers`` reward."""
-
-    gold_field: str = Field("answer", description="dataset field with the gold answer")
-    position: Literal["first", "last"] = Field(
-        "last", description="which number of the extracted answer is compared"
-    )
-    tolerance: float = Field(1e-6, ge=0, description="absolute tolerance")
-    rel_tolerance: float = Field(0.0, ge=0, description="relative tolerance (of |gold|)")
-    correct: float = Field(1.0, description="score when the number equals the gold")
-    wrong: float = Field(0.0, description="score when it does not")
-    no_answer: float = Field(0.0, description="score when no answer or no number is found")
-    percent: Percent = Field("number", description="'50%' reads as 50 (number) or 0.5 (fraction)")
+from rlvr import Sample, find_numbers, gold_from_row, parse_number
+from rlvr.plugins.rewards.params import NumbersParams
 
 
 class NumbersReward:

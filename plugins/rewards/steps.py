@@ -20,17 +20,8 @@ from __future__ import annotations
 
 import functools
 
-from pydantic import Field
-
-from rlvr import Params, Sample, results, row_field
-
-
-class StepsParams(Params):
-    """Where the reference solution is."""
-
-    gold_field: str = Field(
-        "answer", description="dataset field with the worked reference solution"
-    )
+from rlvr import Sample, results, row_field
+from rlvr.plugins.rewards.params import StepsParams
 
 
 class StepsReward:

@@ -13,7 +13,7 @@ from rlvr.cli.main import main
 
 
 def _validated(capsys, *args: str) -> dict:
-    assert main(["validate", *args]) == 0, capsys.readouterr().err
+    assert main(["validate", "--allow-code", "--print", *args]) == 0, capsys.readouterr().err
     return yaml.safe_load(capsys.readouterr().out)
 
 
@@ -46,7 +46,7 @@ def test_a_set_on_one_reward_param_keeps_the_files_paths_where_the_file_put_them
 
 def test_validate_reports_a_prompt_field_of_the_wrong_type(write_run, capsys):
     rows = [{"prompt": "What is 1 + 1?", "answer": "2"}, {"prompt": 7, "answer": "7"}]
-    assert main(["validate", str(write_run(rows=rows))]) == 2
+    assert main(["validate", "--allow-code", str(write_run(rows=rows))]) == 2
     err = capsys.readouterr().err
     assert "  data.prompt_field: " in err
     assert "'prompt'" in err and "1 of 2 rows" in err and "int" in err
@@ -59,6 +59,6 @@ def test_a_non_utf8_data_file_is_reported_with_its_line(write_run, capsys):
     lines[2] = json.dumps({"prompt": "caf\u00e9", "answer": "1"}).encode("latin-1") + b"\n"
     lines[2] = lines[2].replace(b"\\u00e9", b"\xe9")  # the é as Latin-1: not UTF-8
     data.write_bytes(b"".join(lines))
-    assert main(["validate", str(config)]) == 2
+    assert main(["validate", "--allow-code", str(config)]) == 2
     err = capsys.readouterr().err
     assert "is not UTF-8 text" in err and "line 3" in err, err

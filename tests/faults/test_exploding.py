@@ -17,7 +17,18 @@ from rlvr.outputs.checkpoint import list_checkpoints
 
 @pytest.mark.parametrize("value", [".inf", "1e10", "2.0"])
 def test_an_absurd_learning_rate_is_a_config_error(write_run, capsys, value):
-    assert main(["validate", str(write_run()), "--set", f"training.learning_rate={value}"]) == 2
+    assert (
+        main(
+            [
+                "validate",
+                "--allow-code",
+                str(write_run()),
+                "--set",
+                f"training.learning_rate={value}",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "  training.learning_rate: " in err, err
     assert f"(from --set training.learning_rate={value})" in err
@@ -25,7 +36,12 @@ def test_an_absurd_learning_rate_is_a_config_error(write_run, capsys, value):
 
 def test_the_value_models_learning_rate_must_be_finite(write_run, capsys):
     sets = ["algorithm.name=ppo", "algorithm.params.value_learning_rate=.inf"]
-    assert main(["validate", str(write_run()), *(x for s in sets for x in ("--set", s))]) == 2
+    assert (
+        main(
+            ["validate", "--allow-code", str(write_run()), *(x for s in sets for x in ("--set", s))]
+        )
+        == 2
+    )
     assert "algorithm.params.value_learning_rate: " in capsys.readouterr().err
 
 
@@ -35,7 +51,15 @@ def test_sgd_takes_a_large_learning_rate_with_a_warning(write_run, capsys):
     config = str(write_run())
     assert (
         main(
-            ["validate", config, "--set", "training.optim=sgd", "--set", "training.learning_rate=2"]
+            [
+                "validate",
+                "--allow-code",
+                config,
+                "--set",
+                "training.optim=sgd",
+                "--set",
+                "training.learning_rate=2",
+            ]
         )
         == 0
     )
@@ -63,7 +87,7 @@ def test_an_exploding_update_stops_the_run_and_is_never_saved(write_run, capsys,
             "save_steps": 1,
         }
     )
-    assert main(["train", str(config)]) == 1
+    assert main(["train", "--allow-code", str(config)]) == 1
     err = capsys.readouterr().err
     (line,) = [x for x in err.splitlines() if x.startswith("error: ")]
     assert "step 2: the update" in line and "training.learning_rate" in line
@@ -90,7 +114,7 @@ def test_the_crash_handler_never_saves_non_finite_weights(write_run, monkeypatch
     monkeypatch.setattr(PolicyUpdate, "update", corrupting)
     config = write_run(training={"max_steps": 3})
     with pytest.raises(RuntimeError):  # sampling from inf logits; the original error
-        main(["train", str(config)])
+        main(["train", "--allow-code", str(config)])
     (warned,) = [r.getMessage() for r in caplog.records if "could not save" in r.getMessage()]
     assert "not saving checkpoint-1: the trained weights are not finite" in warned
     assert list_checkpoints(config.parent / "out") == []

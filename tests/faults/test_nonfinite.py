@@ -29,7 +29,7 @@ def test_skipped_steps_are_logged_then_max_bad_steps_stops_with_a_checkpoint(
     config = write_run(training={"max_steps": 4, "max_bad_steps": 2, "report_to": "tensorboard"})
     # The command line: a progress bar (tqdm, even when it draws nothing), the step lines,
     # metrics.jsonl and tensorboard all get the skipped steps.
-    assert main(["train", str(config)]) == 1
+    assert main(["train", "--allow-code", str(config)]) == 1
     printed = capsys.readouterr()
     assert "error: 2 steps in a row had a non-finite loss" in printed.err
     assert "Traceback" not in printed.err
@@ -50,10 +50,13 @@ def test_reward_weights_and_fallbacks_must_be_finite_and_sane(write_run, capsys)
         ("rewards[0].fallback", ".nan"),
         ("rewards[0].fallback", "1e308"),
     ]:
-        assert main(["validate", config, "--set", f"{key}={value}"]) == 2, (key, value)
+        assert main(["validate", "--allow-code", config, "--set", f"{key}={value}"]) == 2, (
+            key,
+            value,
+        )
         err = capsys.readouterr().err
         assert f"  {key}: " in err and f"(from --set {key}={value})" in err, err
-    assert main(["validate", config, "--set", "rewards[0].weight=-2.5"]) == 0
+    assert main(["validate", "--allow-code", config, "--set", "rewards[0].weight=-2.5"]) == 0
     capsys.readouterr()
 
 
@@ -72,7 +75,7 @@ def test_a_huge_reward_value_is_a_reward_error_not_a_crash(write_run, capsys):
             },
         ],
     )
-    assert main(["train", str(config)]) == 0
+    assert main(["train", "--allow-code", str(config)]) == 0
     printed = "".join(capsys.readouterr())
     assert "step 2: reward 'huge': 4 errors and 0 timeouts in 8 calls" in printed
     out = config.parent / "out"

@@ -26,22 +26,22 @@ def _config(write_run, tmp_path: Path, name: str, **training) -> Path:
 
 
 def test_reward_errors_after_the_checkpoint_are_cut_on_resume(write_run, tmp_path, capsys):
-    assert main(["train", str(_config(write_run, tmp_path, "whole"))]) == 0
+    assert main(["train", "--allow-code", str(_config(write_run, tmp_path, "whole"))]) == 0
     expected = _errors(tmp_path / "whole")
     assert [line.count('"step": 2') for line in expected.splitlines()] == [1]
     # Step 2's error share (4 of 8) passes 0.25: the run stops, saved at step 1, with step 2's
     # error recorded; resumed with the limit raised, step 2 runs again.
     split = _config(write_run, tmp_path, "split", max_reward_error_frac=0.25)
-    assert main(["train", str(split)]) == 1
+    assert main(["train", "--allow-code", str(split)]) == 1
     assert '"step": 2' in _errors(tmp_path / "split")
     resumed = ["--set", "training.max_reward_error_frac=0.5", "--resume"]
-    assert main(["train", str(split), *resumed]) == 0
+    assert main(["train", "--allow-code", str(split), *resumed]) == 0
     assert _errors(tmp_path / "split") == expected
     capsys.readouterr()
 
 
 def test_errors_kept_on_resume_are_not_recorded_again(write_run, tmp_path, monkeypatch, capsys):
-    assert main(["train", str(_config(write_run, tmp_path, "whole"))]) == 0
+    assert main(["train", "--allow-code", str(_config(write_run, tmp_path, "whole"))]) == 0
     expected = _errors(tmp_path / "whole")
     # Saved at step 2 (its error recorded), interrupted in step 3: the resumed run meets the
     # same error at step 4, which an uninterrupted run does not record again.
@@ -58,7 +58,7 @@ def test_errors_kept_on_resume_are_not_recorded_again(write_run, tmp_path, monke
     split = _config(write_run, tmp_path, "split", save_steps=2)
     with monkeypatch.context() as m:
         m.setattr(Scorer, "score", score)
-        assert main(["train", str(split)]) == 130
-    assert main(["train", str(split), "--resume"]) == 0
+        assert main(["train", "--allow-code", str(split)]) == 130
+    assert main(["train", "--allow-code", str(split), "--resume"]) == 0
     assert _errors(tmp_path / "split") == expected
     capsys.readouterr()

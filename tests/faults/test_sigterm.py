@@ -33,7 +33,7 @@ def _terminate_while_scoring_step_2(config: Path, sleep: float) -> tuple[str, in
         "RLVR_TEST_SCORING_SLEEP": str(sleep),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlvr", "train", str(config)],
+        [sys.executable, "-m", "rlvr", "train", "--allow-code", str(config)],
         cwd=config.parent,
         env=env,
         stdout=subprocess.PIPE,
@@ -75,7 +75,7 @@ def test_sigterm_while_scoring_finishes_the_step_on_real_rewards(write_run, tmp_
         training={"max_steps": 2, "output_dir": str(tmp_path / "whole"), **common},
         name="whole.yaml",
     )
-    assert main(["train", str(whole)]) == 0
+    assert main(["train", "--allow-code", str(whole)]) == 0
     assert _comparable(got) == _comparable(read_metrics(tmp_path / "whole"))
 
 

@@ -29,7 +29,7 @@ CLI = textwrap.dedent(
 
 def _train(script: Path, config: Path, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(script), "train", str(config)],
+        [sys.executable, str(script), "train", "--allow-code", str(config)],
         cwd=cwd,
         capture_output=True,
         text=True,

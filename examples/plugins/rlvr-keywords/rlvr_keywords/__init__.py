@@ -5,38 +5,16 @@ Install it (``pip install .``) and use it by name::
     rewards:
       - name: keywords
         params: {required: [total, answer], banned: [sorry]}
+
+The package has the layout of rlvr's own plugin families: this module registers the plugin
+(cheap: ``rlvr plugins`` imports it), ``params.py`` holds the params model and ``reward.py``
+the reward, imported by its ``LazyFactory`` when a run builds it.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from rlvr import Params, Reward, Sample, hookimpl
-
-
-class KeywordParams(Params):
-    required: list[str] = Field(default_factory=list, description="words that earn credit")
-    banned: list[str] = Field(default_factory=list, description="words that cost `penalty`")
-    penalty: float = 1.0
-    case_sensitive: bool = False
-
-
-class KeywordReward:
-    """Score = share of required words present - penalty * (any banned word present)."""
-
-    def __init__(self, params: KeywordParams) -> None:
-        self.params = params
-
-    def _norm(self, text: str) -> str:
-        return text if self.params.case_sensitive else text.lower()
-
-    def __call__(self, sample: Sample) -> float | None:
-        text = self._norm(sample.completion)
-        required = [self._norm(w) for w in self.params.required]
-        score = sum(w in text for w in required) / len(required) if required else 0.0
-        if any(self._norm(w) in text for w in self.params.banned):
-            score -= self.params.penalty
-        return score
+from rlvr import LazyFactory, Reward, hookimpl
+from rlvr_keywords.params import KeywordParams
 
 
 @hookimpl
@@ -45,7 +23,7 @@ def rlvr_register_rewards(register):
         Reward(
             name="keywords",
             params=KeywordParams,
-            factory=KeywordReward,
+            factory=LazyFactory("rlvr_keywords.reward:KeywordReward"),
             description="share of required keywords present, minus a penalty for banned ones",
         )
     )

@@ -1,42 +1,14 @@
 """A third-party rlvr algorithm: policy gradient with pass@k advantages.
 
-Registration imports no torch (``rlvr plugins`` stays fast): the params model is here, the
-algorithm in :mod:`rlvr_passk.algorithm`, imported by the factory.
+The package has the layout of rlvr's own plugin families: this module registers the plugin
+(no torch: ``rlvr plugins`` imports it), ``params.py`` holds the params model and ``algorithm.py``
+the algorithm, imported by its ``LazyFactory`` when a run builds it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, ClassVar
-
-from pydantic import Field
-
-from rlvr import Algorithm, Requirements, hookimpl
-from rlvr.plugins.algorithms.params import GroupParams
-
-
-class PassAtKParams(GroupParams):
-    """The shared clipped policy-gradient params plus pass@k's own."""
-
-    algorithm: ClassVar[str] = "pass_at_k"
-
-    k: int = Field(4, ge=1, description="Size of the sets of tries; 1 is GRPO (pass@1).")
-    correct_metric: str = Field(
-        "reward", min_length=1, description="'reward' (the weighted score) or a reward label."
-    )
-    correct_threshold: float = Field(
-        1.0, description="A completion is correct when correct_metric is >= this."
-    )
-
-    def requirements(self) -> Requirements:
-        # pass@k of a group needs at least k completions of the prompt (and 2 for a baseline)
-        return dataclasses.replace(super().requirements(), min_group_size=max(2, self.k))
-
-
-def build(params: PassAtKParams, run: Any) -> Any:
-    from rlvr_passk.algorithm import PassAtK
-
-    return PassAtK(params, run)
+from rlvr import Algorithm, LazyFactory, Requirements, hookimpl
+from rlvr_passk.params import PassAtKParams
 
 
 def _requirements(params: PassAtKParams) -> Requirements:
@@ -49,7 +21,7 @@ def rlvr_register_algorithms(register):
         Algorithm(
             name="pass_at_k",
             params=PassAtKParams,
-            factory=build,
+            factory=LazyFactory("rlvr_passk.algorithm:PassAtK"),
             description="pass@k advantages: credit a group for one right answer in k tries",
             requirements=_requirements,
         )

@@ -1,31 +1,16 @@
 """A third-party rlvr backend: replay completions from a JSONL file.
 
-Registration imports nothing heavy; the generator lives in :mod:`rlvr_replay.generator`.
+The package has the layout of rlvr's own plugin families: this module registers the plugin
+(cheap: ``rlvr plugins`` imports it), ``params.py`` holds the params model and ``generator.py``
+the generator, imported by its ``LazyFactory`` when a run builds it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import Field
-
-from rlvr import Backend, Capabilities, Params, hookimpl
-
-
-class ReplayParams(Params):
-    path: str = Field(description="JSONL file, one completion per line")
-    match: Literal["order", "prompt"] = Field(
-        "order", description="order: rows in turn; prompt: rows whose prompt matches"
-    )
-    completion_field: str = Field("completion", description="field with the completion text")
-    prompt_field: str = Field("prompt", description="field with the prompt (match: prompt)")
-
-
-def build(params: ReplayParams, run: Any, model: Any, tokenizer: Any) -> Any:
-    from rlvr_replay.generator import ReplayGenerator
-
-    return ReplayGenerator(params, run, model, tokenizer)
+from rlvr import Backend, Capabilities, LazyFactory, hookimpl
+from rlvr_replay.params import ReplayParams
 
 
 @hookimpl
@@ -34,7 +19,7 @@ def rlvr_register_backends(register):
         Backend(
             name="replay",
             params=ReplayParams,
-            factory=build,
+            factory=LazyFactory("rlvr_replay.generator:ReplayGenerator"),
             description="completions replayed from a JSONL file (offline runs, debugging)",
             capabilities=Capabilities(sampler_logprobs=False, reference_logprobs=True),
         )

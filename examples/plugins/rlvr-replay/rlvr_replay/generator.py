@@ -1,4 +1,5 @@
-"""The ``replay`` generator (see :class:`rlvr.api.runtime.Generator`)."""
+"""The ``replay`` generator (see :class:`rlvr.Generator`), imported by its ``LazyFactory`` when a
+run builds it."""
 
 from __future__ import annotations
 

@@ -8,42 +8,22 @@ After ``pip install -e .`` use it in any rlvr config::
       name: __NAME__
       params: {baseline: median}
 
-Registration is cheap on purpose (no torch here): ``rlvr plugins`` and ``rlvr validate``
-import this module, while the algorithm itself (the ``algorithm`` module next to this one) is
-imported by the factory when a run builds it. The object it builds follows
-:class:`rlvr.api.runtime.AlgorithmImpl`; ``requirements(params)`` tells rlvr, before any model
-loads, what the algorithm needs (a reference model, old log-probs, group size, ...).
+The package is laid out as rlvr's own plugin families are: this module registers the plugin
+(cheap on purpose, no torch: ``rlvr plugins`` and ``rlvr validate`` import it), ``params.py``
+holds the params model, and ``algorithm.py`` the algorithm, which the ``LazyFactory`` below
+imports only when a run builds it. The object it builds follows :class:`rlvr.AlgorithmImpl`;
+``requirements(params)`` tells rlvr, before any model loads, what the algorithm needs (a
+reference model, old log-probs, group size, ...).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from rlvr import Algorithm, LazyFactory, Requirements, hookimpl
 
-from pydantic import Field
-from rlvr import Algorithm, AlgorithmImpl, Requirements, RunInfo, hookimpl
-from rlvr.plugins.algorithms.params import LossType, PolicyGradientParams
+from __MODULE__.params import __CLS__Params
 
-
-class __CLS__Params(PolicyGradientParams):
-    """The algorithm's params (``algorithm.params``): the shared clipped policy-gradient
-    settings (``epsilon``, ``beta``, ``loss_type``, ``num_iterations``, ...) plus its own."""
-
-    algorithm: ClassVar[str] = "__NAME__"
-    #: a baseline from the other completions of the prompt needs at least two of them.
-    min_group_size: ClassVar[int] = 2
-
-    baseline: Literal["mean", "median"] = Field(
-        "mean", description="subtract the group's mean or median reward"
-    )
-    scale: bool = Field(False, description="divide by the group's reward std (GRPO-style)")
-    loss_type: LossType = Field("dapo", description="loss aggregation (dapo: token mean)")
-
-
-def build(params: __CLS__Params, run: RunInfo) -> AlgorithmImpl:
-    """The factory: imports torch and the algorithm only now."""
-    from .algorithm import __CLS__
-
-    return __CLS__(params, run)
+#: The algorithm ("module:attribute"), imported on the factory's first call (when a run builds it).
+IMPLEMENTATION = "__MODULE__.algorithm:__CLS__"
 
 
 def requirements(params: __CLS__Params) -> Requirements:
@@ -57,7 +37,7 @@ def rlvr_register_algorithms(register):
         Algorithm(
             name="__NAME__",
             params=__CLS__Params,
-            factory=build,
+            factory=LazyFactory(IMPLEMENTATION),
             description="policy gradient with a group mean or median baseline",
             requirements=requirements,
         )

@@ -1,6 +1,6 @@
 """The algorithm: rlvr's clipped policy gradient with its own advantages.
 
-:class:`rlvr.algorithms.base.PolicyGradient` provides ``prepare`` (loss mask, reward
+:class:`rlvr.PolicyGradient` provides ``prepare`` (loss mask, reward
 shaping hook, metrics) and ``loss`` (clipped surrogate, KL, aggregation) on top of
 :mod:`rlvr.functional`; a subclass overrides what differs, here :meth:`advantages`.
 """

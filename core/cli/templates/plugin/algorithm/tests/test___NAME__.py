@@ -24,10 +24,11 @@ def test_median_baseline():
     from rlvr import RunInfo
     from rlvr.testing import synthetic_batch
 
-    import __MODULE__ as plugin
+    from __MODULE__.algorithm import __CLS__
+    from __MODULE__.params import __CLS__Params
 
-    params = plugin.__CLS__Params(baseline="median")
-    algo = plugin.build(params, RunInfo(max_completion_length=8, num_generations=4))
+    params = __CLS__Params(baseline="median")
+    algo = __CLS__(params, RunInfo(max_completion_length=8, num_generations=4))
     batch = synthetic_batch(params.requirements(), group_size=4)
     prepared, _ = algo.prepare(batch)
     for g in batch.group_ids.unique():

@@ -9,38 +9,23 @@ After ``pip install -e .`` use it in any rlvr config::
       params: {chunk_size: 16}
 
 The trainer builds the generator with ``factory(params, run, model, tokenizer)`` (``run`` is
-an :class:`rlvr.api.runtime.RunInfo`) and calls ``generate(prompts, n, sampling)`` for token-id
-prompts; it returns an :class:`rlvr.api.runtime.Generation` (completion ``i`` belongs to prompt
-``i // n``). Registration is cheap on purpose (no torch here): the generator lives in
-the ``generator`` module next to this one, imported by the factory.
+an :class:`rlvr.RunInfo`) and calls ``generate(prompts, n, sampling)`` for token-id prompts; it
+returns an :class:`rlvr.Generation` (completion ``i`` belongs to prompt ``i // n``).
+
+The package is laid out as rlvr's own plugin families are: this module registers the plugin
+(cheap on purpose, no torch: ``rlvr plugins`` and ``rlvr validate`` import it), ``params.py``
+holds the params model, and ``generator.py`` the generator, which the ``LazyFactory`` below
+imports only when a run builds it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from rlvr import Backend, Capabilities, LazyFactory, hookimpl
 
-from pydantic import Field
-from rlvr import Backend, Capabilities, Generator, Params, RunInfo, hookimpl
+from __MODULE__.params import __CLS__Params
 
-
-class __CLS__Params(Params):
-    """The backend's params (``backend.params`` in a config); unknown keys are errors."""
-
-    chunk_size: int | None = Field(
-        None, ge=1, description="most sequences per forward pass (null: all at once)"
-    )
-
-
-def build(
-    params: __CLS__Params,
-    run: RunInfo,
-    model: Any,
-    tokenizer: Any,
-) -> Generator:
-    """The factory: imports torch and the generator only now."""
-    from .generator import __CLS__Generator
-
-    return __CLS__Generator(params, run, model, tokenizer)
+#: The backend ("module:attribute"), imported on the factory's first call (when a run builds it).
+IMPLEMENTATION = "__MODULE__.generator:__CLS__Generator"
 
 
 def available() -> str | None:
@@ -54,7 +39,7 @@ def rlvr_register_backends(register):
         Backend(
             name="__NAME__",
             params=__CLS__Params,
-            factory=build,
+            factory=LazyFactory(IMPLEMENTATION),
             description="token-by-token sampling with the training model (no KV cache)",
             # No sampler log-probs are returned; the trainer can compute reference log-probs.
             capabilities=Capabilities(sampler_logprobs=False, reference_logprobs=True),

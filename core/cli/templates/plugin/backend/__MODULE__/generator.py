@@ -1,4 +1,5 @@
-"""The backend's generator (see :class:`rlvr.api.runtime.Generator`)."""
+"""The backend's generator (see :class:`rlvr.Generator`), imported by its ``LazyFactory`` when a
+run builds it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Any
 
 import torch
 from rlvr import Generation, SamplingParams, eos_token_ids
+
+from __MODULE__.params import __CLS__Params
 
 
 class __CLS__Generator:
@@ -16,7 +19,13 @@ class __CLS__Generator:
     top-k and top-p; ``sampling.seed`` makes a call reproducible.
     """
 
-    def __init__(self, params: Any, run: Any, model: Any, tokenizer: Any) -> None:
+    def __init__(
+        self,
+        params: __CLS__Params,
+        run: Any,
+        model: Any,
+        tokenizer: Any,
+    ) -> None:
         self.params = params
         self.model = model
         self.tokenizer = tokenizer

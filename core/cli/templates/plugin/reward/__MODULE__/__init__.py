@@ -9,42 +9,25 @@ After ``pip install -e .`` use it in any rlvr config::
         params: {text: "</answer>", score: 1.0}
 
 A reward is a picklable callable built once per reward worker process by ``factory(params)``
-and called once per completion with an :class:`rlvr.api.registration.Sample`: ``completion``,
+and called once per completion with an :class:`rlvr.Sample`: ``completion``,
 ``prompt``, ``row`` (every field of the dataset row) and ``num_tokens``. It returns a float, or
 None when it does not apply to the sample (counted as 0 in the weighted sum and left out of
 this reward's mean). A call that raises or runs past the entry's ``timeout`` yields the
 entry's ``fallback`` value; the run goes on.
+
+The package is laid out as rlvr's own plugin families are: this module registers the plugin
+(cheap: ``rlvr plugins`` and ``rlvr validate`` import it), ``params.py`` holds the params model,
+and ``reward.py`` the reward, which the ``LazyFactory`` below imports only when a run builds it.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
-from rlvr import Params, Reward, Sample, hookimpl
+from rlvr import LazyFactory, Reward, hookimpl
 
+from __MODULE__.params import __CLS__Params
 
-class __CLS__Params(Params):
-    """The reward's params (``rewards[].params`` in a config); unknown keys are errors."""
-
-    text: str = Field("</answer>", min_length=1, description="text the completion must contain")
-    field: str | None = Field(
-        None, description="dataset field whose value must appear instead of `text` (null: off)"
-    )
-    score: float = Field(1.0, description="score when the completion contains it")
-    miss_score: float = Field(0.0, description="score when it does not")
-
-
-class __CLS__:
-    """Scores ``score`` when the completion contains the text, else ``miss_score``."""
-
-    def __init__(self, params: __CLS__Params) -> None:
-        self.params = params
-
-    def __call__(self, sample: Sample) -> float | None:
-        p = self.params
-        target = p.text if p.field is None else str(sample.row[p.field]).strip()
-        if not target:
-            return None  # nothing to look for in this row: not applicable
-        return p.score if target in sample.completion else p.miss_score
+#: The reward ("module:attribute"), imported on the factory's first call (in each reward worker).
+IMPLEMENTATION = "__MODULE__.reward:__CLS__"
 
 
 def _fields(params: __CLS__Params) -> tuple[str, ...]:
@@ -58,8 +41,7 @@ def rlvr_register_rewards(register):
         Reward(
             name="__NAME__",
             params=__CLS__Params,
-            # A module-level class or function: reward workers import it by reference.
-            factory=__CLS__,
+            factory=LazyFactory(IMPLEMENTATION),
             description="score when the completion contains a text (or a dataset field)",
             fields=_fields,
         )

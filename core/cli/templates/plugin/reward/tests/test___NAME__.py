@@ -6,7 +6,8 @@ import pytest
 from rlvr import ConfigError, Sample
 from rlvr.testing import check_reward, validate_config
 
-import __MODULE__ as plugin
+from __MODULE__.params import __CLS__Params
+from __MODULE__.reward import __CLS__
 
 NAME = "__NAME__"
 
@@ -28,8 +29,8 @@ def test_reads_a_dataset_field():
 
 
 def test_scores():
-    params = plugin.__CLS__Params(text="</answer>", miss_score=-1.0)
-    reward = plugin.__CLS__(params)
+    params = __CLS__Params(text="</answer>", miss_score=-1.0)
+    reward = __CLS__(params)
     assert reward(Sample(completion="<answer>4</answer>")) == 1.0
     assert reward(Sample(completion="4")) == -1.0
 

@@ -1,0 +1,266 @@
+"""The params models of rlvr's built-in rewards: what ``rewards[i].params`` holds for each.
+
+pydantic only (no math-verify, no sympy): registering the rewards reads these, and a reward's
+module, with what it imports, loads when a run builds the reward.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from rlvr import ExtractionParams, Params, Percent
+
+# --------------------------------------------------------------------------- format
+
+
+class FormatParams(Params):
+    """Tags and scores of the ``format`` reward."""
+
+    reasoning_start: str | None = Field(
+        "<think>", description="opening reasoning tag (null with reasoning_end: no reasoning block)"
+    )
+    reasoning_end: str | None = Field("</think>", description="closing reasoning tag")
+    answer_start: str = Field("<answer>", description="opening answer tag")
+    answer_end: str = Field("</answer>", description="closing answer tag")
+    prefilled_reasoning: bool = Field(
+        False, description="the chat template already emitted reasoning_start: it is optional"
+    )
+    allow_text_between: bool = Field(
+        False, description="allow text between the reasoning and answer blocks (else whitespace)"
+    )
+    pattern: str | None = Field(
+        None,
+        description="regex the whole stripped completion must match instead of the tag layout "
+        "(re.fullmatch, DOTALL); no per-tag credit",
+    )
+    match_score: float = Field(1.0, description="score of a full match")
+    tag_score: float = Field(0.0, description="added per tag that appears exactly once")
+    tag_penalty: float = Field(0.0, description="added per tag that does not")
+
+    @model_validator(mode="after")
+    def _check_tags(self) -> FormatParams:
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as e:
+                raise ValueError(f"pattern {self.pattern!r} is not a valid regex: {e}") from None
+            if self.tag_score or self.tag_penalty:
+                raise ValueError("tag_score and tag_penalty need the tag layout; unset pattern")
+        if (self.reasoning_start is None) != (self.reasoning_end is None):
+            raise ValueError("set both reasoning_start and reasoning_end, or neither")
+        if self.prefilled_reasoning and self.reasoning_start is None:
+            raise ValueError("prefilled_reasoning needs reasoning_start and reasoning_end")
+        tags = self.tags()
+        if any(not tag.strip() for tag in tags):
+            raise ValueError("tags must be non-blank strings")
+        for a in tags:
+            for b in tags:
+                if a is not b and a in b:
+                    raise ValueError(f"tag {a!r} occurs inside tag {b!r}; tags must be distinct")
+        return self
+
+    @property
+    def correct(self) -> float:
+        """The score of a full match (every scored tag then appears once): the score at which
+        a completion counts as format-compliant (``rlvr eval`` and in-training eval report the
+        fraction that reach it), as ``correct`` is a correct answer's score for ``answer``."""
+        return self.match_score + self.tag_score * len(self.scored_tags())
+
+    def scored_tags(self) -> list[str]:
+        """The tags that earn per-tag credit (a prefilled opening reasoning tag does not)."""
+        return [
+            t for t in self.tags() if not (self.prefilled_reasoning and t == self.reasoning_start)
+        ]
+
+    def tags(self) -> list[str]:
+        """The tags in their expected order."""
+        reasoning = [self.reasoning_start, self.reasoning_end] if self.reasoning_end else []
+        return [*reasoning, self.answer_start, self.answer_end]  # type: ignore[list-item]
+
+
+# --------------------------------------------------------------------------- answer
+
+
+class CloseTier(Params):
+    """Partial credit for a numeric answer within ``rel_tol`` (relative) of the gold."""
+
+    rel_tol: float = Field(gt=0, description="relative tolerance, |pred - gold| / |gold|")
+    score: float = Field(description="score of a wrong answer within rel_tol")
+
+
+class AnswerParams(ExtractionParams):
+    """Extraction, gold and scores of the ``answer`` reward."""
+
+    gold_field: str = Field("answer", description="dataset field with the gold answer")
+    correct: float = Field(1.0, description="score of a correct answer")
+    wrong: float = Field(0.0, description="score of a wrong answer")
+    no_answer: float = Field(0.0, description="score when no answer is found")
+    stripped_match: float | None = Field(
+        None, description="score of a correct answer with whitespace around it (null: correct)"
+    )
+    close: tuple[CloseTier, ...] = Field(
+        (), description="partial credit for near misses: [{rel_tol, score}], tightest wins"
+    )
+    percent: Percent = Field("number", description="'50%' reads as 50 (number) or 0.5 (fraction)")
+    timeout_seconds: int = Field(5, ge=1, description="math-verify timeout (whole seconds)")
+
+    @field_validator("close")
+    @classmethod
+    def _distinct_tiers(cls, tiers: tuple[CloseTier, ...]) -> tuple[CloseTier, ...]:
+        if len({t.rel_tol for t in tiers}) != len(tiers):
+            raise ValueError("each close tier needs a different rel_tol")
+        return tuple(sorted(tiers, key=lambda t: t.rel_tol))
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+class NumbersParams(ExtractionParams):
+    """Extraction, tolerances and scores of the ``numbers`` reward."""
+
+    gold_field: str = Field("answer", description="dataset field with the gold answer")
+    position: Literal["first", "last"] = Field(
+        "last", description="which number of the extracted answer is compared"
+    )
+    tolerance: float = Field(1e-6, ge=0, description="absolute tolerance")
+    rel_tolerance: float = Field(0.0, ge=0, description="relative tolerance (of |gold|)")
+    correct: float = Field(1.0, description="score when the number equals the gold")
+    wrong: float = Field(0.0, description="score when it does not")
+    no_answer: float = Field(0.0, description="score when no answer or no number is found")
+    percent: Percent = Field("number", description="'50%' reads as 50 (number) or 0.5 (fraction)")
+
+
+# --------------------------------------------------------------------------- arithmetic
+
+
+class ArithmeticParams(Params):
+    """Scores of the ``arithmetic`` reward."""
+
+    correct: float = Field(1.0, description="score when every calculation found is right")
+    wrong: float = Field(0.0, description="score when any calculation is wrong")
+    no_calculation: float = Field(0.0, description="score when the completion has none")
+
+
+# --------------------------------------------------------------------------- steps
+
+
+class StepsParams(Params):
+    """Where the reference solution is."""
+
+    gold_field: str = Field(
+        "answer", description="dataset field with the worked reference solution"
+    )
+
+
+# --------------------------------------------------------------------------- length_penalty
+
+
+_MODE_FIELDS = {"overlong": ("max_length", "buffer"), "target": ("target_length", "tolerance")}
+
+
+class LengthPenaltyParams(Params):
+    """Mode and shape of the ``length_penalty`` reward (lengths in tokens)."""
+
+    mode: Literal["overlong", "target"] = Field(
+        "overlong", description="overlong: DAPO soft overlong punishment; target: peak at a length"
+    )
+    max_length: int | None = Field(None, gt=0, description="overlong: -factor from here (tokens)")
+    buffer: int | None = Field(
+        None, gt=0, description="overlong: the penalty ramps over the last `buffer` tokens"
+    )
+    target_length: int | None = Field(None, ge=0, description="target: the best length (tokens)")
+    tolerance: int | None = Field(
+        None, gt=0, description="target: -factor at this many tokens from target_length"
+    )
+    shape: Literal["linear", "cosine"] = Field("linear", description="target: shape of the ramp")
+    factor: float = Field(1.0, ge=0, description="size of the largest penalty")
+
+    @model_validator(mode="after")
+    def _check_mode(self) -> LengthPenaltyParams:
+        needed = _MODE_FIELDS[self.mode]
+        missing = [name for name in needed if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"mode {self.mode!r} needs {' and '.join(missing)}")
+        # Fields of the other mode must stay unset (null), so a dumped config reloads as is.
+        for mode, names in _MODE_FIELDS.items():
+            for name in names:
+                if mode != self.mode and getattr(self, name) is not None:
+                    raise ValueError(f"{name} is used only by mode {mode!r}, not {self.mode!r}")
+        if self.mode == "overlong" and self.shape != "linear":
+            raise ValueError("shape is used only by mode 'target'")
+        if self.mode == "overlong" and self.buffer >= self.max_length:  # type: ignore[operator]
+            raise ValueError(
+                f"buffer ({self.buffer}) must be smaller than max_length ({self.max_length}): "
+                "the penalty ramps from max_length - buffer to max_length"
+            )
+        return self
+
+
+# --------------------------------------------------------------------------- callable
+
+
+#: Row fields TRL does not pass on as keyword arguments.
+RESERVED = ("prompt", "completion", "completion_ids")
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``"a.b:c.d"`` -> ``("a.b", "c.d")``; ``"x/y.py:f"`` -> ``("x/y.py", "f")``."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr:
+        raise ValueError(
+            f"{spec!r} is not 'module:function' or 'path/to/file.py:function' "
+            "(e.g. 'my_rewards:accuracy_reward')"
+        )
+    return target, attr
+
+
+def is_file_spec(target: str) -> bool:
+    return target.endswith(".py")
+
+
+class CallableParams(Params):
+    """Which TRL-style function to call, and how."""
+
+    function: str = Field(
+        description="'module:function' or 'path/to/file.py:function' (runs your own code)"
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="extra keyword arguments passed on every call"
+    )
+    format: Literal["auto", "standard", "conversational"] = Field(
+        "auto",
+        description="TRL dataset format: auto = conversational when the row's prompt is a "
+        "list of messages",
+    )
+
+    @field_validator("function")
+    @classmethod
+    def _check_function(cls, value: str, info: ValidationInfo) -> str:
+        value = value.strip()
+        target, attr = split_spec(value)
+        if not all(part.isidentifier() for part in attr.split(".")):
+            raise ValueError(f"{attr!r} (after ':') is not a Python name or dotted attribute")
+        if is_file_spec(target):
+            path = Path(target).expanduser()
+            if (
+                not path.is_absolute()
+            ):  # against the config file's directory (see rlvr.config.schema)
+                path = Path((info.context or {}).get("config_dir") or Path.cwd()) / path
+            return f"{path}:{attr}"
+        if not all(part.isidentifier() for part in target.split(".")):
+            raise ValueError(
+                f"{target!r} (before ':') is neither a dotted module name nor a path ending in .py"
+            )
+        return value
+
+    @field_validator("kwargs")
+    @classmethod
+    def _check_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
+        bad = [k for k in value if not k.isidentifier() or k in ("prompts", "completions")]
+        if bad:
+            raise ValueError(f"kwargs {bad} cannot be keyword arguments of the function")
+        return value
