@@ -206,7 +206,8 @@ NOT_IN_THE_RUN = {
 @pytest.fixture(scope="module")
 def run_keys(tmp_path_factory) -> set[str]:
     """Every key a real run writes to metrics.jsonl: grpo with a KL term, guidance, two rewards
-    (one of them ``format``) and in-training evaluation with two samples per prompt."""
+    (one of them ``format``), in-training evaluation with two samples per prompt and the
+    phase profile."""
     root = tmp_path_factory.mktemp("metrics-run")
     model = rlvr.build_tiny_model(root / "model")
     rows = [
@@ -232,6 +233,7 @@ def run_keys(tmp_path_factory) -> set[str]:
             "eval_sampling": "train",
             "eval_num_generations": 2,
             "guidance": {"field": "answer"},
+            "profile_phases": True,
         },
     }
     rlvr.train(config, progress=False)

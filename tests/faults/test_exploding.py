@@ -5,7 +5,8 @@ sampling and the crash handler saved checkpoint-1 with those weights ("continue 
 
 from __future__ import annotations
 
-import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -97,24 +98,49 @@ def test_an_exploding_update_stops_the_run_and_is_never_saved(write_run, capsys,
     assert _all_finite(out / "checkpoint-1")
 
 
-def test_the_crash_handler_never_saves_non_finite_weights(write_run, monkeypatch, caplog):
+#: The run of the next test, in a child process: on CUDA, sampling from inf logits is a
+#: device-side assert that leaves the process's CUDA context unusable, so it must not share a
+#: process with the tests after it.
+CORRUPTING_RUN = """
+import math, sys
+import torch
+from rlvr.cli.main import main
+from rlvr.training.update import PolicyUpdate
+
+original = PolicyUpdate.update
+
+def corrupting(self, batch, first):
+    result = original(self, batch, first)
+    with torch.no_grad():
+        next(self.policy.parameters()).fill_(math.inf)
+    return result
+
+PolicyUpdate.update = corrupting
+try:
+    main(["train", "--allow-code", sys.argv[1]])
+except RuntimeError as exc:  # sampling from inf logits: the original error
+    print("crashed:", type(exc).__name__, file=sys.stderr)
+    sys.exit(7)
+"""
+
+
+def test_the_crash_handler_never_saves_non_finite_weights(write_run, tmp_path):
     # Weights that turned non-finite some way the update check did not see (here: set by
     # hand after step 1's update): step 2 then crashes in sampling, and the crash handler,
     # which saves the last finished step, must not save them as checkpoint-1.
-    from rlvr.training.update import PolicyUpdate
-
-    original = PolicyUpdate.update
-
-    def corrupting(self, batch, first):
-        result = original(self, batch, first)
-        with torch.no_grad():
-            next(self.policy.parameters()).fill_(math.inf)
-        return result
-
-    monkeypatch.setattr(PolicyUpdate, "update", corrupting)
     config = write_run(training={"max_steps": 3})
-    with pytest.raises(RuntimeError):  # sampling from inf logits; the original error
-        main(["train", "--allow-code", str(config)])
-    (warned,) = [r.getMessage() for r in caplog.records if "could not save" in r.getMessage()]
-    assert "not saving checkpoint-1: the trained weights are not finite" in warned
+    script = tmp_path / "corrupting_run.py"
+    script.write_text(CORRUPTING_RUN)
+    done = subprocess.run(
+        [sys.executable, str(script), str(config)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 7, done.stderr[-3000:]
+    if torch.cuda.is_available():
+        # After a device-side assert no CUDA call works, the weights check included: the
+        # handler's save fails and says so, and nothing is written either way.
+        assert "could not save a checkpoint at step 1" in done.stderr, done.stderr[-3000:]
+    else:
+        assert "not saving checkpoint-1: the trained weights are not finite" in done.stderr, (
+            done.stderr[-3000:]
+        )
     assert list_checkpoints(config.parent / "out") == []
