@@ -85,9 +85,10 @@ def test_exceptions_give_the_fallback_and_the_worker_goes_on(pool):
     result = pool.score(samples("raise", "ok", "memory", "raise"))
     assert result.values["bad"] == [-1.0, 1.0, -1.0, -1.0]
     assert result.errors["bad"] == 3
-    assert result.error_messages["bad"] == [
-        "ValueError: bad sample 'raise'",
+    # Each distinct error once; two workers may report them in either order.
+    assert sorted(result.error_messages["bad"]) == [
         "MemoryError: out of memory",
+        "ValueError: bad sample 'raise'",
     ]
 
 
