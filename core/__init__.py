@@ -70,6 +70,7 @@ _EXPORTS: dict[str, str] = {
     "parse_number": "rlvr.rewards.extract",
     "row_field": "rlvr.rewards.extract",
     "strip_tags": "rlvr.rewards.extract",
+    "call_trl_reward": "rlvr.rewards.functions",
     "functional": "rlvr.functional",
     "PolicyGradient": "rlvr.algorithms.base",
     "GroupRelative": "rlvr.algorithms.base",
@@ -88,6 +89,7 @@ _EXPORTS: dict[str, str] = {
     "validate": "rlvr.runs",
     "train": "rlvr.runs",
     "evaluate": "rlvr.runs",
+    "Trainer": "rlvr.runs",
 }
 
 if TYPE_CHECKING:
@@ -154,7 +156,8 @@ if TYPE_CHECKING:
         row_field,
         strip_tags,
     )
-    from rlvr.runs import evaluate, train, validate
+    from rlvr.rewards.functions import call_trl_reward
+    from rlvr.runs import Trainer, evaluate, train, validate
 
 
 def __getattr__(name: str) -> Any:
@@ -227,6 +230,7 @@ __all__ = [
     "calculations",
     "link_holds",
     "results",
+    "call_trl_reward",
     # backends: the policy and its weights
     "load_policy",
     "eos_token_ids",
@@ -240,6 +244,7 @@ __all__ = [
     "validate",
     "train",
     "evaluate",
+    "Trainer",
     "read_metrics",
     "build_tiny_model",
     # errors

@@ -19,7 +19,7 @@ import os
 import re
 import tomllib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -124,7 +124,11 @@ class ModelConfig(Section):
 class DataConfig(Section):
     """Where prompts come from; every field of a row reaches the rewards."""
 
-    path: str = Field(description="a .json/.jsonl/.parquet file or directory, or a hub dataset")
+    path: str | None = Field(
+        None,
+        description="a .json/.jsonl/.parquet file or directory, or a hub dataset; required, "
+        "unless the rows are given in Python (rlvr.Trainer(dataset=...))",
+    )
     split: str = "train"
     prompt_field: str = "prompt"
     system_prompt: str | None = None
@@ -527,11 +531,14 @@ def load_config(
     overrides: Sequence[str] = (),
     require: tuple[str, ...] = (),
     training: bool = True,
+    amend: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> RunConfig:
     """Read, override, validate and cross-check a config; raise :class:`ConfigError` with all
     problems. ``require`` names the sections the calling command needs; ``training=False``
     (evaluation, scoring, export) drops the warnings about settings that cannot learn: a greedy
-    eval is what ``training.temperature: 0`` is for there.
+    eval is what ``training.temperature: 0`` is for there. ``amend`` returns the config dict
+    with what the caller adds (``rlvr.Trainer``: its reward functions), which the overrides
+    can then address.
 
     Relative paths in a file resolve against its directory, those given in ``overrides``
     against the current directory (a dict ``source`` is taken as written)."""
@@ -539,6 +546,8 @@ def load_config(
     data = dict(source) if isinstance(source, dict) else read_file(source)
     if label is not None:
         resolve_paths(data, Path(label).absolute().parent)
+    if amend is not None:
+        data = amend(data)
     data = apply_overrides(data, list(overrides))
     set_keys = {key_path(o.split("=", 1)[0]): o for o in overrides if "=" in o}
     if label is not None:
@@ -680,6 +689,15 @@ def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tu
     for section in require:
         if data.get(section) in (None, [], {}):
             problems.append((section, f"this command needs a `{section}:` section"))
+    node = data.get("data")
+    if "data" in require and isinstance(node, dict) and node and node.get("path") is None:
+        problems.append(
+            (
+                "data.path",
+                "required field is missing: a .json/.jsonl/.parquet file, a directory of them or "
+                "a hub dataset name",
+            )
+        )
     for key in data:
         if key not in SECTIONS:
             hint = difflib.get_close_matches(key, SECTIONS, n=1)
