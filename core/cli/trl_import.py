@@ -10,7 +10,8 @@ the script (nor imports it). From it:
 - the model from ``GRPOTrainer(model=...)``, a string or a ``from_pretrained("...")``;
   ``peft_config=LoraConfig(...)`` becomes ``model.lora``;
 - ``reward_funcs=[...]``: each function defined in the script becomes a ``callable`` reward
-  entry pointing at ``SCRIPT.py:name``, each imported one at ``module:name``; GRPOConfig's
+  entry pointing at ``SCRIPT.py:name``, each imported one at ``module:name`` (with ``format:
+  conversational`` when the function reads ``completion[0]["content"]``); GRPOConfig's
   ``reward_weights`` become the entries' weights;
 - ``train_dataset``, followed back to ``load_dataset("...")``, becomes ``data.path`` (and
   ``data.split``), with a TODO where the script changes the rows (``.map(...)``).
@@ -378,13 +379,7 @@ def _read_rewards(reader: _Reader, trainer: ast.Call | None, out: Script, config
         label = function.rpartition(":")[2].rpartition(".")[2]
         params: dict[str, Any] = {"function": function}
         if name is not None and name in reader.functions and _reads_messages(reader, name):
-            params["format"] = "conversational"
-            out.todo(
-                "rewards",
-                f"{name} reads completion[0]['content'] (TRL's conversational "
-                "format): params.format: conversational passes it messages, whatever the "
-                "prompts",
-            )
+            params["format"] = "conversational"  # see render()
         out.rewards.append({"name": "callable", "label": label, "params": params})
     weights = out.trl.pop("reward_weights", None)
     if weights is not None:
@@ -570,7 +565,9 @@ def render(script: Script, command: str) -> str:
         lines.append(f"  - name: {entry['name']}  # your function, called as TRL calls it")
         lines += [f"    {k}: {_value(v)}" for k, v in entry.items() if k not in ("name", "params")]
         lines.append("    params:")
-        lines += [f"      {k}: {_value(v)}" for k, v in entry["params"].items()]
+        for key, value in entry["params"].items():
+            why = "  # it reads completion[0]['content']" if key == "format" else ""
+            lines.append(f"      {key}: {_value(value)}{why}")
     todos("rewards", "  ")
     lines += [
         f"# algorithm: {DEFAULT_ALGORITHM} and backend: {DEFAULT_BACKEND} (transformers' "
