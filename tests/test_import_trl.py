@@ -177,13 +177,14 @@ def test_a_lora_script_becomes_a_config_that_validates(scripts, tiny_model_dir):
         },
     }
     assert data["data"] == {"path": "openai/gsm8k", "split": "train"}
+    # Importing the script would run it: its functions are copied to a module of their own.
     assert data["rewards"] == [
         {
             "name": "callable",
             "label": "correctness_reward_func",
             "weight": 1.0,
             "params": {
-                "function": "train_lora.py:correctness_reward_func",
+                "function": "train_lora_rewards.py:correctness_reward_func",
                 "format": "conversational",  # it reads completion[0]["content"]
             },
         },
@@ -192,11 +193,20 @@ def test_a_lora_script_becomes_a_config_that_validates(scripts, tiny_model_dir):
             "label": "strict_format_reward_func",
             "weight": 0.5,
             "params": {
-                "function": "train_lora.py:strict_format_reward_func",
+                "function": "train_lora_rewards.py:strict_format_reward_func",
                 "format": "conversational",
             },
         },
     ]
+    module = (scripts / "train_lora_rewards.py").read_text()
+    assert "raise SystemExit" not in module and "GRPOTrainer" not in module
+    namespace: dict = {}
+    exec(compile(module, "train_lora_rewards.py", "exec"), namespace)  # the copy, not the script
+    good = [[{"role": "assistant", "content": "<reasoning>...</reasoning><answer>4</answer>"}]]
+    assert namespace["correctness_reward_func"](["q"], good, answer=["4"]) == [2.0]
+    assert namespace["correctness_reward_func"](["q"], good, answer=["5"]) == [0.0]
+    assert set(namespace) >= {"re", "extract_answer", "strict_format_reward_func"}
+    assert "MODEL" not in namespace  # only what the functions use
     trl = data["trl"]
     assert trl["learning_rate"] == 5e-6 and trl["per_device_train_batch_size"] == 16
     assert trl["beta"] == 0.04 and trl["loss_type"] == "dr_grpo"
@@ -239,9 +249,10 @@ def test_a_plain_script_with_main_and_imports(scripts, tiny_model_dir):
     # relative to the config's directory
     assert data["data"] == {"path": "../data/prompts.jsonl"}
     assert [r["params"]["function"] for r in data["rewards"]] == [
-        "../train_plain.py:reward_len",  # relative to the config's directory
+        "plain_rewards.py:reward_len",  # the script writes a file when imported
         "my_rewards:keyword_reward",
     ]
+    assert (out.parent / "plain_rewards.py").is_file()  # named after the config
     assert data["trl"] == {
         "output_dir": "Qwen2-0.5B-GRPO",
         "logging_steps": 10,
@@ -254,6 +265,49 @@ def test_a_plain_script_with_main_and_imports(scripts, tiny_model_dir):
     assert "trl.max_steps: not a literal" in proc.stdout
 
     proc = _rlvr(scripts, "validate", out, "--set", f"model.name_or_path={tiny_model_dir}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+SAFE_SCRIPT = """
+import re
+
+
+def digits_reward(completions, **kwargs):
+    return [float(bool(re.fullmatch(r"[0-9]+", c.strip()))) for c in completions]
+
+
+def main():
+    from trl import GRPOConfig, GRPOTrainer
+
+    trainer = GRPOTrainer(
+        model="Qwen/Qwen2-0.5B-Instruct",
+        reward_funcs=digits_reward,
+        args=GRPOConfig(output_dir="out", num_generations=4),
+        train_dataset=load_dataset("json", data_files="data/prompts.jsonl", split="train"),
+    )
+    trainer.train()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_script_that_only_defines_is_pointed_at(scripts, tiny_model_dir):
+    (scripts / "train_safe.py").write_text(SAFE_SCRIPT)
+    proc = _rlvr(scripts, "import-trl", "train_safe.py")
+    assert proc.returncode == 0, proc.stderr
+    data = yaml.safe_load((scripts / "train_safe.rlvr.yaml").read_text())
+    assert data["rewards"] == [
+        {
+            "name": "callable",
+            "label": "digits_reward",
+            "params": {"function": "train_safe.py:digits_reward"},
+        }
+    ]
+    assert not (scripts / "train_safe_rewards.py").exists()
+    config = scripts / "train_safe.rlvr.yaml"
+    proc = _rlvr(scripts, "validate", config, "--set", f"model.name_or_path={tiny_model_dir}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -322,9 +376,11 @@ def test_init_from_trl_is_import_trl(scripts):
     assert again.returncode == 0, again.stderr
 
     def body(name: str) -> str:  # the same config; the header names the command
-        return (scripts / name).read_text().split("\n", 1)[1]
+        text = (scripts / f"{name}.yaml").read_text().split("\n", 1)[1]
+        return text.replace(f"{name}_rewards.py", "REWARDS.py")
 
-    assert body("a.yaml") == body("b.yaml")
+    assert body("a") == body("b")
+    assert (scripts / "a_rewards.py").read_text() == (scripts / "b_rewards.py").read_text()
 
 
 def test_the_help_lists_both_commands():

@@ -12,7 +12,11 @@ the script (nor imports it). From it:
 - ``reward_funcs=[...]``: each function defined in the script becomes a ``callable`` reward
   entry pointing at ``SCRIPT.py:name``, each imported one at ``module:name`` (with ``format:
   conversational`` when the function reads ``completion[0]["content"]``); GRPOConfig's
-  ``reward_weights`` become the entries' weights;
+  ``reward_weights`` become the entries' weights. A reward worker imports the file a
+  ``callable`` names, so when importing the script would run more than definitions (a TRL
+  script usually trains at its top level, or imports trl where it is not installed), its
+  reward functions and what they use are copied to ``CONFIG_rewards.py`` beside the config,
+  and the entries point there;
 - ``train_dataset``, followed back to ``load_dataset("...")``, becomes ``data.path`` (and
   ``data.split``), with a TODO where the script changes the rows (``.map(...)``).
 
@@ -23,6 +27,8 @@ read this way is a TODO line in the YAML and a line of the report.
 from __future__ import annotations
 
 import ast
+import copy
+import importlib.util
 import os
 import warnings
 from collections.abc import Iterator
@@ -83,6 +89,10 @@ class Script:
     trl_comments: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: per section (model, data, rewards, trl): TODO lines written into the YAML
     todos: dict[str, list[str]] = field(default_factory=dict)
+    #: what was done that the user should know (comments under rewards:, and the report)
+    notes: list[str] = field(default_factory=list)
+    #: a module of the script's reward functions to write: (path, source)
+    module: tuple[Path, str] | None = None
 
     def todo(self, section: str, message: str) -> None:
         self.todos.setdefault(section, []).append(message)
@@ -205,10 +215,11 @@ def _argument(call: ast.Call, name: str, position: int | None) -> ast.expr | Non
 # --------------------------------------------------------------------------- reading
 
 
-def read_script(path: str | Path, config_dir: str | Path) -> Script:
-    """What ``path`` (a TRL GRPO script) says, for a config written into ``config_dir`` (the
-    reward functions' file paths are relative to it)."""
+def read_script(path: str | Path, config: str | Path) -> Script:
+    """What ``path`` (a TRL GRPO script) says, for a config to be written at ``config`` (the
+    reward functions' file paths are relative to its directory)."""
     script_path = Path(path)
+    config_dir = Path(config).absolute().parent
     reader = _Reader(script_path)
     out = Script(script_path)
     trainers = reader.calls("GRPOTrainer")
@@ -224,8 +235,8 @@ def read_script(path: str | Path, config_dir: str | Path) -> Script:
     _read_config(reader, trainer, out)
     _read_model(reader, trainer, out)
     _read_lora(reader, trainer, out)
-    _read_rewards(reader, trainer, out, Path(config_dir))
-    _read_data(reader, trainer, out, Path(config_dir))
+    _read_rewards(reader, trainer, out, Path(config))
+    _read_data(reader, trainer, out, config_dir)
     return out
 
 
@@ -346,26 +357,33 @@ def _read_lora(reader: _Reader, trainer: ast.Call | None, out: Script) -> None:
     out.lora = lora
 
 
-def _read_rewards(reader: _Reader, trainer: ast.Call | None, out: Script, config_dir: Path) -> None:
+def _read_rewards(reader: _Reader, trainer: ast.Call | None, out: Script, config: Path) -> None:
     node = _argument(trainer, "reward_funcs", 1) if trainer is not None else None
     if node is None:
         out.todo("rewards", "no reward_funcs found: add rewards (rlvr plugins lists them)")
         return
     node, line = reader.resolve(node, trainer.lineno if trainer is not None else None)
     items = node.elts if isinstance(node, ast.List | ast.Tuple) else [node]
-    script = os.path.relpath(reader.path.absolute(), config_dir.absolute())
+    config_dir = config.absolute().parent
+    script = os.path.relpath(reader.path.absolute(), config_dir)
+    why = _runs_on_import(reader)
+    local: list[str] = []
+    if why is not None:  # the functions go to a module of their own, beside the config
+        module = config_dir / f"{config.name.split('.')[0]}_rewards.py"  # x.rlvr.yaml: x_
+        script = os.path.relpath(module, config_dir)
     for item in items:
         target = reader.value(item, line)
         name = item.id if isinstance(item, ast.Name) else None
         dotted = _dotted(item)
         if name is not None and name in reader.functions and target is item:
             function = f"{script}:{name}"
+            local.append(name)
         elif name is not None and name in reader.imports and ":" in reader.imports[name]:
             function = reader.imports[name]
         elif dotted is not None and "." in dotted and dotted.split(".")[0] in reader.imports:
             head, _, attr = dotted.rpartition(".")
-            module = reader.imports[head.split(".")[0]].replace(":", ".")
-            function = f"{module}{head[len(head.split('.')[0]) :]}:{attr}"
+            package = reader.imports[head.split(".")[0]].replace(":", ".")
+            function = f"{package}{head[len(head.split('.')[0]) :]}:{attr}"
         else:
             ok, value = reader.literal(item, line)
             if ok and isinstance(value, str):
@@ -381,6 +399,13 @@ def _read_rewards(reader: _Reader, trainer: ast.Call | None, out: Script, config
         if name is not None and name in reader.functions and _reads_messages(reader, name):
             params["format"] = "conversational"  # see render()
         out.rewards.append({"name": "callable", "label": label, "params": params})
+    if why is not None and local:
+        out.module = (module, _extract(reader, local))
+        out.notes.append(
+            f"the reward functions ({', '.join(local)}) and what they use are copied to "
+            f"{script}, which the config points at: importing {reader.path.name} would run "
+            f"it ({why}); edit them there"
+        )
     weights = out.trl.pop("reward_weights", None)
     if weights is not None:
         if isinstance(weights, list) and len(weights) == len(out.rewards):
@@ -388,6 +413,104 @@ def _read_rewards(reader: _Reader, trainer: ast.Call | None, out: Script, config
                 entry["weight"] = weight
         else:
             out.todo("rewards", f"reward_weights={weights!r}: set each reward's weight")
+
+
+def _runs_on_import(reader: _Reader) -> str | None:
+    """Why importing the script (as a reward worker imports a ``callable``'s file) would run
+    more than definitions, or None: its top level holds only imports of installed modules,
+    functions, classes, literal assignments and an ``if __name__ == "__main__":`` block."""
+    for stmt in reader.tree.body:
+        where = f"line {stmt.lineno}: {reader.text(stmt).splitlines()[0]}"
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            if isinstance(stmt, ast.ImportFrom) and stmt.level:
+                return f"{where} is a relative import"
+            names = (
+                [stmt.module or ""]
+                if isinstance(stmt, ast.ImportFrom)
+                else [alias.name for alias in stmt.names]
+            )
+            for name in names:
+                if importlib.util.find_spec(name.split(".")[0]) is None:
+                    return f"it imports {name}, which is not installed here"
+        elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            if not reader.literal(stmt.value, stmt.lineno)[0]:
+                return f"{where} runs"
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # a docstring
+        elif not _is_main_guard(stmt):
+            return f"{where} runs"
+    return None
+
+
+def _is_main_guard(stmt: ast.stmt) -> bool:
+    test = stmt.test if isinstance(stmt, ast.If) else None
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
+def _extract(reader: _Reader, names: list[str]) -> str:
+    """A module holding the top-level functions ``names`` and every top-level import,
+    function, class and assignment they use (transitively), in the script's order."""
+    defined: dict[str, ast.stmt] = {}
+    for stmt in reader.tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined[stmt.name] = stmt
+        elif isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    defined[target.id] = stmt
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            defined[stmt.target.id] = stmt
+        elif isinstance(stmt, ast.Import | ast.ImportFrom):
+            for alias in stmt.names:
+                defined[alias.asname or alias.name.split(".")[0]] = stmt
+    keep: set[int] = set()
+    aliases: dict[int, set[str]] = {}  # import statement -> the names it must still bind
+    pending = list(names)
+    seen: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name in seen or name not in defined:
+            continue  # a builtin, or a name bound elsewhere
+        seen.add(name)
+        stmt = defined[name]
+        keep.add(id(stmt))
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            aliases.setdefault(id(stmt), set()).add(name)
+            continue
+        pending += [
+            n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        ]
+    lines = reader.source.splitlines()
+    imports, code = [], []
+    for stmt in reader.tree.body:
+        if id(stmt) not in keep:
+            continue
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            wanted = aliases[id(stmt)]
+            kept = [a for a in stmt.names if (a.asname or a.name.split(".")[0]) in wanted]
+            stmt = copy.copy(stmt)
+            stmt.names = kept
+            imports.append(ast.unparse(stmt))
+            continue
+        decorators = getattr(stmt, "decorator_list", [])
+        start = min([d.lineno for d in decorators] + [stmt.lineno])
+        code.append("\n".join(lines[start - 1 : stmt.end_lineno]))
+    head = (
+        f'"""The reward functions of {reader.path.name} and what they use, copied by\n'
+        "rlvr import-trl (importing the script itself would run it). Edit them here:\n"
+        'the config points at this file."""'
+    )
+    blocks = [head, "\n".join(imports)] if imports else [head]
+    return "\n\n".join(blocks) + "\n\n\n" + "\n\n\n".join(code) + "\n"
 
 
 def _reads_messages(reader: _Reader, name: str) -> bool:
@@ -561,6 +684,7 @@ def render(script: Script, command: str) -> str:
     lines += [f"  {k}: {_value(v)}" for k, v in (dict(script.data) or {"path": None}).items()]
     todos("data", "  ")
     lines.append("rewards:" + ("" if script.rewards else " []"))
+    lines += [f"  # {note}" for note in script.notes]
     for entry in script.rewards:
         lines.append(f"  - name: {entry['name']}  # your function, called as TRL calls it")
         lines += [f"    {k}: {_value(v)}" for k, v in entry.items() if k not in ("name", "params")]
@@ -653,10 +777,19 @@ def import_trl(
     out_dir = Path(output).absolute().parent
     if not Path(script).is_file():
         raise RlvrError(f"no file {str(script)!r} (rlvr import-trl SCRIPT.py)")
-    read = read_script(script, out_dir)
+    if Path(output).exists() and not force:
+        raise RlvrError(f"{str(output)!r} exists; pass --force to replace it, or -o another path")
+    read = read_script(script, output)
+    if read.module is not None:  # first: the config check reads it
+        module, source = read.module
+        if module.exists() and not force:
+            raise RlvrError(
+                f"{str(module)!r} exists; pass --force to replace it, or -o another path"
+            )
+        write(source, module, force=True)
     left = check(read, host, out_dir)
     text = render(read, command or f"rlvr import-trl {script}")
-    return write(text, output, force=force), attention(read, left)
+    return write(text, output, force=force), read.notes + attention(read, left)
 
 
 __all__ = [
