@@ -391,9 +391,8 @@ def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
     import rlvr
 
     host = rlvr.create_host()
-    rlvr.train(
-        rlvr.load_config(rlvr_config(spec), host, allow_code=True), progress=False, host=host
-    )
+    config = rlvr.load_config(rlvr_config(spec), host, allow_code=True)  # our own reward
+    rlvr.train(config, progress=False, host=host, allow_code=True)
     # The work as rlvr counted it (metrics.jsonl, a line per step): the kept groups'
     # completions, their prompts' tokens and their own.
     steps = [

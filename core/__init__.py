@@ -74,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "parse_number": "rlvr.rewards.extract",
     "row_field": "rlvr.rewards.extract",
     "strip_tags": "rlvr.rewards.extract",
+    "call_trl_reward": "rlvr.rewards.functions",
     "functional": "rlvr.functional",
     "PolicyGradient": "rlvr.algorithms.base",
     "GroupRelative": "rlvr.algorithms.base",
@@ -95,6 +96,7 @@ _EXPORTS: dict[str, str] = {
     "validate": "rlvr.runs",
     "train": "rlvr.runs",
     "evaluate": "rlvr.runs",
+    "Trainer": "rlvr.runs",
 }
 
 if TYPE_CHECKING:
@@ -163,8 +165,9 @@ if TYPE_CHECKING:
         row_field,
         strip_tags,
     )
+    from rlvr.rewards.functions import call_trl_reward
     from rlvr.rewards.scoring import Scorer, Scores
-    from rlvr.runs import evaluate, train, validate
+    from rlvr.runs import Trainer, evaluate, train, validate
 
 
 def __getattr__(name: str) -> Any:
@@ -237,6 +240,7 @@ __all__ = [
     "calculations",
     "link_holds",
     "results",
+    "call_trl_reward",
     # backends: the policy and its weights
     "load_policy",
     "eos_token_ids",
@@ -253,6 +257,7 @@ __all__ = [
     "validate",
     "train",
     "evaluate",
+    "Trainer",
     "read_metrics",
     "Scorer",
     "Scores",

@@ -1,5 +1,6 @@
 """Python entry points for a run: :func:`validate`, :func:`train` and :func:`evaluate`, the same
-pipeline as ``rlvr validate``, ``rlvr train`` and ``rlvr eval`` (which call these).
+pipeline as ``rlvr validate``, ``rlvr train`` and ``rlvr eval`` (which call these), and
+:class:`Trainer`, the same run with the dataset and reward functions given as Python objects.
 
 ``config`` is a path to a YAML/TOML file or an already loaded :class:`~rlvr.RunConfig`;
 ``overrides`` are ``--set`` strings (``"training.max_steps=5"``). Light to import: the trainer
@@ -14,13 +15,18 @@ before anything runs. ``validate`` never runs either.
 
 from __future__ import annotations
 
+import copy
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, create_host
 from rlvr.config.schema import RunConfig, load_config
+from rlvr.outputs.metrics import read_metrics
+from rlvr.rewards.functions import FUNCTION_REWARD, FunctionPlugin, function_name, unpicklable
 
 #: The sections a training run needs (``rlvr validate`` checks the same).
 TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
@@ -80,8 +86,9 @@ def train(
     trust_remote_code: bool = False,
 ) -> dict[str, Any]:
     """Validate ``config`` as :func:`validate` does, then train; returns the run's summary (the
-    figures ``rlvr train`` prints at the end). Everything lands in ``training.output_dir``."""
-    from rlvr.training.trainer import train as run_training  # torch, transformers: see above
+    figures ``rlvr train`` prints at the end, :func:`rlvr.outputs.summary.summary_data`).
+    Everything lands in ``training.output_dir``."""
+    from rlvr.training.trainer import run  # torch, transformers: see above
 
     host = host or plugin_host()
     config = validate(
@@ -91,7 +98,7 @@ def train(
         allow_code=allow_code,
         trust_remote_code=trust_remote_code,
     )
-    return run_training(config, host, resume=resume, progress=progress)
+    return run(config, host, resume=resume, progress=progress).summary
 
 
 def evaluate(
@@ -139,4 +146,203 @@ def evaluate(
     )
 
 
-__all__ = ["EVAL_SECTIONS", "TRAIN_SECTIONS", "evaluate", "plugin_host", "train", "validate"]
+# --------------------------------------------------------------------------- rlvr.Trainer
+
+#: The keys a reward given as a mapping may have: its ``rewards:`` entry's and the call's.
+_ENTRY_KEYS = ("label", "weight", "timeout", "fallback", "on_error", "correctness")
+_CALL_KEYS = ("format", "kwargs")
+
+
+class Trainer:
+    """One training run from Python, e.g. in a notebook: the pipeline of ``rlvr train``, with
+    the dataset and the reward functions given as Python objects, as TRL's ``GRPOTrainer``
+    takes them::
+
+        trainer = rlvr.Trainer("quickstart.yaml", dataset=ds, rewards=[accuracy])
+        summary = trainer.train()
+
+    - ``config``: a YAML/TOML file, a dict (the file's content; relative paths against the
+      current directory) or a :class:`~rlvr.RunConfig`; ``overrides``: ``--set`` strings.
+    - ``dataset``: the training rows (a ``datasets.Dataset`` or a list of dicts) instead of
+      ``data.path``, which is then not used; the ``data:`` section may be left out.
+      ``eval_dataset``: the rows of the in-training evaluation (``training.eval_steps``)
+      instead of ``data.eval_path``.
+    - ``rewards``: functions in TRL's signature, ``fn(prompts, completions, **kwargs) ->
+      list[float | None]``, called as TRL calls them (:func:`rlvr.call_trl_reward`), each a
+      ``rewards:`` entry after the config's own, labelled ``fn.__name__``, weight 1. A mapping
+      ``{"function": fn, "weight": 0.5, ...}`` sets the entry's other keys (``label``,
+      ``weight``, ``timeout``, ``fallback``, ``on_error``, ``correctness``) and the call's
+      (``format``, ``kwargs``).
+
+    The functions run where every reward runs, in the reward worker processes: a call that
+    hangs past its ``timeout`` or crashes costs that call, not the run. A function defined in
+    a notebook or a script travels to the workers by value (its code and the globals it uses,
+    pickled with dill); one that uses something that cannot be pickled (an open connection,
+    a generator) is an error here. ``training.reward_workers: 0`` calls them in this process
+    instead: anything goes, but there is no timeout and a crash takes the run down.
+
+    The constructor runs every check ``rlvr validate`` runs (a :class:`~rlvr.ConfigError`
+    lists the problems) and :attr:`config` is the resolved config; :meth:`train` trains.
+    """
+
+    def __init__(
+        self,
+        config: str | Path | Mapping[str, Any] | RunConfig,
+        *,
+        dataset: Any = None,
+        eval_dataset: Any = None,
+        rewards: Sequence[Callable[..., Any] | Mapping[str, Any]] = (),
+        overrides: Sequence[str] = (),
+        host: Host | None = None,
+        allow_code: bool = False,
+        trust_remote_code: bool = False,
+    ) -> None:
+        # Both load datasets, transformers and torch, which `rlvr --help` must not.
+        from rlvr.data.prompts import dataset_rows
+        from rlvr.training.preflight import check
+
+        functions, entries = _function_entries(rewards)
+        self.host = host or plugin_host()
+        if functions:
+            if FUNCTION_REWARD in self.host.rewards:
+                raise RlvrError(
+                    f"the plugin host already has a reward {FUNCTION_REWARD!r} (an earlier "
+                    "rlvr.Trainer's functions?); give each Trainer with rewards= its own host"
+                )
+            plugin = FunctionPlugin(functions)
+            self.host.add_plugin(plugin, name="rlvr.Trainer", dist=None, version=None)
+        given = dataset is not None
+        source: str | Path | dict[str, Any]
+        if isinstance(config, RunConfig):
+            source = config.model_dump(mode="json")
+        elif isinstance(config, Mapping):
+            source = copy.deepcopy(dict(config))
+        else:
+            source = config
+
+        def amend(data: dict[str, Any]) -> dict[str, Any]:
+            data = dict(data)
+            if entries and isinstance(data.get("rewards") or [], list):
+                data["rewards"] = [*(data.get("rewards") or []), *entries]
+            section = data.get("data")
+            if given and (section is None or isinstance(section, dict)):
+                if section and section.get("path") is not None:
+                    warnings.warn(
+                        f"data.path {section['path']!r} is not used: the training rows are "
+                        "rlvr.Trainer's dataset=",
+                        ConfigWarning,
+                        stacklevel=4,
+                    )
+                data["data"] = {**(section or {}), "path": None}
+            return data
+
+        require = tuple(s for s in TRAIN_SECTIONS if not (given and s == "data"))
+        # The reward functions given here are the caller's own code: no opt-in. A config's
+        # `callable` entries and trust_remote_code still need allow_code / trust_remote_code.
+        self.config = load_config(
+            source,
+            self.host,
+            overrides=list(overrides),
+            require=require,
+            amend=amend,
+            allow_code=allow_code,
+            trust_remote_code=trust_remote_code,
+        )
+        data = self.config.data
+        assert data is not None  # required, or set by amend
+        self.rows = None
+        if given:
+            self.rows = dataset_rows(dataset, what="dataset", max_samples=data.max_samples)
+        self.eval_rows = None
+        if eval_dataset is not None:
+            self.eval_rows = dataset_rows(eval_dataset, what="eval_dataset")
+        label = None if isinstance(source, dict) else str(source)
+        check(self.config, self.host, source=label, overrides=list(overrides), rows=self.rows)
+        if functions and self.config.training.reward_workers > 0:
+            _check_picklable(functions)
+
+    @property
+    def output_dir(self) -> Path:
+        """Where the run writes (``training.output_dir``)."""
+        return Path(self.config.training.output_dir)
+
+    def train(self, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+        """Train; return the run's summary (what ``rlvr train`` prints at the end:
+        :func:`rlvr.outputs.summary.summary_data`). ``resume`` continues from the latest
+        checkpoint in :attr:`output_dir`; ``progress`` shows the progress bar."""
+        from rlvr.training.trainer import run  # torch, transformers
+
+        result = run(
+            self.config,
+            self.host,
+            resume=resume,
+            progress=progress,
+            rows=self.rows,
+            eval_rows=self.eval_rows,
+        )
+        return result.summary
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """The run's ``metrics.jsonl``, one dict per line."""
+        return read_metrics(self.output_dir)
+
+
+def _function_entries(
+    rewards: Sequence[Callable[..., Any] | Mapping[str, Any]],
+) -> tuple[list[Callable[..., Any]], list[dict[str, Any]]]:
+    """The reward functions and the ``rewards:`` entries that call them."""
+    if callable(rewards) or isinstance(rewards, Mapping | str):
+        rewards = [rewards]  # one function given bare
+    functions: list[Callable[..., Any]] = []
+    entries: list[dict[str, Any]] = []
+    for i, item in enumerate(rewards):
+        settings: dict[str, Any] = {}
+        fn: Any = item
+        if isinstance(item, Mapping):
+            settings = dict(item)
+            fn = settings.pop("function", None)
+            unknown = sorted(set(settings) - {*_ENTRY_KEYS, *_CALL_KEYS})
+            if unknown:
+                keys = ", ".join(("function", *_ENTRY_KEYS, *_CALL_KEYS))
+                raise RlvrError(f"rewards[{i}]: unknown keys {unknown}; a mapping has {keys}")
+        if not callable(fn):
+            raise RlvrError(
+                f"rewards[{i}] is {type(fn).__name__}, not a function; give functions "
+                "fn(prompts, completions, **kwargs) -> list[float | None] (plugin rewards such "
+                "as answer or format go in the config's rewards: section)"
+            )
+        label = settings.pop("label", None) or getattr(fn, "__name__", None)
+        if not isinstance(label, str) or not label.isidentifier():
+            raise RlvrError(
+                f"rewards[{i}] ({function_name(fn)}) has no name to log it by; give it one: "
+                f'{{"function": fn, "label": "my_reward"}}'
+            )
+        params = {"function": function_name(fn), "index": len(functions)}
+        params.update({k: settings.pop(k) for k in _CALL_KEYS if k in settings})
+        functions.append(fn)
+        entries.append({"name": FUNCTION_REWARD, "label": label, "params": params, **settings})
+    return functions, entries
+
+
+def _check_picklable(functions: Sequence[Callable[..., Any]]) -> None:
+    """Every function can be sent to the reward workers, else one error naming each that
+    cannot and the way out."""
+    problems = [(fn, why) for fn in functions if (why := unpicklable(fn)) is not None]
+    if problems:
+        lines = "; ".join(f"{function_name(fn)}: {why}" for fn, why in problems)
+        raise RlvrError(
+            f"cannot send the reward function to the reward worker processes ({lines}); "
+            "create what it uses inside the function, or set training.reward_workers: 0 to "
+            "call it in this process (no timeout, and a crash stops the run)"
+        )
+
+
+__all__ = [
+    "EVAL_SECTIONS",
+    "TRAIN_SECTIONS",
+    "Trainer",
+    "evaluate",
+    "plugin_host",
+    "train",
+    "validate",
+]

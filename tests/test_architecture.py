@@ -47,6 +47,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "rlvr.training.preflight": "torch, transformers, datasets (validate)",
         "rlvr.training.trainer": "torch, transformers (train)",
         "rlvr.evaluation.evaluate": "torch, transformers (evaluate)",
+        "rlvr.data.prompts": "datasets (rlvr.Trainer's in-memory rows)",
     },
     "rlvr.testing": {
         "rlvr.api.host": "pydantic: pytest loads rlvr.testing in every session",

@@ -166,6 +166,12 @@ def test_rlvr_rows_runs_rlvr_without_packing(vs_trl, tmp_path):
     assert not args.rlvr_rows
     spec = vs_trl.work_spec(args, tmp_path, tmp_path, tmp_path)
     assert spec["pack"] is True
-    assert load_config(vs_trl.rlvr_config(spec), create_host()).training.pack_prompts is True
+    assert (
+        load_config(vs_trl.rlvr_config(spec), create_host(), allow_code=True).training.pack_prompts
+        is True
+    )
     rows = {**spec, "pack": False}
-    assert load_config(vs_trl.rlvr_config(rows), create_host()).training.pack_prompts is False
+    assert (
+        load_config(vs_trl.rlvr_config(rows), create_host(), allow_code=True).training.pack_prompts
+        is False
+    )

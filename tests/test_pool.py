@@ -254,6 +254,55 @@ def _running(pid: int) -> bool:
         return False
 
 
+UNGUARDED = """
+import os, sys
+sys.path[:0] = {path!r}
+with open({log!r}, "a") as f:  # once per process that runs this script
+    f.write(f"{{os.getpid()}}\\n")
+import bad_rewards as br
+from rlvr.rewards.pool import PoolSpec, RewardPool
+from rlvr.api.registration import Sample
+{factory}
+with RewardPool([PoolSpec("len", {name}, None)], workers=2) as pool:
+    print(pool.score([Sample("abc"), Sample("de")]).values["len"])
+"""
+
+IN_MAIN = """
+def length(params):
+    return br.length(params)
+"""
+
+
+@pytest.mark.parametrize(
+    ("guarded", "factory", "name"),
+    [(False, "", "br.length"), (True, IN_MAIN, "length")],
+    ids=["unguarded script", "factory in __main__"],
+)
+def test_workers_run_a_script_only_when_its_rewards_live_there(tmp_path, guarded, factory, name):
+    """A script without the `if __name__ == "__main__":` guard (a notebook saved as a file)
+    would run again in every worker: the workers import it only for a factory defined there
+    (which then needs the guard, as multiprocessing always does)."""
+    log = tmp_path / "runs"
+    code = UNGUARDED.format(path=sys.path, log=str(log), factory=factory, name=name)
+    if guarded:
+        head, _, body = code.partition("with RewardPool")
+        code = (
+            head
+            + 'if __name__ == "__main__":\n    with RewardPool'
+            + body.replace("\n    print", "\n        print")
+        )
+    script = tmp_path / "script.py"
+    script.write_text(code)
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[0] == "[3.0, 2.0]"
+    runs = log.read_text().split()
+    # the script itself; for a factory defined in __main__, again where the workers start
+    assert len(runs) > 1 if guarded else len(runs) == 1, runs
+
+
 def test_throughput_of_a_trivial_reward(pool):
     batch = samples(*["abc"] * 5000)
     result, elapsed = timed_score(pool, batch)

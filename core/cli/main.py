@@ -15,12 +15,14 @@ import sys
 import textwrap
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rlvr import __version__
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, PluginError, create_host
 from rlvr.cli.scaffold import new_plugin
+from rlvr.cli.trl_import import STARTER, import_trl, write
 from rlvr.config.schema import (
     ALLOW_CODE_FLAG,
     TRUST_REMOTE_CODE_FLAG,
@@ -248,6 +250,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", default=None, help="run config naming the base model (default: the one saved)"
     )
     _add_opt_ins(p, code=False)
+
+    p = _command(
+        sub,
+        "init",
+        "write a starter config, or one from a TRL script (--from-trl)",
+        "Without --from-trl: a commented starter config to fill in. With --from-trl SCRIPT.py: "
+        "as rlvr import-trl SCRIPT.py.",
+    )
+    p.add_argument("-o", "--output", default="rlvr.yaml", help="the config to write")
+    p.add_argument("--from-trl", default=None, metavar="SCRIPT", help="a TRL GRPO script")
+    p.add_argument("--force", action="store_true", help="replace an existing file")
+
+    p = _command(
+        sub,
+        "import-trl",
+        "write a config from a TRL GRPO script (read, never run)",
+        "Reads the script's GRPOConfig(...) (under trl:, TRL's keys and units), the model, "
+        "LoraConfig, reward_funcs (callable rewards pointing at the script's functions) and "
+        "load_dataset(...) call, without running it, and says what needs your attention.",
+    )
+    p.add_argument("script", metavar="SCRIPT", help="the TRL script (.py)")
+    p.add_argument(
+        "-o", "--output", default=None, help="the config to write (default: SCRIPT.rlvr.yaml)"
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing file")
 
     p = _command(sub, "plot", "draw a run's curves to PNG")
     p.add_argument("output_dir", help="a run's output_dir (holds metrics.jsonl)")
@@ -506,6 +533,33 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    if args.from_trl is not None:
+        return _import_trl(args.from_trl, args.output, args.force, "rlvr init --from-trl")
+    path = write(STARTER, args.output, force=args.force)
+    print(f"wrote {path}: fill in its TODOs, then rlvr validate {path}")
+    return 0
+
+
+def cmd_import_trl(args: argparse.Namespace) -> int:
+    script = args.script
+    output = args.output or os.path.splitext(script)[0] + ".rlvr.yaml"
+    return _import_trl(script, output, args.force, "rlvr import-trl")
+
+
+def _import_trl(script: str, output: str, force: bool, command: str) -> int:
+    path, todo = import_trl(script, output, _host(), force=force, command=f"{command} {script}")
+    print(f"wrote {path} from {script} (read, not run)")
+    if todo:
+        print(f"needs your attention ({len(todo)}; TODO lines in the file):")
+        print("\n".join(f"  - {line}" for line in todo))
+    code = " --allow-code" if "name: callable" in Path(path).read_text(encoding="utf-8") else ""
+    print(f"then: rlvr validate {path}{code}")
+    if code:  # the opt-in: its rewards run the script's functions
+        print("  (--allow-code: its callable rewards import and run the script's functions)")
+    return 0
+
+
 def cmd_new(args: argparse.Namespace) -> int:
     path = new_plugin(args.name, kind=args.kind, directory=args.dir)
     print(f"wrote {path}\nnext: pip install -e '{path}[test]' && python -m pytest {path}")
@@ -522,6 +576,8 @@ _COMMANDS = {
     "export": cmd_export,
     "plot": cmd_plot,
     "new": cmd_new,
+    "init": cmd_init,
+    "import-trl": cmd_import_trl,
 }
 
 

@@ -22,7 +22,7 @@ import os
 import re
 import tomllib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -132,7 +132,11 @@ class ModelConfig(Section):
 class DataConfig(Section):
     """Where prompts come from; every field of a row reaches the rewards."""
 
-    path: str = Field(description="a .json/.jsonl/.parquet file or directory, or a hub dataset")
+    path: str | None = Field(
+        None,
+        description="a .json/.jsonl/.parquet file or directory, or a hub dataset; required, "
+        "unless the rows are given in Python (rlvr.Trainer(dataset=...))",
+    )
     split: str = Field(
         "train", description="split of a hub dataset or directory (a single file has none)"
     )
@@ -618,6 +622,7 @@ def load_config(
     training: bool = True,
     allow_code: bool = False,
     trust_remote_code: bool = False,
+    amend: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> RunConfig:
     """Read, override, validate and cross-check a config; raise :class:`ConfigError` with all
     problems. ``require`` names the sections the calling command needs; ``training=False``
@@ -625,6 +630,8 @@ def load_config(
     eval is what ``training.temperature: 0`` is for there. A config that would run code in
     those sections needs the user's opt-in (:func:`check_code_opt_ins`): ``allow_code`` for
     rewards that import code it names, ``trust_remote_code`` for ``model.trust_remote_code``.
+    ``amend`` returns the config dict with what the caller adds (``rlvr.Trainer``: its reward
+    functions), which the overrides can then address.
 
     Relative paths in a file resolve against its directory, those given in ``overrides``
     against the current directory (a dict ``source`` is taken as written)."""
@@ -632,6 +639,8 @@ def load_config(
     data = dict(source) if isinstance(source, dict) else read_file(source)
     if label is not None:
         resolve_paths(data, Path(label).absolute().parent)
+    if amend is not None:
+        data = amend(data)
     data = apply_overrides(data, list(overrides))
     set_keys = {key_path(o.split("=", 1)[0]): o for o in overrides if "=" in o}
     if label is not None:
@@ -881,6 +890,15 @@ def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tu
     for section in require:
         if data.get(section) in (None, [], {}):
             problems.append((section, f"this command needs a `{section}:` section"))
+    node = data.get("data")
+    if "data" in require and isinstance(node, dict) and node and node.get("path") is None:
+        problems.append(
+            (
+                "data.path",
+                "required field is missing: a .json/.jsonl/.parquet file, a directory of them or "
+                "a hub dataset name",
+            )
+        )
     for key in data:
         if key not in SECTIONS:
             hint = difflib.get_close_matches(key, SECTIONS, n=1)

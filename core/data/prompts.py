@@ -2,7 +2,8 @@
 prompts, and hand them out in a deterministic, resumable order.
 
 - :func:`load_rows`: a local ``.json``/``.jsonl``/``.parquet`` file or directory, or a hub
-  dataset name, as a list of dicts (every field of a row later reaches the rewards).
+  dataset name, as a list of dicts (every field of a row later reaches the rewards);
+  :func:`dataset_rows` the same for a dataset in memory (``rlvr.Trainer(dataset=...)``).
 - :func:`check_fields` / :func:`require_fields`: rows lacking a field that the prompt or a
   configured reward needs, reported before any model loads.
 - :class:`PromptSet`: the prompt text of each row (system prompt, chat template or plain text)
@@ -46,6 +47,11 @@ def load_rows(data: Any, *, split: str | None = None) -> list[dict[str, Any]]:
     ``data.max_samples`` keeps the first N rows.
     """
     split = split or data.split
+    if data.path is None:
+        raise DataError(
+            "data.path is not set: give a .json/.jsonl/.parquet file, a directory of them or a "
+            "hub dataset name"
+        )
     path = Path(data.path).expanduser()
     if path.is_file():
         kind = _FILE_KINDS.get(path.suffix.lower())
@@ -85,6 +91,40 @@ def load_rows(data: Any, *, split: str | None = None) -> list[dict[str, Any]]:
     rows = ds.to_list()
     if not rows:
         raise DataError(f"data.path {data.path!r} (split {split!r}) has no rows")
+    return rows
+
+
+def dataset_rows(
+    dataset: Any, *, what: str = "dataset", max_samples: int | None = None
+) -> list[dict[str, Any]]:
+    """The rows of a dataset in memory: a ``datasets.Dataset`` or a sequence of mappings (one
+    per row), as :func:`load_rows` returns them; ``max_samples`` keeps the first N. ``what``
+    names the argument in errors."""
+    if isinstance(dataset, Mapping):  # a DatasetDict is a dict of splits
+        splits = ", ".join(repr(k) for k in list(dataset)[:5])
+        raise DataError(
+            f"{what} is a mapping (keys {splits}), not a list of rows; pass one split, e.g. "
+            f"{what}=ds['train']"
+        )
+    to_list = getattr(dataset, "to_list", None)
+    if callable(to_list):  # datasets.Dataset
+        rows = to_list()
+    elif isinstance(dataset, Sequence) and not isinstance(dataset, str | bytes):
+        rows = list(dataset)
+    else:
+        raise DataError(
+            f"{what} must be a datasets.Dataset or a list of dicts, got {type(dataset).__name__} "
+            "(datasets.Dataset.from_list, from_pandas and load_dataset(...)['train'] make one)"
+        )
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise DataError(
+                f"{what}[{i}] is a {type(row).__name__}, not a row; each row is a mapping of "
+                'columns, e.g. {"prompt": "...", "answer": "..."}'
+            )
+    rows = [dict(row) for row in rows[:max_samples]]
+    if not rows:
+        raise DataError(f"{what} has no rows")
     return rows
 
 
@@ -438,6 +478,7 @@ __all__ = [
     "PromptSampler",
     "PromptSet",
     "check_fields",
+    "dataset_rows",
     "format_prompt",
     "load_rows",
     "plain_string_warning",

@@ -30,9 +30,10 @@ generator, and :class:`rlvr.rewards.scoring.Scorer` for the rewards. Decisions, 
   reward labelled ``metric`` (``rlvr eval --metric``); the rewards[] entry marked
   ``correctness: true``; the first reward whose plugin registers as checking answers
   (``correctness=True``: the built-in ``answer`` and ``numbers``); the first ``callable``
-  reward whose label or function name says accuracy or correct(ness) and neither format nor
-  length (TRL's ``accuracy_reward``, the GSM8K recipes' ``correctness_reward_func``). A
-  format or length reward is never picked unless named. With none, no accuracy or pass@k is
+  reward (or function given to ``rlvr.Trainer``) whose label or function name says accuracy
+  or correct(ness) and neither format nor length (TRL's ``accuracy_reward``, the GSM8K
+  recipes' ``correctness_reward_func``). A format or length reward is never picked unless
+  named. With none, no accuracy or pass@k is
   reported, only the mean rewards, and the console says so. A completion is correct when that
   reward's raw value (not the weighted one) is ``>= threshold`` (default: the reward's
   ``correct`` param when it has one, as ``answer`` and ``numbers`` do, else 1.0); None (not
@@ -84,6 +85,7 @@ from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
 from rlvr.outputs.metrics import length_metrics, reward_metrics
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import ERRORS_FILE, RewardErrorLog
+from rlvr.rewards.functions import FUNCTION_REWARD
 from rlvr.rewards.scoring import RewardStats, Scorer, merge_summaries, score_entries
 from rlvr.rollout.runner import generate, sample_record, score, step_seed
 
@@ -192,7 +194,7 @@ def _correctness_entry(entries: Sequence[Any], host: Any) -> tuple[Any, str]:
         if record is not None and getattr(record, "correctness", False):
             return e, f"the {e.name} reward checks answers"
     for e in entries:
-        if e.name != "callable":
+        if e.name not in ("callable", FUNCTION_REWARD):
             continue
         names = [e.key, str(getattr(e.params, "function", "")).rpartition(":")[2]]
         if any(_ACCURACY_NAME.search(n) for n in names) and not any(
@@ -237,6 +239,11 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
         path, name, desc = source, None, source  # a file path is the split
     else:
         path = data.eval_path or data.path
+        if path is None:  # the training rows came from memory (rlvr.Trainer(dataset=...))
+            raise EvalError(
+                "no eval data: set data.eval_path (or pass eval_dataset= to rlvr.Trainer, or "
+                "--split PATH/TO/FILE.jsonl to rlvr eval)"
+            )
         if Path(path).expanduser().is_file():
             if explicit:
                 raise EvalError(

@@ -1,8 +1,9 @@
 """The end of a run, in a few lines: where it is, how long it took, and what changed.
 
-:func:`run_summary` reads ``OUTPUT_DIR/metrics.jsonl`` (so a resumed run summarises all its
+:func:`summary_data` reads ``OUTPUT_DIR/metrics.jsonl`` (so a resumed run summarises all its
 steps), compares each reward's mean over the first 10% of the steps with the last 10%, and
-shows the first and last in-training evaluation when there was one.
+keeps the first and last in-training evaluation when there was one; :func:`format_summary`
+writes it as the lines ``rlvr train`` prints. ``rlvr.Trainer.train()`` returns the data.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rlvr.outputs.checkpoint import latest_checkpoint
 from rlvr.outputs.metrics import read_metrics
@@ -32,8 +34,17 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {secs} s" if minutes else f"{secs} s"
 
 
-def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -> str:
-    """The lines printed when a run ends."""
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def summary_data(output_dir: str | Path, labels: Sequence[str], seconds: float) -> dict[str, Any]:
+    """The run's summary: ``steps`` (the last training step), ``seconds`` (this session),
+    ``output_dir``, ``checkpoint`` (the latest, or None), ``window`` (steps per window),
+    ``rewards`` (per label, and ``(total)`` for the weighted reward: the ``first`` and ``last``
+    window's mean; None where no value was finite), ``eval`` (``first`` and ``last``: the step
+    and its ``eval/`` metrics without the prefix; None without in-training evaluation) and
+    ``last`` (the last training step's metrics)."""
     out = Path(output_dir).absolute()
     try:
         rows = read_metrics(out)
@@ -42,30 +53,55 @@ def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -
     evals = [r for r in rows if "eval/reward_mean" in r]
     rows = [r for r in rows if "reward" in r]  # training steps (step 0 is evaluation only)
     ckpt = latest_checkpoint(out)
-    steps = rows[-1]["step"] if rows else 0
-    lines = [
-        f"run finished: {steps} steps, {_duration(seconds)} (this session)",
-        f"  output dir:  {out}",
-        f"  checkpoint:  {ckpt if ckpt is not None else 'none'}",
-    ]
-    if rows:
-        n = max(1, len(rows) // 10)
-        lines.append(f"  reward means, first {n} -> last {n} steps:")
-        width = max(len(label) for label in [*labels, "(total)"])
-        for label, key in [*((lb, f"rewards/{lb}/mean") for lb in labels), ("(total)", "reward")]:
-            first, last = window_means([r.get(key, math.nan) for r in rows])
-            lines.append(f"    {label:<{width}}  {first:.3f} -> {last:.3f}")
-    if evals:
-        first_eval, last_eval = evals[0], evals[-1]
+    rewards: dict[str, dict[str, float | None]] = {}
+    for label, key in [*((lb, f"rewards/{lb}/mean") for lb in labels), ("(total)", "reward")]:
+        first, last = window_means([r.get(key, math.nan) for r in rows])
+        rewards[label] = {"first": _finite(first), "last": _finite(last)}
 
-        def figures(r: dict) -> str:
-            # pass@1 (the reward mean where no reward checks answers), format_ok
-            first = (
-                ("pass@1", "eval/pass@1") if "eval/pass@1" in r else ("reward", "eval/reward_mean")
+    def eval_line(r: dict[str, Any]) -> dict[str, Any]:
+        return {"step": r["step"], **{k[5:]: v for k, v in r.items() if k.startswith("eval/")}}
+
+    return {
+        "steps": rows[-1]["step"] if rows else 0,
+        "seconds": round(seconds, 3),
+        "output_dir": str(out),
+        "checkpoint": str(ckpt) if ckpt is not None else None,
+        "window": max(1, len(rows) // 10),
+        "rewards": rewards if rows else {},
+        "eval": {"first": eval_line(evals[0]), "last": eval_line(evals[-1])} if evals else None,
+        "last": rows[-1] if rows else {},
+    }
+
+
+def _number(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, int | float) else "nan"
+
+
+def format_summary(data: dict[str, Any]) -> str:
+    """The lines printed when a run ends, from :func:`summary_data`."""
+    out = data["output_dir"]
+    lines = [
+        f"run finished: {data['steps']} steps, {_duration(data['seconds'])} (this session)",
+        f"  output dir:  {out}",
+        f"  checkpoint:  {data['checkpoint'] or 'none'}",
+    ]
+    if data["rewards"]:
+        n = data["window"]
+        lines.append(f"  reward means, first {n} -> last {n} steps:")
+        width = max(len(label) for label in data["rewards"])
+        for label, means in data["rewards"].items():
+            lines.append(
+                f"    {label:<{width}}  {_number(means['first'])} -> {_number(means['last'])}"
             )
+    if data["eval"]:
+        first_eval, last_eval = data["eval"]["first"], data["eval"]["last"]
+
+        def figures(r: dict[str, Any]) -> str:
+            # pass@1 (the reward mean where no reward checks answers), format_ok
+            first = ("pass@1", "pass@1") if "pass@1" in r else ("reward", "reward_mean")
             shown = [
                 f"{name} {r[key]:.3f}"
-                for name, key in (first, ("format_ok", "eval/format_ok"))
+                for name, key in (first, ("format_ok", "format_ok"))
                 if isinstance(r.get(key), int | float)
             ]
             return ", ".join(shown)
@@ -79,8 +115,13 @@ def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -
             "  eval:        none during training (training.eval_steps); run `rlvr eval CONFIG "
             f"--checkpoint {out}` for pass@k on the eval split"
         )
-    lines.append(f"  plots:       `rlvr plot {out}` draws them into {out / 'plots'}")
+    lines.append(f"  plots:       `rlvr plot {out}` draws them into {Path(out) / 'plots'}")
     return "\n".join(lines)
 
 
-__all__ = ["run_summary", "window_means"]
+def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -> str:
+    """The lines printed when a run ends."""
+    return format_summary(summary_data(output_dir, labels, seconds))
+
+
+__all__ = ["format_summary", "run_summary", "summary_data", "window_means"]

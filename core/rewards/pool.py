@@ -30,8 +30,10 @@ Measured on a 2-core Linux VM shared with other jobs, Python 3.11: with
 pools, and the replacement of a killed worker, in 0.03-0.06 s (``spawn``: 0.5-1 s and 0.2-0.4 s).
 Factories add their own time (importing math-verify: 0.5-1 s). A trivial reward runs at
 15,000-55,000 calls/s through 2 workers (600,000/s in process); ``score`` of 64 samples takes
-3-5 ms. Workers import the parent's ``__main__`` (as multiprocessing does): scripts need the
-``if __name__ == "__main__":`` guard, and a heavy ``__main__`` slows the start.
+3-5 ms. Workers import the parent's ``__main__`` only when a reward's factory or params refer
+to something defined there (multiprocessing would import it always): such a script needs the
+``if __name__ == "__main__":`` guard, and a heavy ``__main__`` slows the start. Any other
+script, guarded or not, and a notebook need nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import io
 import json
 import math
 import multiprocessing as mp
@@ -52,8 +55,9 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing import forkserver
 from multiprocessing.connection import wait
@@ -335,16 +339,65 @@ def _start_error(proc: Any, since: float) -> str | None:
 # --------------------------------------------------------------------------- parent side
 
 
+class _Pickler(pickle.Pickler):
+    """``pickle.dumps``, noting whether anything pickled refers to the parent's ``__main__``
+    (a function or class defined there, which a worker can only find by importing it)."""
+
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file)
+        self.main = False
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, type | types.FunctionType) and obj.__module__ == "__main__":
+            self.main = True
+        return NotImplemented
+
+
+def _dumps(obj: Any) -> tuple[bytes, bool]:
+    """``(pickle of obj, whether it refers to __main__)``."""
+    buffer = io.BytesIO()
+    pickler = _Pickler(buffer)
+    pickler.dump(obj)
+    return buffer.getvalue(), pickler.main
+
+
+_MAIN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_left_out() -> Iterator[None]:
+    """Processes started in this block do not import the parent's ``__main__``.
+
+    multiprocessing runs the parent's main script (or ``-m`` module) again in every child it
+    starts with spawn or forkserver, deciding from ``__main__.__file__`` and ``__spec__``: a
+    script without the ``if __name__ == "__main__":`` guard would start its whole run again
+    in each worker. Hidden while the child's start data are taken, and put back at once.
+    """
+    main = sys.modules["__main__"]
+    with _MAIN_LOCK:
+        saved: dict[str, Any] = {
+            k: vars(main)[k] for k in ("__file__", "__spec__") if k in vars(main)
+        }
+        if "__file__" in saved:
+            del main.__file__
+        main.__spec__ = None  # read without a default
+        try:
+            yield
+        finally:
+            vars(main).update(saved)
+
+
 class _Worker:
     """The parent's view of one worker process."""
 
-    def __init__(self, ctx, args: tuple, started: list) -> None:
+    def __init__(self, ctx, args: tuple, started: list, main: bool) -> None:
         self.conn, child_conn = ctx.Pipe()
         self.proc = ctx.Process(
             target=_worker_main, args=(child_conn, *args), daemon=True, name="rlvr-reward"
         )
         started.append(self.proc)  # first: close() finds it even if start() is interrupted
-        self.proc.start()
+        with contextlib.nullcontext() if main else _main_left_out():
+            self.proc.start()
         child_conn.close()
         self.ready = False
         self.building: int | None = None  # index of the reward being built
@@ -510,7 +563,9 @@ class RewardPool:
                 ["__main__", "rlvr.rewards._forkserver", "rlvr.api.registration"]
             )
         # Pickled here, so a lambda fails now, in the caller, with a clear message.
-        self._payloads = [(s.label, pickle.dumps((s.factory, s.params))) for s in self.specs]
+        pickled = [_dumps((s.factory, s.params)) for s in self.specs]
+        self._payloads = [(s.label, blob) for s, (blob, _) in zip(self.specs, pickled, strict=True)]
+        self._main = any(main for _, main in pickled)  # workers need the parent's __main__
         self._broken: dict[int, str] = {}  # rewards whose building killed or hung a worker
         self._start_failures = 0
         self._workers = [self._start() for _ in range(workers)]
@@ -586,7 +641,7 @@ class RewardPool:
         self._started = [p for p in self._started if p.is_alive()]
         if self._ctx.get_start_method() == "forkserver":
             _start_forkserver()  # its own way (see there), and again should it have died
-        return _Worker(self._ctx, args, self._started)
+        return _Worker(self._ctx, args, self._started, self._main)
 
     def _run(self, job: _Job, chunk: int, until_ready: bool = False) -> None:
         self._discard_stale()

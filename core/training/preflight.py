@@ -25,11 +25,14 @@ from rlvr.outputs.metrics import reporters
 from rlvr.outputs.rundir import not_a_directory
 
 
-def preflight(config: RunConfig, host: Host) -> list[tuple[str, str]]:
-    """``(config path, problem)`` for everything in ``config`` that would stop a run."""
+def preflight(
+    config: RunConfig, host: Host, rows: list[dict[str, Any]] | None = None
+) -> list[tuple[str, str]]:
+    """``(config path, problem)`` for everything in ``config`` that would stop a run;
+    ``rows``: the training rows when they come from memory, not ``data.path``."""
     problems = _report_to(config) + _output_dir(config)
     if config.data is not None:
-        problems += _data(config, host)
+        problems += _data(config, host, rows)
     if config.model is not None:
         problems += _model(config)
     return problems
@@ -51,16 +54,19 @@ def _output_dir(config: RunConfig) -> list[tuple[str, str]]:
     return []
 
 
-def _data(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+def _data(
+    config: RunConfig, host: Host, rows: list[dict[str, Any]] | None
+) -> list[tuple[str, str]]:
     data = config.data
     assert data is not None
     problems = []
     if data.eval_path is not None and _looks_missing(data.eval_path):
         problems.append(("data.eval_path", f"{data.eval_path!r} does not exist"))
-    try:
-        rows = _quiet(load_rows, data)
-    except RlvrError as exc:
-        return [*problems, ("data.path", str(exc).removeprefix("data.path "))]
+    if rows is None:
+        try:
+            rows = _quiet(load_rows, data)
+        except RlvrError as exc:
+            return [*problems, ("data.path", str(exc).removeprefix("data.path "))]
     guidance = config.training.guidance
     return problems + field_problems(
         rows,
@@ -131,8 +137,15 @@ def _quiet(fn: Any, *args: Any) -> Any:
             datasets.enable_progress_bars()
 
 
-def check(config: RunConfig, host: Host, *, source: str | None = None, overrides=()) -> None:
+def check(
+    config: RunConfig,
+    host: Host,
+    *,
+    source: str | None = None,
+    overrides=(),
+    rows: list[dict[str, Any]] | None = None,
+) -> None:
     """Raise :class:`rlvr.config.schema.ConfigError` listing every :func:`preflight` problem."""
-    problems = preflight(config, host)
+    problems = preflight(config, host, rows)
     if problems:
         raise ConfigError(sort_problems(with_origins(problems, overrides), SECTIONS), source=source)

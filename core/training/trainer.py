@@ -56,6 +56,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -78,7 +79,7 @@ from rlvr.outputs.metrics import (
     step_metrics,
 )
 from rlvr.outputs.resume import config_changes, restore, resume_point
-from rlvr.outputs.summary import run_summary
+from rlvr.outputs.summary import format_summary, summary_data
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError, RewardErrorLog
 from rlvr.rewards.scoring import Scorer, score_entries
@@ -150,9 +151,17 @@ class Trainer:
     """One training run; :func:`train` builds and runs it."""
 
     def __init__(
-        self, config: RunConfig, host: Host, *, resume: bool = False, progress: bool = True
+        self,
+        config: RunConfig,
+        host: Host,
+        *,
+        resume: bool = False,
+        progress: bool = True,
+        rows: list[dict[str, Any]] | None = None,
+        eval_rows: list[dict[str, Any]] | None = None,
     ):
         self.config = config
+        self.rows, self.eval_rows = rows, eval_rows  # given in memory, instead of data.path
         self.host = host
         self.t = config.training
         # Training needs every section (load_config(require=...) reports a missing one).
@@ -199,17 +208,27 @@ class Trainer:
             ckpt.clean_leftovers(self.output_dir)
         self.dist.barrier()  # no rank sees files rank 0 writes before every rank checked
 
-        rows = load_rows(self.data_cfg)
+        rows = self.rows if self.rows is not None else load_rows(self.data_cfg)
         require_fields(
             rows,
             config.rewards,
             self.host,
             prompt_field=self.data_cfg.prompt_field,
             guide_field=t.guidance.field if t.guidance is not None else None,
-            source=f"data.path {self.data_cfg.path!r}",
+            source="the dataset" if self.rows is not None else f"data.path {self.data_cfg.path!r}",
         )
         eval_rows = None
-        if t.eval_steps is not None:  # the eval data is checked before any model loads
+        if t.eval_steps is not None and self.eval_rows is not None:
+            limited = self.eval_rows[: t.eval_limit]
+            require_fields(
+                limited,
+                config.rewards,
+                self.host,
+                prompt_field=self.data_cfg.prompt_field,
+                source="the eval dataset",
+            )
+            eval_rows = (limited, self.data_cfg, None, "eval_dataset")
+        elif t.eval_steps is not None:  # the eval data is checked before any model loads
             eval_rows = eval_prompt_rows(config, self.host, None, t.eval_limit)
         entries = score_entries(config, self.host)
         self.labels = [e.label for e in entries]
@@ -723,23 +742,61 @@ def _saved_as_for_inference(model: Any) -> Iterator[None]:
             config.use_cache = before
 
 
-def train(config: RunConfig, host: Host, *, resume: bool = False, progress: bool = True) -> dict:
+def train(
+    config: RunConfig,
+    host: Host,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    rows: list[dict[str, Any]] | None = None,
+    eval_rows: list[dict[str, Any]] | None = None,
+) -> dict:
     """Train the policy ``config`` describes; return the last step's metrics.
 
     ``config`` is a validated run config (``rlvr.config.schema.load_config`` with the model, data,
     rewards, algorithm and backend sections). ``resume`` continues from the latest complete
     checkpoint in ``training.output_dir``. Ctrl-C (or SIGTERM) finishes the current step, saves
-    a checkpoint and returns; a second Ctrl-C aborts without saving.
+    a checkpoint and returns; a second Ctrl-C aborts without saving. ``rows`` and
+    ``eval_rows``: the training and eval rows, when they come from memory rather than
+    ``data.path`` and ``data.eval_path``.
     """
+    return run(
+        config, host, resume=resume, progress=progress, rows=rows, eval_rows=eval_rows
+    ).metrics
+
+
+@dataclass
+class RunResult:
+    """What :func:`run` returns: the last step's metrics and the run's summary."""
+
+    metrics: dict[str, Any]
+    #: :func:`rlvr.outputs.summary.summary_data` (empty on ranks other than 0)
+    summary: dict[str, Any]
+
+
+def run(
+    config: RunConfig,
+    host: Host,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    rows: list[dict[str, Any]] | None = None,
+    eval_rows: list[dict[str, Any]] | None = None,
+) -> RunResult:
+    """:func:`train`, returning the summary it prints as well."""
     start = time.perf_counter()
     memory.cap_onednn_cache()
     with distributed.data_parallel() as dist:
-        trainer = Trainer(config, host, resume=resume, progress=progress)
+        trainer = Trainer(
+            config, host, resume=resume, progress=progress, rows=rows, eval_rows=eval_rows
+        )
         metrics = trainer.run()
+    summary: dict[str, Any] = {}
     if dist.is_main:
         took = time.perf_counter() - start
-        print(run_summary(trainer.output_dir, trainer.labels, took), flush=True)
-    return metrics
+        summary = summary_data(trainer.output_dir, trainer.labels, took)
+        print(format_summary(summary), flush=True)
+    return RunResult(metrics, summary)
 
 
-__all__ = ["Trainer", "TrainingError", "train"]
+__all__ = ["RunResult", "Trainer", "TrainingError", "run", "train"]

@@ -47,13 +47,13 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from importlib.machinery import PathFinder
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
-from rlvr import Sample
-from rlvr.plugins.rewards.params import RESERVED, CallableParams, is_file_spec, split_spec
+from rlvr import Sample, call_trl_reward
+from rlvr.plugins.rewards.params import CallableParams, is_file_spec, split_spec
 
 
 def load_function(spec: str) -> Callable[..., Any]:
@@ -93,10 +93,6 @@ def load_function(spec: str) -> Callable[..., Any]:
     return obj
 
 
-def _is_messages(value: Any) -> TypeGuard[list[Any]]:
-    return isinstance(value, list) and all(isinstance(m, Mapping) and "role" in m for m in value)
-
-
 class CallableReward:
     """Calls the TRL-style function for one sample; returns its one float (or None)."""
 
@@ -106,29 +102,7 @@ class CallableReward:
 
     def __call__(self, sample: Sample) -> float | None:
         p = self.params
-        row_prompt = sample.row.get("prompt")
-        conversational = p.format == "conversational" or (
-            p.format == "auto" and _is_messages(row_prompt)
-        )
-        if conversational:
-            prompt: Any = (
-                list(row_prompt)
-                if _is_messages(row_prompt)
-                else [{"role": "user", "content": sample.prompt}]
-            )
-            completion: Any = [{"role": "assistant", "content": sample.completion}]
-        else:
-            prompt, completion = sample.prompt, sample.completion
-        columns = {k: [v] for k, v in sample.row.items() if k not in RESERVED}
-        columns.update(p.kwargs)
-        out = self.fn(prompts=[prompt], completions=[completion], completion_ids=None, **columns)
-        if isinstance(out, str | bytes) or not hasattr(out, "__len__") or len(out) != 1:
-            raise TypeError(
-                f"{p.function} returned {out!r}; a TRL reward function returns a list with one "
-                "float (or None) per completion, and it was given one completion"
-            )
-        value = out[0]
-        return None if value is None else value
+        return call_trl_reward(self.fn, sample, format=p.format, kwargs=p.kwargs, name=p.function)
 
 
 # --------------------------------------------------------------------------- config check
