@@ -64,8 +64,13 @@ def test_rlvr_wheel_layout(tmp_path):
     (wheel,) = tmp_path.glob("rlvr-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"rlvr", "rlvr-0.1.0.dist-info"}
-    for module in ("cli", "functional", "host", "plugins/rewards/__init__", "testing"):
+    for module in ("cli/main", "functional/__init__", "api/host", "plugins/rewards/__init__"):
         assert f"rlvr/{module}.py" in names
+    assert "rlvr/testing.py" in names
+    # Every subpackage of core/ ships (a missing `packages` entry would drop one silently).
+    core = EXAMPLES.parents[1] / "core"
+    for init in core.glob("*/__init__.py"):
+        assert f"rlvr/{init.parent.name}/__init__.py" in names, init.parent.name
     # `rlvr new plugin`'s templates are package data (and nothing else of core/cli/templates/).
     templates = {n for n in names if n.startswith("rlvr/cli/templates/")}
     assert "rlvr/cli/templates/plugin/reward/__MODULE__/__init__.py" in templates
