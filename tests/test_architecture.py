@@ -69,6 +69,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
     "rlvr.outputs.plot": {
         "matplotlib": "optional extra rlvr[plot]",
         "matplotlib.figure": "optional extra rlvr[plot]",
+        "matplotlib.ticker": "optional extra rlvr[plot]",
     },
     "rlvr.plugins.backends.vllm": {
         "vllm": "optional extra rlvr[vllm], after its environment is set",

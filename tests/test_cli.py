@@ -98,3 +98,32 @@ def test_output_cut_short_by_a_closed_pipe_ends_quietly(argv):
     code = proc.wait(timeout=120)
     assert "BrokenPipeError" not in err and "Traceback" not in err, err
     assert code in (0, 141)
+
+
+WARNS = """
+import warnings
+from rlvr.api.errors import ConfigWarning
+from rlvr.cli.main import show_warnings
+
+show_warnings(verbose={verbose})
+third_party = {{"__name__": "transformers.modeling_utils"}}  # code of another package
+exec(
+    "import warnings\\n"
+    "warnings.warn('`is_gradient_checkpointing` is deprecated', FutureWarning)\\n"
+    "warnings.warn('TypedStorage is deprecated', UserWarning)\\n",
+    third_party,
+)
+mine = {{"__name__": "rlvr.model.loading"}}
+exec("import warnings\\nwarnings.warn('could not cache the dense copy', UserWarning)\\n", mine)
+warnings.warn("training.bf16 is ignored", ConfigWarning)
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_third_party_warnings_only_with_v(verbose):
+    code = WARNS.format(verbose=verbose)
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stderr
+    assert "could not cache the dense copy" in err  # rlvr's own warnings, always
+    assert "training.bf16 is ignored" in err
+    for third in ("is_gradient_checkpointing", "TypedStorage"):
+        assert (third in err) is verbose, err

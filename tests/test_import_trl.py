@@ -3,6 +3,8 @@ or a commented starter, which ``rlvr validate`` accepts once the model and data 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr.cli.main import main
+from rlvr.cli.main import main, parse_args
 
 # Two TRL GRPO scripts as people write them. Their top level stops or leaves a mark if run:
 # import-trl must only read them.
@@ -141,7 +143,20 @@ def keyword_reward(completions, **kwargs):
 """
 
 
+def _allows_code() -> list[str]:
+    """``--allow-code`` where the command line has it (a config that names code to import,
+    as ``callable`` rewards do, needs it there)."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            parse_args(["validate", "c.yaml", "--allow-code"])
+    except SystemExit:
+        return []
+    return ["--allow-code"]
+
+
 def _rlvr(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    if args[0] == "validate":
+        args = (*args, *_allows_code())
     return subprocess.run(
         [sys.executable, "-m", "rlvr.cli.main", *map(str, args)],
         cwd=cwd,

@@ -140,6 +140,7 @@ def test_a_notebook_trains_the_quickstart_with_a_python_reward(tmp_path, quickst
     steps = [m for m in metrics if "reward" in m]
     assert [m["step"] for m in steps] == [1, 2, 3]
     assert summary["last"] == steps[-1]
+    assert json.loads((run / "run_summary.json").read_text()) == summary  # kept in the run
     for m in steps:  # every call of the function returned a value
         assert m["rewards/correctness/errors"] == 0 and m["rewards/correctness/timeouts"] == 0
         assert 0 <= m["rewards/correctness/mean"] <= 1

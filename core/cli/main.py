@@ -305,7 +305,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    warnings.simplefilter("default")
+    show_warnings(verbose=args.verbose)
     if getattr(args, "nproc_per_node", 1) > 1 and "WORLD_SIZE" not in os.environ:
         return _torchrun(argv, args.nproc_per_node)
     warnings.showwarning = _show_warning
@@ -331,6 +331,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `rlvr schema | head`: the reader left; stop quietly
         _quiet_stdout()
         return 141  # 128 + SIGPIPE, as a shell reports a command a pipe cut short
+
+
+def show_warnings(*, verbose: bool) -> None:
+    """Which Python warnings reach the console: each once per place. Without ``-v`` only
+    rlvr's own (:class:`ConfigWarning`, and those raised in rlvr's or a plugin's modules):
+    what transformers, torch or peft warn about their own internals (transformers'
+    ``is_gradient_checkpointing`` FutureWarning) says nothing about the run."""
+    warnings.simplefilter("default")
+    if not verbose:
+        warnings.filterwarnings("ignore")
+        warnings.filterwarnings("default", module=r"rlvr")  # rlvr.*, rlvr_<plugin>.*
+        warnings.filterwarnings("default", category=ConfigWarning)
 
 
 def _quiet_stdout() -> None:

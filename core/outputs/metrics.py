@@ -368,6 +368,7 @@ class MetricsLogger:
             elif name == "wandb":
                 self._wandb = self._start_wandb(config, resume=start_step > 0)
         self._bar: Any = None
+        self._third: str | None = None  # the progress bar's third figure (third_figure)
         if progress:
             # disable=None: no bar where stderr is no terminal (a log file, CI), whose every
             # redraw would be another line; the step lines below are printed either way.
@@ -413,11 +414,10 @@ class MetricsLogger:
             self._tb.flush()
         if self._wandb is not None:
             self._wandb.log(numeric, step=step)
-        if self._bar is not None:
+        if self._bar is not None and "reward" in line:  # a training step (not eval-only)
             self._bar.update(step - self._bar.n)
-            self._bar.set_postfix(
-                reward=_shown(line.get("reward"), ".3f"), loss=_shown(line.get("loss"), ".4f")
-            )
+            self._third = third_figure(line, self._third)
+            self._bar.set_postfix(progress_figures(line, self._third))
         if step % self.logging_steps == 0 or step == self.max_steps or "eval/reward_mean" in line:
             self.write(compact_line(line, self.max_steps))
 
@@ -464,6 +464,42 @@ def _shown(value: Any, spec: str) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "-" if value is None else str(value)
     return format(value, spec) if math.isfinite(value) else str(value)
+
+
+def _clip_key(m: Mapping[str, Any]) -> str | None:
+    """The algorithm's overall clip fraction (``algo/<name>/clip_frac``), if it logs one."""
+    return next((k for k in m if k.startswith("algo/") and k.endswith("/clip_frac")), None)
+
+
+def third_figure(m: Mapping[str, Any], before: str | None) -> str | None:
+    """Which key the progress bar shows after the reward and the length: ``kl`` when the run
+    has a reference model; else the clip fraction once it has left 0 (with one update per
+    rollout it stays 0); else ``entropy``. Once the clip fraction is shown it stays."""
+    if "kl" in m:
+        return "kl"
+    clip = _clip_key(m)
+    if before is not None and before == clip:
+        return before
+    value = m.get(clip) if clip is not None else None
+    if isinstance(value, int | float) and value > 0:
+        return clip
+    return "entropy" if "entropy" in m else None
+
+
+def progress_figures(m: Mapping[str, Any], third: str | None) -> dict[str, str]:
+    """The progress bar's figures: ones that move from step to step (the reward, the
+    completion length, and ``third``: the KL, the clip fraction or the entropy), where GRPO's
+    loss is about 0 by construction (its advantages have mean 0 in each group)."""
+    out = {}
+    for key, name, fmt in (
+        ("reward", "reward", ".3f"),
+        ("completion_length/mean", "len", ".0f"),
+        (third, "clip" if third is not None and third.endswith("clip_frac") else third, ".3g"),
+    ):
+        value = m.get(key) if key is not None else None
+        if name is not None and isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = _shown(value, fmt)
+    return out
 
 
 def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
@@ -589,6 +625,8 @@ __all__ = [
     "ReportError",
     "compact_line",
     "eval_metrics",
+    "progress_figures",
+    "third_figure",
     "length_metrics",
     "peak_memory_mb",
     "read_metrics",

@@ -10,11 +10,16 @@
   plot the same);
 - ``completions.png``: completion length (mean, min-max band), truncated fraction, groups
   with zero reward spread and groups filtered by dynamic sampling;
-- ``throughput.png``: completion tokens per second, time per step by phase, peak memory;
+- ``throughput.png``: completion tokens per second, time per step by phase, peak memory
+  (the running maximum of the process, as logged);
 - ``eval.png`` (runs with ``training.eval_steps``): the eval split's mean reward, pass@1 and
   format compliance, and each reward's mean, at the steps that were evaluated.
 
-Noisy curves get a moving average drawn over the faint raw values once a run has 20 steps.
+A curve that is 0 at every step where 0 means "not in play" (:func:`zero_is_absent`: the KL
+without a reference model or with one update per rollout, clip fractions, groups filtered
+without dynamic sampling) is left out, and so is a panel left without curves. Steps are
+whole numbers on every x axis. Noisy curves get a moving average drawn over the faint raw
+values once a run has 20 steps.
 Uses matplotlib's object API with the Agg canvas (no display, no global pyplot state); needs
 the ``plot`` extra: ``pip install 'rlvr[plot]'``.
 """
@@ -33,6 +38,13 @@ from rlvr.outputs.metrics import LEGACY_ALGO_KEYS, METRICS_FILE
 PLOTS_DIR = "plots"
 SMOOTH_FROM = 20  # steps before a moving average is drawn
 NO_SMOOTHING = frozenset({"learning_rate", "peak_memory_mb"})  # schedules, running maxima
+
+
+def zero_is_absent(key: str) -> bool:
+    """Whether 0 at every step of ``key`` means its mechanism is not in play, rather than a
+    measurement worth a curve."""
+    own = _algo_key(key)
+    return key in ("kl", "groups_filtered") or own == "approx_kl" or own.startswith("clip_frac")
 
 
 class PlotError(RlvrError, RuntimeError):
@@ -106,7 +118,7 @@ def _figures(keys: set[str]) -> dict[str, list[Panel]]:
                 ],
                 "seconds",
             ),
-            ("peak memory", [("peak_memory_mb", "peak")], "MiB"),
+            ("peak memory (running maximum)", [("peak_memory_mb", "peak so far")], "MiB"),
         ],
         "eval": [
             ("eval reward (weighted sum)", [("eval/reward_mean", "reward")], "reward"),
@@ -189,69 +201,95 @@ def _matplotlib() -> Any:
     return Figure
 
 
+def figure_panels(rows: Sequence[dict[str, Any]]) -> dict[str, list[Panel]]:
+    """The panels of each figure that have something to show for ``rows`` (metrics.jsonl's
+    lines): each curve with a finite value, but not one that is 0 throughout where 0 means
+    absent (:func:`zero_is_absent`); a panel or figure without curves is left out."""
+    keys = {k for r in rows for k in r}
+    has = set()
+    for key in keys:
+        values = [x for x in (_number(r.get(key)) for r in rows) if math.isfinite(x)]
+        if values and not (zero_is_absent(key) and all(v == 0 for v in values)):
+            has.add(key)
+    out = {}
+    for name, panels in _figures(keys).items():
+        kept = [
+            (title, [(k, label) for k, label in lines if k in has], ylabel)
+            for title, lines, ylabel in panels
+        ]
+        kept = [p for p in kept if p[1]]
+        if kept:
+            out[name] = kept
+    return out
+
+
+def draw(name: str, panels: list[Panel], rows: Sequence[dict[str, Any]], title: str) -> Any:
+    """The matplotlib ``Figure`` of one figure's ``panels`` over ``rows``."""
+    Figure = _matplotlib()
+    steps = [_number(r["step"]) for r in rows]
+    cols = min(3, len(panels)) if len(panels) != 4 else 2
+    nrows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(5.0 * cols, 3.4 * nrows), layout="constrained")
+    fig.suptitle(title)
+    for i, (panel_title, lines, ylabel) in enumerate(panels):
+        ax = fig.add_subplot(nrows, cols, i + 1)
+        for key, label in lines:
+            values = [_number(r.get(key)) for r in rows]
+            if key.startswith("eval/"):  # a few steps: only those
+                points = [(x, y) for x, y in zip(steps, values, strict=True) if math.isfinite(y)]
+                _draw(ax, [x for x, _ in points], [y for _, y in points], label, None, False)
+            else:
+                _draw(ax, steps, values, label, _band(key, rows), key not in NO_SMOOTHING)
+        ax.set_title(panel_title)
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(_integer_locator())  # steps are whole numbers
+        if ylabel:
+            ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        if len(lines) > 1 or name in ("rewards", "eval") and i > 0:
+            ax.legend(fontsize="small")
+    return fig
+
+
+def _integer_locator() -> Any:
+    from matplotlib.ticker import MaxNLocator  # matplotlib is the optional plot extra
+
+    return MaxNLocator(integer=True)
+
+
 def plot_run(output_dir: str | Path) -> list[Path]:
     """Write the run's figures (see the module docstring) to ``OUTPUT_DIR/plots/`` and return
     their paths. Raises :class:`PlotError` when there is no ``metrics.jsonl`` or matplotlib is
     not installed."""
-    Figure = _matplotlib()
+    _matplotlib()
     out_dir = Path(output_dir)
     rows = _read_rows(out_dir)
-    steps = [_number(r["step"]) for r in rows]
-    keys = {k for r in rows for k in r}
-    series = {k: [_number(r.get(k)) for r in rows] for k in keys}
-    has = {k for k, v in series.items() if any(math.isfinite(x) for x in v)}
     plots = out_dir / PLOTS_DIR
     plots.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, panels in _figures(keys).items():
-        panels = [p for p in panels if any(k in has for k, _ in p[1])]
-        if not panels:
-            continue
-        cols = min(3, len(panels)) if len(panels) != 4 else 2
-        nrows = math.ceil(len(panels) / cols)
-        fig = Figure(figsize=(5.0 * cols, 3.4 * nrows), layout="constrained")
-        fig.suptitle(f"{out_dir.resolve().name}: {name}  ({len(rows)} steps)")
-        for i, (title, lines, ylabel) in enumerate(panels):
-            ax = fig.add_subplot(nrows, cols, i + 1)
-            for key, label in lines:
-                if key in has and key.startswith("eval/"):  # a few steps: only those
-                    xs, ys = zip(
-                        *(
-                            (x, y)
-                            for x, y in zip(steps, series[key], strict=True)
-                            if math.isfinite(y)
-                        ),
-                        strict=True,
-                    )
-                    _draw(ax, list(xs), list(ys), label, None, smoothable=False)
-                elif key in has:
-                    _draw(
-                        ax, steps, series[key], label, _band(key, series), key not in NO_SMOOTHING
-                    )
-            ax.set_title(title)
-            ax.set_xlabel("step")
-            if ylabel:
-                ax.set_ylabel(ylabel)
-            ax.grid(True, alpha=0.3)
-            if sum(k in has for k, _ in lines) > 1 or name in ("rewards", "eval") and i > 0:
-                ax.legend(fontsize="small")
+    for name, panels in figure_panels(rows).items():
+        title = f"{out_dir.resolve().name}: {name}  ({len(rows)} steps)"
         path = plots / f"{name}.png"
-        fig.savefig(path, dpi=100)
+        draw(name, panels, rows, title).savefig(path, dpi=100)
         written.append(path)
     return written
 
 
-def _band(key: str, series: dict[str, list[float]]) -> tuple[list[float], list[float]] | None:
+def _band(key: str, rows: Sequence[dict[str, Any]]) -> tuple[list[float], list[float]] | None:
     """A shaded band for ``key``: ± std for the reward, min-max for the completion length."""
-    if key == "reward" and "reward_std" in series:
-        mean, std = series["reward"], series["reward_std"]
+
+    def series(name: str) -> list[float]:
+        return [_number(r.get(name)) for r in rows]
+
+    if key == "reward" and any("reward_std" in r for r in rows):
+        mean, std = series("reward"), series("reward_std")
         return [m - s for m, s in zip(mean, std, strict=True)], [
             m + s for m, s in zip(mean, std, strict=True)
         ]
-    if key == "completion_length/mean" and "completion_length/min" in series:
-        return series["completion_length/min"], series.get(
-            "completion_length/max", series["completion_length/min"]
-        )
+    if key == "completion_length/mean" and any("completion_length/min" in r for r in rows):
+        low = series("completion_length/min")
+        has_max = any("completion_length/max" in r for r in rows)
+        return low, series("completion_length/max") if has_max else low
     return None
 
 
@@ -287,4 +325,12 @@ def _draw(
         )
 
 
-__all__ = ["PLOTS_DIR", "PlotError", "moving_average", "plot_run"]
+__all__ = [
+    "PLOTS_DIR",
+    "PlotError",
+    "draw",
+    "figure_panels",
+    "moving_average",
+    "plot_run",
+    "zero_is_absent",
+]

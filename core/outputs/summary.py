@@ -3,18 +3,26 @@
 :func:`summary_data` reads ``OUTPUT_DIR/metrics.jsonl`` (so a resumed run summarises all its
 steps), compares each reward's mean over the first 10% of the steps with the last 10%, and
 keeps the first and last in-training evaluation when there was one; :func:`format_summary`
-writes it as the lines ``rlvr train`` prints. ``rlvr.Trainer.train()`` returns the data.
+writes it as the lines ``rlvr train`` prints. ``rlvr.Trainer.train()`` returns the data, and
+:func:`write_summary` keeps both in the run's directory (``run_summary.json``,
+``run_summary.txt``), where the console's lines may long have scrolled away.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rlvr.outputs.checkpoint import latest_checkpoint
 from rlvr.outputs.metrics import read_metrics
+
+#: The summary's files in ``training.output_dir``.
+SUMMARY_JSON = "run_summary.json"
+SUMMARY_TEXT = "run_summary.txt"
 
 
 def window_means(values: Sequence[float]) -> tuple[float, float]:
@@ -119,9 +127,35 @@ def format_summary(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def write_summary(output_dir: str | Path, data: dict[str, Any]) -> list[Path]:
+    """Write ``data`` (:func:`summary_data`) as :data:`SUMMARY_JSON` and, as printed, as
+    :data:`SUMMARY_TEXT` into ``output_dir`` (each replaced whole: a resumed run's summary
+    covers all its steps); returns their paths."""
+    out = Path(output_dir)
+    written = []
+    for name, text in (
+        (SUMMARY_JSON, json.dumps(data, indent=2) + "\n"),
+        (SUMMARY_TEXT, format_summary(data) + "\n"),
+    ):
+        path = out / name
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        written.append(path)
+    return written
+
+
 def run_summary(output_dir: str | Path, labels: Sequence[str], seconds: float) -> str:
     """The lines printed when a run ends."""
     return format_summary(summary_data(output_dir, labels, seconds))
 
 
-__all__ = ["format_summary", "run_summary", "summary_data", "window_means"]
+__all__ = [
+    "SUMMARY_JSON",
+    "SUMMARY_TEXT",
+    "format_summary",
+    "run_summary",
+    "summary_data",
+    "window_means",
+    "write_summary",
+]

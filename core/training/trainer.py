@@ -79,7 +79,7 @@ from rlvr.outputs.metrics import (
     step_metrics,
 )
 from rlvr.outputs.resume import config_changes, restore, resume_point
-from rlvr.outputs.summary import format_summary, summary_data
+from rlvr.outputs.summary import format_summary, summary_data, write_summary
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError, RewardErrorLog
 from rlvr.rewards.scoring import Scorer, score_entries
@@ -796,6 +796,7 @@ def run(
         took = time.perf_counter() - start
         summary = summary_data(trainer.output_dir, trainer.labels, took)
         print(format_summary(summary), flush=True)
+        write_summary(trainer.output_dir, summary)
     return RunResult(metrics, summary)
 
 
