@@ -50,25 +50,41 @@ def test_a_directory_named_rlvr_in_the_working_directory_is_not_imported(write_r
     assert line["rewards/callable/errors"] == 0 and line["skipped"] == 0
 
 
-def test_workers_that_cannot_start_are_one_error_line_with_the_cause(write_run, tmp_path):
-    # The workers import the main script (as multiprocessing does); this one refuses.
+#: A program whose reward factory lives in its own ``__main__``, so the workers must import it
+#: (as multiprocessing does), and which refuses to be imported.
+STRICT = """
+import sys
+sys.path[:0] = {path!r}
+if __name__ != "__main__":
+    raise RuntimeError("this script runs only as the main program")
+from rlvr.api.registration import Sample
+from rlvr.rewards.pool import PoolSpec, RewardPool, RewardWorkerError
+
+
+def length(params):
+    return lambda sample: float(len(sample.completion))
+
+
+try:
+    with RewardPool([PoolSpec("len", length, None)], workers=1) as pool:
+        pool.score([Sample("abc")])
+except RewardWorkerError as exc:  # an RlvrError: the CLI prints it as one error: line
+    print(exc)
+    sys.exit(3)
+"""
+
+
+def test_workers_that_cannot_start_say_why_in_one_message(tmp_path):
+    # A script that never imports as a module: the workers (which need its reward factory)
+    # cannot start. Before, the cause was only in a child's traceback. (A script whose rewards
+    # live elsewhere is no longer imported by the workers at all: tests/test_pool.py.)
     script = tmp_path / "strict.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import sys
-            if __name__ != "__main__":
-                raise RuntimeError("this script runs only as the main program")
-            from rlvr.cli.main import main
-            sys.exit(main())
-            """
-        )
+    script.write_text(STRICT.format(path=sys.path))
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
-    config = write_run(training={"max_steps": 1})
-    done = _train(script, config, cwd=tmp_path)
-    assert done.returncode == 1
-    lines = done.stderr.splitlines()
-    assert lines[-1].startswith("error: reward workers fail to start"), done.stderr[-3000:]
-    assert "RuntimeError: this script runs only as the main program" in lines[-1]
-    assert str(script) in lines[-1] and 'if __name__ == "__main__":' in lines[-1]
-    assert done.stderr.count("reward workers fail to start") == 1  # no traceback of it
+    assert done.returncode == 3, done.stderr[-3000:]
+    [message] = done.stdout.strip().splitlines()
+    assert message.startswith("reward workers fail to start"), message
+    assert "RuntimeError: this script runs only as the main program" in message
+    assert str(script) in message and 'if __name__ == "__main__":' in message
