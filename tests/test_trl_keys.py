@@ -60,7 +60,11 @@ def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def run_config(host, extra: dict[str, Any], base: dict[str, Any] = BASE) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        config = load_config(merged(base, extra), host, require=TRAIN_SECTIONS)
+        # The opt-in is tested in tests/faults/test_code_execution.py; here only the mapping
+        # (model_init_kwargs' trust_remote_code lands on model.trust_remote_code).
+        config = load_config(
+            merged(base, extra), host, require=TRAIN_SECTIONS, trust_remote_code=True
+        )
     return config.model_dump(mode="json")
 
 

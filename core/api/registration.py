@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from rlvr.api.runtime import REWARD_LIMIT
+
 if TYPE_CHECKING:
     from rlvr.api.runtime import AlgorithmImpl, Generator, RunInfo
 
@@ -40,12 +42,6 @@ class Sample:
     prompt: str = ""
     row: Mapping[str, Any] = field(default_factory=dict)
     num_tokens: int | None = None
-
-
-#: The largest magnitude a reward value (and a reward entry's weight or fallback) may have.
-#: Rewards are scores of about -1..1 (or a few units); a value past this is a bug (a reward
-#: returning 1e308), and its square would overflow the float32 statistics of the advantages.
-REWARD_LIMIT = 1e6
 
 
 class RewardFn(Protocol):

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 
     from rlvr.config.schema import RunConfig
 
+#: The largest magnitude a reward value (and a reward entry's weight or fallback) may have.
+#: Rewards are scores of about -1..1 (or a few units); a value past this is a bug (a reward
+#: returning 1e308), and its square would overflow the float32 statistics of the advantages.
+REWARD_LIMIT = 1e6
+
 
 @dataclass
 class Generation:

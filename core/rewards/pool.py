@@ -9,7 +9,7 @@ running and since when. A call that overruns its reward's ``timeout`` gets the w
 SIGKILLed; the call yields the fallback and counts as a timeout, a replacement worker starts
 and the rest of the chunk is sent again. A crash is handled the same way (counted as an
 error). A reward that raises, or returns something that is not a number (or a number that is
-not finite, or past :data:`~rlvr.api.registration.REWARD_LIMIT` in magnitude), yields the
+not finite, or past :data:`~rlvr.api.runtime.REWARD_LIMIT` in magnitude), yields the
 fallback and counts as an error; the worker carries on.
 
 Workers are started with ``forkserver`` (default) or ``spawn``, never ``fork`` (the parent may
@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.registration import REWARD_LIMIT
+from rlvr.api.runtime import REWARD_LIMIT  # pydantic-free: the pytest plugin imports this
 
 if TYPE_CHECKING:
     from rlvr.api.registration import RewardFn, Sample
