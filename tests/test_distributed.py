@@ -446,11 +446,15 @@ def test_fsdp_resume_continues_like_an_uninterrupted_run(tiny_model, dataset, tm
 def test_in_training_eval_on_two_ranks_equals_one_process(tiny_model, dataset, tmp_path):
     """``training.eval_steps`` under torchrun: each rank generates its share of the eval
     prompts, the results are gathered, and rank 0 writes the same ``eval/...`` once."""
+    # The toy reward judges correctness here (rlvr eval's rule picks no unmarked test reward).
+    toy = [{"name": "toy", "correctness": True}]
     over = {"training": {"eval_steps": 2, "eval_sampling": "train", "eval_num_generations": 2}}
+    over["rewards"] = toy
     one = run_ok(
         make_config(tiny_model, dataset, tmp_path / "one", "grpo", 4, **over), tmp_path, "one", 1
     )
     over = {"training": {"eval_steps": 2, "eval_sampling": "train", "eval_num_generations": 2}}
+    over["rewards"] = toy
     two = run_ok(
         make_config(tiny_model, dataset, tmp_path / "two", "grpo", 2, **over), tmp_path, "two", 2
     )
