@@ -416,6 +416,6 @@ def test_vllm_trains_lora_with_merged_weights_and_evals_the_adapter(tiny_model, 
     # an engine still holding the base weights would be off by ~sqrt(KL) per token.
     assert [m["step"] for m in lines] == [1, 2] and lines[1]["kl"] > 1e-3
     assert all(m["sampler/logp_gap_max"] < 1e-4 for m in lines)
-    rlvr("eval", str(path), "--checkpoint", str(out), "--limit", "4")
+    rlvr("eval", str(path), "--checkpoint", str(out), "--limit", "4", "--allow-code")
     summary = json.loads((out / "eval" / "summary.json").read_text())
     assert "LoRA adapter" in summary["model"] and math.isfinite(summary["reward"])
