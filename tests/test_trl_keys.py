@@ -17,7 +17,7 @@ import pytest
 from rlvr.api.host import create_host
 from rlvr.cli.main import main
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
-from rlvr.config.trl import OLDER_TRL_KEYS, TRL_KEYS, trl_keys_markdown
+from rlvr.config.trl import OLDER_TRL_KEYS, TRL_DEFAULTS, TRL_KEYS, trl_keys_markdown
 from rlvr.data.prompts import PromptSet, format_prompt
 from rlvr.runs import EVAL_SECTIONS, TRAIN_SECTIONS
 
@@ -134,11 +134,11 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     ),
     "num_generations": ({"num_generations": 4}, {"training": {"num_generations": 4}}),
     "max_completion_length": (
-        {"max_completion_length": 512},
-        {"training": {"max_completion_length": 512}},
+        {"max_completion_length": 128},
+        {"training": {"max_completion_length": 128}},
     ),
     "max_prompt_length": ({"max_prompt_length": 128}, {"training": {"max_prompt_length": 128}}),
-    "num_train_epochs": ({"num_train_epochs": 3.0}, {"training": {"num_train_epochs": 3.0}}),
+    "num_train_epochs": ({"num_train_epochs": 2.0}, {"training": {"num_train_epochs": 2.0}}),
     "temperature": ({"temperature": 0.7}, {"training": {"temperature": 0.7}}),
     "top_p": ({"top_p": 0.9}, {"training": {"top_p": 0.9}}),
     "top_k": ({"top_k": 50}, {"training": {"top_k": 50}}),
@@ -202,7 +202,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"per_device_eval_batch_size": 64},
         {"training": {"eval_batch_size": 64}},
     ),
-    "beta": ({"beta": 0.0}, {"algorithm": {"params": {"beta": 0.0}}}),
+    "beta": ({"beta": 0.04}, {"algorithm": {"params": {"beta": 0.04}}}),
     "epsilon": ({"epsilon": 0.3}, {"algorithm": {"params": {"epsilon": 0.3}}}),
     "epsilon_high": ({"epsilon_high": 0.28}, {"algorithm": {"params": {"epsilon_high": 0.28}}}),
     "delta": ({"delta": 3.0}, {"algorithm": {"params": {"delta": 3.0}}}),
@@ -312,14 +312,82 @@ def moved_keys() -> list[str]:
     return sorted(k for k, e in TRL_KEYS.items() if e.kind in ("mapped", "moved"))
 
 
+def with_trl_defaults(trl: dict[str, Any], native: dict[str, Any]) -> dict[str, Any]:
+    """``native`` plus, spelt natively, TRL's defaults of the keys the ``trl:`` block ``trl``
+    leaves out (what the block means in TRL), where ``native`` does not set them."""
+    training = native.get("training", {})
+    algorithm = native.get("algorithm", {})
+    params = algorithm.get("params", {})
+    out: dict[str, Any] = {"training": {}, "algorithm": {"params": {}}}
+    for key, value in TRL_DEFAULTS.items():
+        if key in trl or key in training or key in params:
+            continue
+        if key in ("loss_type", "beta"):
+            if algorithm.get("name", "grpo") == "grpo":
+                out["algorithm"]["params"][key] = value
+        elif key == "per_device_train_batch_size":
+            out["training"][key] = value // trl.get("num_generations", 8)
+        else:
+            out["training"][key] = value
+    return merged(out, native)
+
+
 @pytest.mark.parametrize("key", moved_keys())
 def test_a_trl_key_validates_to_the_run_its_native_spelling_gives(host, key):
     assert key in EXAMPLES, f"give {key} an example in EXAMPLES"
     trl, native = EXAMPLES[key]
     assert key in trl
     pasted = run_config(host, {"trl": trl})
-    assert pasted == run_config(host, native)
-    assert pasted != run_config(host, {}), f"{key}'s example changes nothing"
+    assert pasted == run_config(host, with_trl_defaults(trl, native))
+    inert = {"seed": 42}  # TRL's default and rlvr's: a trl: block with only TRL's defaults
+    baseline = run_config(host, {"trl": inert})
+    assert pasted != baseline, f"{key}'s example changes nothing"
+
+
+def test_trl_defaults_are_trl_1_16s():
+    recorded = json.loads(Path(__file__).with_name("trl_grpo_defaults.json").read_text())
+    assert recorded.pop("trl") == "1.16.0"
+    assert recorded == TRL_DEFAULTS
+
+
+def test_a_trl_block_means_trl_defaults_for_the_keys_it_leaves_out(host):
+    pasted = run_config(host, {"trl": {"learning_rate": 1e-5}})
+    native = run_config(host, {"training": {"learning_rate": 1e-5}})
+    assert native["algorithm"]["params"]["loss_type"] == "grpo"  # rlvr's own defaults differ
+    assert pasted["algorithm"]["params"]["loss_type"] == "dapo"  # TRL 1.16's
+    assert pasted["algorithm"]["params"]["beta"] == 0.0
+    assert pasted["training"]["max_completion_length"] == 512
+    assert pasted["training"]["num_train_epochs"] == 3.0
+    # 8 completions in TRL: one prompt x num_generations 8 in rlvr
+    assert pasted["training"]["per_device_train_batch_size"] == 1
+    assert pasted["training"]["num_generations"] == 8
+
+
+def test_a_native_setting_wins_over_a_trl_default(host):
+    pasted = run_config(
+        host,
+        {
+            "trl": {"learning_rate": 1e-5, "num_generations": 4},
+            "algorithm": {"name": "grpo", "params": {"beta": 0.1}},
+            "training": {"max_completion_length": 64},
+        },
+    )
+    assert pasted["algorithm"]["params"]["beta"] == 0.1
+    assert pasted["algorithm"]["params"]["loss_type"] == "dapo"
+    assert pasted["training"]["max_completion_length"] == 64
+    assert pasted["training"]["per_device_train_batch_size"] == 2  # 8 completions / 4
+
+
+def test_trl_algorithm_defaults_stay_off_another_algorithm(host):
+    pasted = run_config(host, {"trl": {"learning_rate": 1e-5}, "algorithm": {"name": "dr_grpo"}})
+    native = run_config(host, {"algorithm": {"name": "dr_grpo"}})
+    assert pasted["algorithm"] == native["algorithm"]
+
+
+def test_trl_default_batch_that_splits_a_group_is_an_error(host):
+    found = problems(host, {"trl": {"num_generations": 16}})
+    message = found["trl.per_device_train_batch_size"]
+    assert "TRL's default of 8 completions" in message and "num_generations 16" in message
 
 
 #: A value each ignored or error key does not ignore silently.
@@ -345,7 +413,9 @@ def test_an_ignored_key_says_why_in_one_line(host, key):
         pasted = load_config(merged(BASE, {"trl": {key: value}}), host, require=TRAIN_SECTIONS)
     (message,) = [str(w.message) for w in caught if str(w.message).startswith(f"trl.{key} ")]
     assert message.startswith(f"trl.{key} is ignored: ") and "\n" not in message
-    assert pasted.model_dump() == load_config(BASE, host, require=TRAIN_SECTIONS).model_dump()
+    only_defaults = merged(BASE, {"trl": {"seed": 42}})  # TRL's defaults, no other key
+    expected = load_config(only_defaults, host, require=TRAIN_SECTIONS)
+    assert pasted.model_dump() == expected.model_dump()
     # its TRL default asks for nothing rlvr does not do: no word
     for inert in TRL_KEYS[key].inert:
         with warnings.catch_warnings():

@@ -6,7 +6,10 @@ Where a pasted ``GRPOConfig`` goes:
 - a top-level ``trl:`` section holds one verbatim: every key means what it means in TRL,
   batch sizes included (``per_device_train_batch_size`` counts *completions* there; rlvr's
   ``training.per_device_train_batch_size`` counts prompts), and step counts are TRL's
-  optimizer steps. :func:`move_trl_keys` translates it into rlvr's sections.
+  optimizer steps. A key it leaves out has TRL's default where that differs from rlvr's
+  (:data:`TRL_DEFAULTS`: ``loss_type: dapo``, ``beta: 0``, 512 completion tokens, 3 epochs, 8
+  completions per device step), unless the config sets it natively. :func:`move_trl_keys`
+  translates it into rlvr's sections.
 - under ``training:``, keys keep rlvr's meaning. TRL-only keys are accepted there too, with
   the same decisions; but since ``per_device_train_batch_size`` would then silently mean
   ``num_generations`` times the work, a ``training:`` block that sets it next to TRL-only keys
@@ -72,6 +75,19 @@ _TRL_DEFAULTS = {
     "num_iterations": 1,
     "eval_strategy": "no",
 }
+#: TRL 1.16's ``GRPOConfig`` defaults that differ from rlvr's and change what a run computes.
+#: A ``trl:`` block is a GRPOConfig, so a key it leaves out takes TRL's default, not rlvr's
+#: (unless the config sets it natively: ``algorithm.params.beta`` wins). The algorithm keys
+#: apply only to ``grpo``, the algorithm of TRL's GRPOTrainer. ``tests/trl_fields.py`` records
+#: TRL's own values and ``tests/test_trl_keys.py`` checks this table against them.
+TRL_DEFAULTS = {
+    "loss_type": "dapo",
+    "beta": 0.0,
+    "max_completion_length": 512,
+    "num_train_epochs": 3.0,
+    "per_device_train_batch_size": 8,
+}
+_ALGORITHM_DEFAULTS = ("loss_type", "beta")
 
 
 class _Paste:
@@ -90,6 +106,9 @@ class _Paste:
         self.data, self.host, self.block, self.values = data, host, block, dict(values)
         self.require, self.defaults = require, defaults
         self.problems: list[tuple[str, str]] = []
+        #: keys filled with TRL's default (:data:`TRL_DEFAULTS`): they yield to any value the
+        #: config already has and are dropped, never a problem, where they cannot apply
+        self.filled: set[str] = set()
 
     @property
     def trl(self) -> bool:
@@ -97,7 +116,27 @@ class _Paste:
         return self.block == TRL_SECTION
 
     def problem(self, key: str, message: str) -> None:
-        self.problems.append((f"{self.block}.{key}", message))
+        if key not in self.filled:
+            self.problems.append((f"{self.block}.{key}", message))
+
+    def fill_defaults(self) -> None:
+        """Give the keys this ``trl:`` block leaves out TRL's default (:data:`TRL_DEFAULTS`)."""
+        algorithm = self.data.get("algorithm")
+        name = algorithm.get("name") if isinstance(algorithm, dict) else None
+        name = name or self.defaults.get("algorithm", "grpo")
+        training = self.data.get("training")
+        params = algorithm.get("params") if isinstance(algorithm, dict) else None
+        native = {
+            **(training if isinstance(training, dict) else {}),
+            **(params if isinstance(params, dict) else {}),
+        }
+        for key, value in TRL_DEFAULTS.items():
+            if key in self.values or key in native:
+                continue
+            if key in _ALGORITHM_DEFAULTS and name != "grpo":
+                continue
+            self.values[key] = value
+            self.filled.add(key)
 
     def ignore(self, key: str, why: str) -> None:
         warnings.warn(f"{self.block}.{key} is ignored: {why}", ConfigWarning, stacklevel=5)
@@ -149,6 +188,8 @@ class _Paste:
             self._put_param(key, section, node, rest[1], value)
             return
         attr = rest[0]
+        if key in self.filled and attr in node:
+            return
         if attr in node and node[attr] != value:
             where = f"{section}.{attr}"
             self.problem(key, f"also set as {where} ({node[attr]!r}); keep only one")
@@ -173,6 +214,8 @@ class _Paste:
             return
         params = node["params"] = dict(node.get("params") or {})
         given = [n for n in names if n in params]
+        if given and key in self.filled:
+            return
         if given and params[given[0]] != value:
             self.problem(key, f"also set as {section}.params.{given[0]}; keep only one")
         elif not given:
@@ -233,6 +276,15 @@ def _batch(p: _Paste, key: str, value: Any) -> None:
         p.put(key, "training.per_device_train_batch_size", value // g)
         return
     fix = f"use a multiple of {g}"
+    if key in p.filled:  # TRL refuses it too: its generation batch must hold whole groups
+        p.problems.append(
+            (
+                f"{p.block}.{key}",
+                f"left out, so TRL's default of {value} completions, which are not whole groups "
+                f"of num_generations {g}: set it ({fix})",
+            )
+        )
+        return
     if isinstance(accum, int) and (value * accum) % g == 0:
         fix += (
             f", e.g. {g} with gradient_accumulation_steps: {value * accum // g} for the same "
@@ -1043,6 +1095,7 @@ def move_trl_keys(
         for key in [k for k in block if k not in TRL_KEYS]:
             paste.values.pop(key)
             problems.append((f"{TRL_SECTION}.{key}", _not_trl(key, native)))
+        paste.fill_defaults()
         _translate(paste)
         problems += paste.problems
     return problems

@@ -533,7 +533,8 @@ def render_config() -> str:
         "## TRL keys",
         "",
         "Every field of TRL's `GRPOConfig` (its own and the `TrainingArguments` it inherits) is "
-        "decided here: pasted under a top-level `trl:` section it keeps TRL's meaning and units; "
+        "decided here: pasted under a top-level `trl:` section it keeps TRL's meaning and units "
+        "(and a key the section leaves out has TRL's default where it differs from rlvr's); "
         "under `training:` the same keys keep rlvr's units. *mapped*: an rlvr `training` key of "
         "the same name; *moved*: another home; *ignored*: dropped with a one-line warning that "
         "says why; *error*: rlvr would not do what TRL does, and the message says the fix. "
