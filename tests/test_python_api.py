@@ -230,7 +230,7 @@ def test_the_functions_are_called_as_trl_calls_them(raw):
     record = trainer.host.rewards[FUNCTION_REWARD]
     entries = trainer.config.rewards
     sample = rlvr.Sample("2", prompt="What is 1 + 1?", row=ROWS[0])
-    assert [record.factory(e.params)(sample) for e in entries] == [1.0, -0.01]
+    assert [record.factory(e.params)([sample]).values for e in entries] == [[1.0], [-0.01]]
 
 
 def test_a_dataset_replaces_data_path_and_may_be_a_datasets_dataset(raw, tmp_path):

@@ -35,8 +35,8 @@ def length_if_tagged(completions, **kwargs):
 
 
 def two_values(completions, **kwargs):
-    """Wrong: two values for one completion."""
-    return [1.0, 2.0]
+    """Wrong: one value too many."""
+    return [1.0] * (len(completions) + 1)
 
 
 def not_a_list(completions, **kwargs):

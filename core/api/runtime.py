@@ -156,6 +156,10 @@ class RolloutBatch:
     #: layers only), computed once by the trainer's no-grad pass so later passes skip the
     #: frozen layers below it (:func:`rlvr.model.logprobs.shared_layers`). Algorithms ignore it.
     frozen_hidden: torch.Tensor | None = None
+    #: ``[N]`` bool: False where every reward returned None (TRL's unscorable completion):
+    #: the group-relative advantages leave it out of its group's baseline and give it 0.
+    #: None: every row is scored.
+    scored: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.completion_ids.shape[0])

@@ -12,7 +12,7 @@ sympy), so importing this package costs only pydantic (and the standard library 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from rlvr import LazyFactory, Reward, hookimpl
 from rlvr.plugins.rewards.callable import check_function  # stdlib only: the config check
@@ -25,6 +25,10 @@ from rlvr.plugins.rewards.params import (
     NumbersParams,
     StepsParams,
 )
+
+
+def _batch(params: CallableParams) -> Literal["call", "group"]:
+    return "group" if params.batch == "group" else "call"
 
 
 def _function(params: CallableParams) -> str:
@@ -100,6 +104,8 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
             description="A TRL-style reward function (module:function or file.py:function); "
             "runs your own code.",
             runs_code=_function,
+            batched=True,
+            batch=_batch,
         )
     )
 

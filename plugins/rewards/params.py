@@ -236,6 +236,11 @@ class CallableParams(Params):
         description="TRL dataset format: auto = conversational when the row's prompt is a "
         "list of messages",
     )
+    batch: Literal["step", "group"] = Field(
+        "step",
+        description="step: one call on every completion scored together (a step's on this "
+        "rank, as TRL; an eval batch); group: one call per prompt's completions",
+    )
 
     @field_validator("function")
     @classmethod
