@@ -106,10 +106,9 @@ def batch_misbehave(params):
             time.sleep(3600)
         if "exit" in texts:
             os._exit(1)
-        values = [len(t) + len(samples) / 100 for t in texts]
+        values = ["oops" if t == "bad" else len(t) + len(samples) / 100 for t in texts]
         if "short" in texts:
             values = values[:-1]
-        values = ["oops" if t == "bad" else v for t, v in zip(texts, values, strict=True)]
         return BatchOutput(
             values, columns={"size": [len(samples)] * len(samples)}, metrics={"calls": [1.0]}
         )
