@@ -16,6 +16,7 @@ before anything runs. ``validate`` never runs either.
 from __future__ import annotations
 
 import copy
+import re
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -172,7 +173,9 @@ class Trainer:
       ``rewards:`` entry after the config's own, labelled ``fn.__name__``, weight 1. A mapping
       ``{"function": fn, "weight": 0.5, ...}`` sets the entry's other keys (``label``,
       ``weight``, ``timeout``, ``fallback``, ``on_error``, ``correctness``) and the call's
-      (``format``, ``kwargs``).
+      (``format``, ``kwargs``). A string (or path) is a reward model, as in TRL's
+      ``reward_funcs``: the ``reward_model`` reward of that model directory or hub id,
+      labelled by its last path part.
 
     The functions run where every reward runs, in the reward worker processes: a call that
     hangs past its ``timeout`` or crashes costs that call, not the run. A function defined in
@@ -305,6 +308,9 @@ def _function_entries(
             if unknown:
                 keys = ", ".join(("function", *_ENTRY_KEYS, *_CALL_KEYS))
                 raise RlvrError(f"rewards[{i}]: unknown keys {unknown}; a mapping has {keys}")
+        if isinstance(fn, str | Path):  # TRL's reward_funcs=["model"]: a reward model
+            entries.append(_reward_model_entry(i, str(fn), settings))
+            continue
         if not callable(fn):
             raise RlvrError(
                 f"rewards[{i}] is {type(fn).__name__}, not a function; give functions "
@@ -322,6 +328,17 @@ def _function_entries(
         functions.append(fn)
         entries.append({"name": FUNCTION_REWARD, "label": label, "params": params, **settings})
     return functions, entries
+
+
+def _reward_model_entry(i: int, model: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The ``reward_model`` entry of a model given as a reward (a path or hub id)."""
+    label = settings.pop("label", None) or re.sub(r"\W", "_", model.rstrip("/").split("/")[-1])
+    params: dict[str, Any] = {"model": model}
+    if "format" in settings:
+        params["format"] = settings.pop("format")
+    if "kwargs" in settings:
+        raise RlvrError(f"rewards[{i}] ({model!r}) is a reward model: it takes no kwargs")
+    return {"name": "reward_model", "label": label, "params": params, **settings}
 
 
 def _check_picklable(functions: Sequence[Callable[..., Any]]) -> None:

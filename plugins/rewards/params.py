@@ -269,3 +269,49 @@ class CallableParams(Params):
         if bad:
             raise ValueError(f"kwargs {bad} cannot be keyword arguments of the function")
         return value
+
+
+# --------------------------------------------------------------------------- reward_model
+
+
+def is_hub_id(value: str) -> bool:
+    """Whether a ``model`` value reads as a hub id (``org/name``) rather than a path."""
+    return value.count("/") == 1 and not value.startswith(("/", ".", "~"))
+
+
+class RewardModelParams(Params):
+    """Which sequence-classification reward model scores the completions, and how."""
+
+    model: str = Field(
+        description="a local model directory, or a hub id (org/name) where a hub is reachable"
+    )
+    batch_size: int = Field(16, ge=1, description="sequences per forward pass")
+    device: str = Field(
+        "auto", description="torch device; auto = the trainer's (cuda:LOCAL_RANK, else cpu)"
+    )
+    max_length: int | None = Field(
+        None, ge=1, description="truncate prompt + completion to this many tokens (null: never)"
+    )
+    format: Literal["auto", "standard", "conversational"] = Field(
+        "auto",
+        description="TRL dataset format: auto = conversational (the reward tokenizer's chat "
+        "template over prompt + completion messages) when the row's prompt is a list of messages",
+    )
+    trust_remote_code: bool = Field(
+        False, description="run the model directory's own Python files (needs --trust-remote-code)"
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("name a model directory or hub id")
+        path = Path(value).expanduser()
+        if not path.is_absolute():  # against the config file's directory (see rlvr.config)
+            path = Path((info.context or {}).get("config_dir") or Path.cwd()) / path
+        if path.is_dir():
+            return str(path)
+        if is_hub_id(value):
+            return value  # downloaded (or found in the hub cache) when the run builds it
+        raise ValueError(f"no model directory {str(path)!r} (nor a hub id: org/name)")
