@@ -151,7 +151,7 @@ def evaluate(
 
 #: The keys a reward given as a mapping may have: its ``rewards:`` entry's and the call's.
 _ENTRY_KEYS = ("label", "weight", "timeout", "fallback", "on_error", "correctness")
-_CALL_KEYS = ("format", "kwargs")
+_CALL_KEYS = ("format", "kwargs", "batch")
 
 
 class Trainer:
@@ -169,11 +169,11 @@ class Trainer:
       ``eval_dataset``: the rows of the in-training evaluation (``training.eval_steps``)
       instead of ``data.eval_path``.
     - ``rewards``: functions in TRL's signature, ``fn(prompts, completions, **kwargs) ->
-      list[float | None]``, called as TRL calls them (:func:`rlvr.call_trl_reward`), each a
+      list[float | None]``, called as TRL calls them (:func:`rlvr.call_trl_batch`), each a
       ``rewards:`` entry after the config's own, labelled ``fn.__name__``, weight 1. A mapping
       ``{"function": fn, "weight": 0.5, ...}`` sets the entry's other keys (``label``,
       ``weight``, ``timeout``, ``fallback``, ``on_error``, ``correctness``) and the call's
-      (``format``, ``kwargs``). A string (or path) is a reward model, as in TRL's
+      (``format``, ``kwargs``, ``batch``). A string (or path) is a reward model, as in TRL's
       ``reward_funcs``: the ``reward_model`` reward of that model directory or hub id,
       labelled by its last path part.
 
@@ -336,8 +336,9 @@ def _reward_model_entry(i: int, model: str, settings: dict[str, Any]) -> dict[st
     params: dict[str, Any] = {"model": model}
     if "format" in settings:
         params["format"] = settings.pop("format")
-    if "kwargs" in settings:
-        raise RlvrError(f"rewards[{i}] ({model!r}) is a reward model: it takes no kwargs")
+    extra = sorted({"kwargs", "batch"} & set(settings))
+    if extra:
+        raise RlvrError(f"rewards[{i}] ({model!r}) is a reward model: it takes no {extra}")
     return {"name": "reward_model", "label": label, "params": params, **settings}
 
 

@@ -55,7 +55,8 @@ class RewardFn(Protocol):
     """What a reward factory returns: a picklable callable scoring one sample.
 
     Returns a float (finite, at most :data:`REWARD_LIMIT` in magnitude), or ``None`` for "not
-    applicable" (counted as 0 in the weighted sum and left out of that reward's mean).
+    applicable" (counted as 0 in the weighted sum and left out of that reward's mean; a
+    completion every reward left None is out of its group's baseline, advantage 0, as TRL).
     """
 
     def __call__(self, sample: Sample) -> float | None: ...
