@@ -332,6 +332,12 @@ def _function_entries(
 
 def _reward_model_entry(i: int, model: str, settings: dict[str, Any]) -> dict[str, Any]:
     """The ``reward_model`` entry of a model given as a reward (a path or hub id)."""
+    if "/" not in model and not Path(model).exists():
+        raise RlvrError(
+            f"rewards[{i}] is the string {model!r}: a string is a reward model (a model "
+            "directory or a hub id org/name), as in TRL's reward_funcs; plugin rewards such as "
+            "answer or format go in the config's rewards: section"
+        )
     label = settings.pop("label", None) or re.sub(r"\W", "_", model.rstrip("/").split("/")[-1])
     params: dict[str, Any] = {"model": model}
     if "format" in settings:

@@ -80,8 +80,8 @@ ANSWER = re.compile(r"<answer>(.*?)</answer>")
 
 
 def correctness(prompts, completions, answer, **kwargs):
-    with open(os.path.join(OUT, "reward_pids"), "a") as f:
-        f.write(f"{{os.getpid()}}\\n")
+    with open(os.path.join(OUT, "reward_pids"), "a") as f:  # a line per completion scored
+        f.write(f"{{os.getpid()}}\\n" * len(completions))
     found = [ANSWER.search(c) for c in completions]
     return [float(m is not None and m.group(1).strip() == a) for m, a in zip(found, answer)]
 
@@ -281,7 +281,8 @@ def test_without_a_dataset_data_path_is_still_required(raw):
 @pytest.mark.parametrize(
     ("rewards", "message"),
     [
-        (["answer"], r"rewards\[0\] is str, not a function"),
+        (["answer"], r"rewards\[0\] is the string 'answer': a string is a reward model"),
+        ([3], r"rewards\[0\] is int, not a function"),
         ([{"function": accuracy, "wieght": 2}], r"unknown keys \['wieght'\]"),
         ([lambda prompts, completions, **kw: [0.0]], "has no name to log it by"),
     ],

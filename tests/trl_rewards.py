@@ -129,3 +129,9 @@ async def judged(prompts, completions, completion_ids, out, **kwargs):
     await asyncio.sleep(0)
     _write(out, "async", prompts=prompts, n=len(completions))
     return [None if _skip(i) else 0.25 for i in completion_ids]
+
+
+def logs_a_metric(completions, log_metric, **kwargs):
+    """Scores nothing (None: not applicable), logs a metric (TRL's ``log_metric``)."""
+    log_metric("calls", 1.0)
+    return [None] * len(completions)
