@@ -245,6 +245,9 @@ def test_a_training_run_calls_trl_functions_as_trl_would(tiny_model_dir, tmp_pat
             got = [s["advantage"] for s in scored]
             assert got == pytest.approx(expected.tolist(), abs=1e-4)
     assert mixed  # some group had both kinds
+    for m in metrics:  # the logged reward leaves them out too, as TRL's
+        rewards = [s["reward"] for s in samples if s["step"] == m["step"] and s.get("scored", True)]
+        assert m["reward"] == pytest.approx(sum(rewards) / len(rewards))
 
 
 def test_rewards_score_calls_a_trl_function_on_the_rows_sharing_a_prompt(tmp_path):

@@ -233,7 +233,8 @@ def step_metrics(
     gen = rollout.generated
     first = updates[0]
     m: dict[str, Any] = {"step": step}
-    m.update(reward_metrics(_stats([c.score for c in gen]), rollout.summary))
+    # as TRL, a completion every reward left None is out of the reward's mean and std
+    m.update(reward_metrics(_stats([c.score for c in gen if c.scored]), rollout.summary))
     m["zero_std_frac"] = zero_std_frac(gen)
     m["groups_filtered"] = rollout.groups_filtered
     m["groups_kept"] = len({c.group for c in rollout.kept})
