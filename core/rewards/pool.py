@@ -12,6 +12,14 @@ error). A reward that raises, or returns something that is not a number (or a nu
 not finite, or past :data:`~rlvr.api.runtime.REWARD_LIMIT` in magnitude), yields the
 fallback and counts as an error; the worker carries on.
 
+A batched reward (``PoolSpec.batch``, TRL's convention: one call on a list of samples) is one
+task per batch: its deadline is ``timeout`` per sample of the batch, and a raise, crash,
+timeout or a return that is not one value per sample gives every sample of the batch the
+fallback, each counted as an error (or timeout); an invalid value fails its sample only. What
+it logs (:class:`rlvr.BatchOutput`) comes back with its values. A spec marked ``in_process``
+(a reward model on the trainer's GPU) never goes to the workers: the calling process builds
+it and runs its tasks while the workers run the others.
+
 Workers are started with ``forkserver`` (default) or ``spawn``, never ``fork`` (the parent may
 hold torch threads). Each builds every reward once, ``factory(params)``, when it starts. They
 get the parent's ``sys.path``, let SIGINT and SIGTERM pass (sent to a whole process group by
