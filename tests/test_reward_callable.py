@@ -89,6 +89,8 @@ def test_relative_file_resolved_against_the_working_directory(tmp_path, monkeypa
 def test_kwargs_must_be_keyword_names():
     with pytest.raises(ValidationError, match="cannot be keyword arguments"):
         CallableParams(function="m:f", kwargs={"completions": 1})
+    with pytest.raises(ValidationError, match="cannot be keyword arguments"):
+        CallableParams(function="m:f", kwargs={"trainer_state": 1})
     with pytest.raises(ValidationError, match="unknown|Extra"):
         CallableParams(function="m:f", kwrgs={})
 

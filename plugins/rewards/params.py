@@ -222,6 +222,17 @@ def is_file_spec(target: str) -> bool:
     return target.endswith(".py")
 
 
+#: The keyword arguments TRL's call itself passes (a ``kwargs`` entry cannot replace them).
+TRL_ARGUMENTS = (
+    "prompts",
+    "completions",
+    "completion_ids",
+    "trainer_state",
+    "log_extra",
+    "log_metric",
+)
+
+
 class CallableParams(Params):
     """Which TRL-style function to call, and how."""
 
@@ -265,7 +276,7 @@ class CallableParams(Params):
     @field_validator("kwargs")
     @classmethod
     def _check_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
-        bad = [k for k in value if not k.isidentifier() or k in ("prompts", "completions")]
+        bad = [k for k in value if not k.isidentifier() or k in TRL_ARGUMENTS]
         if bad:
             raise ValueError(f"kwargs {bad} cannot be keyword arguments of the function")
         return value
