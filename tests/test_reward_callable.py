@@ -155,7 +155,7 @@ def test_values_none_and_bad_returns():
     assert one(f"{MODULE}:length_if_tagged")(Sample(completion="no tag")) is None
     assert one(f"{FILE}:Scorer.exact")(Sample(completion=" 4", row={"answer": "4"})) == 1.0
     for bad in ("two_values", "not_a_list"):
-        with pytest.raises(TypeError, match="one float"):
+        with pytest.raises(TypeError, match=f"{MODULE}:{bad} returned .* for 1 completions"):
             one(f"{MODULE}:{bad}")(Sample(completion="x"))
 
 
