@@ -44,7 +44,10 @@ _EXPORTS: dict[str, str] = {
     "Requirements": "rlvr.api.registration",
     "Reward": "rlvr.api.registration",
     "RewardFn": "rlvr.api.registration",
+    "BatchRewardFn": "rlvr.api.registration",
     "Sample": "rlvr.api.registration",
+    "BatchOutput": "rlvr.api.runtime",
+    "TrainerState": "rlvr.api.runtime",
     "AlgorithmImpl": "rlvr.api.runtime",
     "Generation": "rlvr.api.runtime",
     "Generator": "rlvr.api.runtime",
@@ -75,6 +78,8 @@ _EXPORTS: dict[str, str] = {
     "row_field": "rlvr.rewards.extract",
     "strip_tags": "rlvr.rewards.extract",
     "call_trl_reward": "rlvr.rewards.functions",
+    "call_trl_batch": "rlvr.rewards.functions",
+    "trl_inputs": "rlvr.rewards.functions",
     "functional": "rlvr.functional",
     "PolicyGradient": "rlvr.algorithms.base",
     "GroupRelative": "rlvr.algorithms.base",
@@ -123,6 +128,7 @@ if TYPE_CHECKING:
     from rlvr.api.registration import (
         Algorithm,
         Backend,
+        BatchRewardFn,
         Capabilities,
         LazyFactory,
         Params,
@@ -133,12 +139,14 @@ if TYPE_CHECKING:
     )
     from rlvr.api.runtime import (
         AlgorithmImpl,
+        BatchOutput,
         Generation,
         Generator,
         LossOutput,
         RolloutBatch,
         RunInfo,
         SamplingParams,
+        TrainerState,
         check_request,
     )
     from rlvr.config.schema import ConfigError, RunConfig, load_config
@@ -165,7 +173,7 @@ if TYPE_CHECKING:
         row_field,
         strip_tags,
     )
-    from rlvr.rewards.functions import call_trl_reward
+    from rlvr.rewards.functions import call_trl_batch, call_trl_reward, trl_inputs
     from rlvr.rewards.scoring import Scorer, Scores
     from rlvr.runs import Trainer, evaluate, train, validate
 
@@ -196,7 +204,10 @@ __all__ = [
     "Capabilities",
     "LazyFactory",
     "RewardFn",
+    "BatchRewardFn",
     "Sample",
+    "BatchOutput",
+    "TrainerState",
     # what factories return and receive at run time
     "Generator",
     "Generation",
@@ -241,6 +252,8 @@ __all__ = [
     "link_holds",
     "results",
     "call_trl_reward",
+    "call_trl_batch",
+    "trl_inputs",
     # backends: the policy and its weights
     "load_policy",
     "eos_token_ids",

@@ -16,6 +16,7 @@ before anything runs. ``validate`` never runs either.
 from __future__ import annotations
 
 import copy
+import re
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -150,7 +151,7 @@ def evaluate(
 
 #: The keys a reward given as a mapping may have: its ``rewards:`` entry's and the call's.
 _ENTRY_KEYS = ("label", "weight", "timeout", "fallback", "on_error", "correctness")
-_CALL_KEYS = ("format", "kwargs")
+_CALL_KEYS = ("format", "kwargs", "batch")
 
 
 class Trainer:
@@ -168,11 +169,13 @@ class Trainer:
       ``eval_dataset``: the rows of the in-training evaluation (``training.eval_steps``)
       instead of ``data.eval_path``.
     - ``rewards``: functions in TRL's signature, ``fn(prompts, completions, **kwargs) ->
-      list[float | None]``, called as TRL calls them (:func:`rlvr.call_trl_reward`), each a
+      list[float | None]``, called as TRL calls them (:func:`rlvr.call_trl_batch`), each a
       ``rewards:`` entry after the config's own, labelled ``fn.__name__``, weight 1. A mapping
       ``{"function": fn, "weight": 0.5, ...}`` sets the entry's other keys (``label``,
       ``weight``, ``timeout``, ``fallback``, ``on_error``, ``correctness``) and the call's
-      (``format``, ``kwargs``).
+      (``format``, ``kwargs``, ``batch``). A string (or path) is a reward model, as in TRL's
+      ``reward_funcs``: the ``reward_model`` reward of that model directory or hub id,
+      labelled by its last path part.
 
     The functions run where every reward runs, in the reward worker processes: a call that
     hangs past its ``timeout`` or crashes costs that call, not the run. A function defined in
@@ -305,6 +308,9 @@ def _function_entries(
             if unknown:
                 keys = ", ".join(("function", *_ENTRY_KEYS, *_CALL_KEYS))
                 raise RlvrError(f"rewards[{i}]: unknown keys {unknown}; a mapping has {keys}")
+        if isinstance(fn, str | Path):  # TRL's reward_funcs=["model"]: a reward model
+            entries.append(_reward_model_entry(i, str(fn), settings))
+            continue
         if not callable(fn):
             raise RlvrError(
                 f"rewards[{i}] is {type(fn).__name__}, not a function; give functions "
@@ -322,6 +328,24 @@ def _function_entries(
         functions.append(fn)
         entries.append({"name": FUNCTION_REWARD, "label": label, "params": params, **settings})
     return functions, entries
+
+
+def _reward_model_entry(i: int, model: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The ``reward_model`` entry of a model given as a reward (a path or hub id)."""
+    if "/" not in model and not Path(model).exists():
+        raise RlvrError(
+            f"rewards[{i}] is the string {model!r}: a string is a reward model (a model "
+            "directory or a hub id org/name), as in TRL's reward_funcs; plugin rewards such as "
+            "answer or format go in the config's rewards: section"
+        )
+    label = settings.pop("label", None) or re.sub(r"\W", "_", model.rstrip("/").split("/")[-1])
+    params: dict[str, Any] = {"model": model}
+    if "format" in settings:
+        params["format"] = settings.pop("format")
+    extra = sorted({"kwargs", "batch"} & set(settings))
+    if extra:
+        raise RlvrError(f"rewards[{i}] ({model!r}) is a reward model: it takes no {extra}")
+    return {"name": "reward_model", "label": label, "params": params, **settings}
 
 
 def _check_picklable(functions: Sequence[Callable[..., Any]]) -> None:

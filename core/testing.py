@@ -346,8 +346,22 @@ def check_reward(
     if not callable(fn):
         raise _fail(label, f"factory(params) returned {fn!r}, which is not callable")
     values: list[float | None] = []
-    for i, sample in enumerate(samples):
-        value = _call(label, f"scoring samples[{i}] ({sample.completion[:40]!r})", fn, sample)
+    if record.batched:  # one call on all the samples, one value back for each
+        out = _call(label, f"scoring a batch of {len(samples)} samples", fn, list(samples))
+        out = getattr(out, "values", out)  # a BatchOutput's values
+        if isinstance(out, str | bytes) or not hasattr(out, "__len__") or len(out) != len(samples):
+            raise _fail(
+                label,
+                f"a batched reward returned {out!r} for {len(samples)} samples; it returns one "
+                "value (a float or None) per sample, in order",
+            )
+        outputs = list(out)
+    else:
+        outputs = [
+            _call(label, f"scoring samples[{i}] ({sample.completion[:40]!r})", fn, sample)
+            for i, sample in enumerate(samples)
+        ]
+    for i, (sample, value) in enumerate(zip(samples, outputs, strict=True)):
         if value is not None and not _finite_number(value):
             raise _fail(
                 label,
@@ -369,7 +383,14 @@ def _check_in_pool(
     expected: list[float | None],
     workers: int,
 ) -> None:
-    entry = ScoreEntry(label=record.name, factory=record.factory, params=params, fallback=None)
+    entry = ScoreEntry(
+        label=record.name,
+        factory=record.factory,
+        params=params,
+        fallback=None,
+        batch=record.batch(params) if record.batched else None,
+        in_process=record.in_process,
+    )
     with Scorer([entry], workers=workers) as scorer:
         scores = scorer.score(list(samples))
     messages = scores.error_messages.get(record.name) or []

@@ -89,3 +89,28 @@ def raises_on_four(params):
         return 1.0
 
     return reward
+
+
+def batch_misbehave(params):
+    """A batched reward: each sample's completion length plus the batch size / 100 (so the
+    batch it was scored in shows), logging a column and a metric; a batch holding "raise",
+    "sleep", "exit", "short" or "bad" raises, hangs, kills the worker, returns one value too
+    few, or returns a string for that sample."""
+    from rlvr import BatchOutput
+
+    def reward(samples):
+        texts = [s.completion for s in samples]
+        if "raise" in texts:
+            raise ValueError("bad batch")
+        if "sleep" in texts:
+            time.sleep(3600)
+        if "exit" in texts:
+            os._exit(1)
+        values = ["oops" if t == "bad" else len(t) + len(samples) / 100 for t in texts]
+        if "short" in texts:
+            values = values[:-1]
+        return BatchOutput(
+            values, columns={"size": [len(samples)] * len(samples)}, metrics={"calls": [1.0]}
+        )
+
+    return reward

@@ -203,11 +203,15 @@ NOT_IN_THE_RUN = {
 }
 
 
+#: a TRL-style reward that logs a metric (``rewards/<label>/metric/<name>``)
+LOGS_A_METRIC = f"{Path(__file__).parent / 'trl_rewards.py'}:logs_a_metric"
+
+
 @pytest.fixture(scope="module")
 def run_keys(tmp_path_factory) -> set[str]:
-    """Every key a real run writes to metrics.jsonl: grpo with a KL term, guidance, two rewards
-    (one of them ``format``), in-training evaluation with two samples per prompt and the
-    phase profile."""
+    """Every key a real run writes to metrics.jsonl: grpo with a KL term, guidance, three
+    rewards (one of them ``format``, one logging a metric), in-training evaluation with two
+    samples per prompt and the phase profile."""
     root = tmp_path_factory.mktemp("metrics-run")
     model = rlvr.build_tiny_model(root / "model")
     rows = [
@@ -219,7 +223,11 @@ def run_keys(tmp_path_factory) -> set[str]:
     config = {
         "model": {"name_or_path": str(model)},
         "data": {"path": str(root / "data.jsonl")},
-        "rewards": [{"name": "answer"}, {"name": "format"}],
+        "rewards": [
+            {"name": "answer"},
+            {"name": "format"},
+            {"name": "callable", "label": "logs", "params": {"function": LOGS_A_METRIC}},
+        ],
         "algorithm": {"name": "grpo", "params": {"beta": 0.04}},
         "training": {
             "output_dir": str(root / "run"),
@@ -236,7 +244,7 @@ def run_keys(tmp_path_factory) -> set[str]:
             "profile_phases": True,
         },
     }
-    rlvr.train(config, progress=False)
+    rlvr.train(config, progress=False, allow_code=True)
     return {key for line in rlvr.read_metrics(root / "run") for key in line}
 
 

@@ -80,8 +80,8 @@ ANSWER = re.compile(r"<answer>(.*?)</answer>")
 
 
 def correctness(prompts, completions, answer, **kwargs):
-    with open(os.path.join(OUT, "reward_pids"), "a") as f:
-        f.write(f"{{os.getpid()}}\\n")
+    with open(os.path.join(OUT, "reward_pids"), "a") as f:  # a line per completion scored
+        f.write(f"{{os.getpid()}}\\n" * len(completions))
     found = [ANSWER.search(c) for c in completions]
     return [float(m is not None and m.group(1).strip() == a) for m, a in zip(found, answer)]
 
@@ -230,7 +230,7 @@ def test_the_functions_are_called_as_trl_calls_them(raw):
     record = trainer.host.rewards[FUNCTION_REWARD]
     entries = trainer.config.rewards
     sample = rlvr.Sample("2", prompt="What is 1 + 1?", row=ROWS[0])
-    assert [record.factory(e.params)(sample) for e in entries] == [1.0, -0.01]
+    assert [record.factory(e.params)([sample]).values for e in entries] == [[1.0], [-0.01]]
 
 
 def test_a_dataset_replaces_data_path_and_may_be_a_datasets_dataset(raw, tmp_path):
@@ -281,7 +281,8 @@ def test_without_a_dataset_data_path_is_still_required(raw):
 @pytest.mark.parametrize(
     ("rewards", "message"),
     [
-        (["answer"], r"rewards\[0\] is str, not a function"),
+        (["answer"], r"rewards\[0\] is the string 'answer': a string is a reward model"),
+        ([3], r"rewards\[0\] is int, not a function"),
         ([{"function": accuracy, "wieght": 2}], r"unknown keys \['wieght'\]"),
         ([lambda prompts, completions, **kw: [0.0]], "has no name to log it by"),
     ],

@@ -15,7 +15,7 @@ sys.path.insert(0, str(TESTS))
 import trl_rewards  # noqa: E402
 
 from rlvr.api.host import create_host  # noqa: E402
-from rlvr.api.registration import Sample  # noqa: E402
+from rlvr.api.registration import Sample, TrainerState  # noqa: E402
 from rlvr.config.schema import ConfigError  # noqa: E402
 from rlvr.plugins.rewards.callable import (  # noqa: E402
     CallableParams,
@@ -36,6 +36,21 @@ def host():
 
 def reward(function: str, **params) -> CallableReward:
     return CallableReward(CallableParams(function=function, **params))
+
+
+class One:
+    """A batched reward called on one sample at a time: its one value."""
+
+    def __init__(self, fn: CallableReward) -> None:
+        self.fn = fn
+
+    def __call__(self, sample: Sample):
+        (value,) = self.fn([sample]).values
+        return value
+
+
+def one(function: str, **params) -> One:
+    return One(reward(function, **params))
 
 
 # --------------------------------------------------------------------------- params
@@ -74,6 +89,8 @@ def test_relative_file_resolved_against_the_working_directory(tmp_path, monkeypa
 def test_kwargs_must_be_keyword_names():
     with pytest.raises(ValidationError, match="cannot be keyword arguments"):
         CallableParams(function="m:f", kwargs={"completions": 1})
+    with pytest.raises(ValidationError, match="cannot be keyword arguments"):
+        CallableParams(function="m:f", kwargs={"trainer_state": 1})
     with pytest.raises(ValidationError, match="unknown|Extra"):
         CallableParams(function="m:f", kwrgs={})
 
@@ -97,48 +114,49 @@ def test_validation_imports_nothing(tmp_path, monkeypatch):
 
 def test_called_like_trl_standard_format():
     trl_rewards.CALLS.clear()
-    fn = reward(f"{MODULE}:record", kwargs={"bonus": 2})
+    fn = one(f"{MODULE}:record", kwargs={"bonus": 2})
     row = {"prompt": "What is 2+2?", "answer": "4", "level": 1, "completion": "x"}
     assert fn(Sample(completion="4", prompt="<chat>What is 2+2?", row=row)) == 1.0
-    assert trl_rewards.CALLS == [
-        {
-            "prompts": ["<chat>What is 2+2?"],
-            "completions": ["4"],
-            "completion_ids": None,
-            "answer": ["4"],
-            "level": [1],
-            "bonus": 2,
-        }
-    ]
+    (call,) = trl_rewards.CALLS
+    assert callable(call.pop("log_extra")) and callable(call.pop("log_metric"))
+    assert call == {
+        "prompts": ["<chat>What is 2+2?"],
+        "completions": ["4"],
+        "completion_ids": None,  # a sample without tokens
+        "answer": ["4"],
+        "level": [1],
+        "bonus": 2,
+        "trainer_state": TrainerState(),
+    }
 
 
 def test_called_like_trl_conversational_format():
     trl_rewards.CALLS.clear()
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
-    fn = reward(f"{MODULE}:record")  # format auto: the row's prompt is a list of messages
+    fn = one(f"{MODULE}:record")  # format auto: the row's prompt is a list of messages
     fn(Sample(completion="4", prompt="templated", row={"prompt": messages}))
     (call,) = trl_rewards.CALLS
     assert call["prompts"] == [messages]
     assert call["completions"] == [[{"role": "assistant", "content": "4"}]]
 
     trl_rewards.CALLS.clear()
-    reward(f"{MODULE}:record", format="conversational")(Sample(completion="4", prompt="2+2?"))
+    one(f"{MODULE}:record", format="conversational")(Sample(completion="4", prompt="2+2?"))
     assert trl_rewards.CALLS[0]["prompts"] == [[{"role": "user", "content": "2+2?"}]]
     trl_rewards.CALLS.clear()
-    reward(f"{MODULE}:record", format="standard")(Sample(completion="4", row={"prompt": messages}))
+    one(f"{MODULE}:record", format="standard")(Sample(completion="4", row={"prompt": messages}))
     assert trl_rewards.CALLS[0]["completions"] == ["4"]
 
 
 def test_values_none_and_bad_returns():
-    gsm8k = reward(f"{MODULE}:correctness_reward_func")
+    gsm8k = one(f"{MODULE}:correctness_reward_func")
     row = {"prompt": [{"role": "user", "content": "q"}], "answer": "72"}
     assert gsm8k(Sample(completion="<answer>72</answer>", row=row)) == 2.0
     assert gsm8k(Sample(completion="<answer>7</answer>", row=row)) == 0.0
-    assert reward(f"{MODULE}:length_if_tagged")(Sample(completion="no tag")) is None
-    assert reward(f"{FILE}:Scorer.exact")(Sample(completion=" 4", row={"answer": "4"})) == 1.0
+    assert one(f"{MODULE}:length_if_tagged")(Sample(completion="no tag")) is None
+    assert one(f"{FILE}:Scorer.exact")(Sample(completion=" 4", row={"answer": "4"})) == 1.0
     for bad in ("two_values", "not_a_list"):
-        with pytest.raises(TypeError, match="one float"):
-            reward(f"{MODULE}:{bad}")(Sample(completion="x"))
+        with pytest.raises(TypeError, match=f"{MODULE}:{bad} returned .* for 1 completions"):
+            one(f"{MODULE}:{bad}")(Sample(completion="x"))
 
 
 def test_missing_function_fails_in_the_factory():
@@ -151,18 +169,18 @@ def test_missing_function_fails_in_the_factory():
 # --------------------------------------------------------------------------- worker pool
 
 
+def entry(label: str, function: str, weight: float = 1.0, **params) -> ScoreEntry:
+    params = CallableParams(function=function, **params)
+    return ScoreEntry(label, CallableReward, params, weight=weight, batch="call")
+
+
 def test_scores_through_the_worker_pool():
     entries = [
-        ScoreEntry("digits", CallableReward, CallableParams(function=f"{MODULE}:digits_reward")),
-        ScoreEntry(
-            "digits_file",
-            CallableReward,
-            CallableParams(function=f"{FILE}:digits_reward", kwargs={"scale": 2.0}),
-            weight=0.5,
-        ),
-        ScoreEntry("tagged", CallableReward, CallableParams(function=f"{MODULE}:length_if_tagged")),
-        ScoreEntry("bad", CallableReward, CallableParams(function=f"{MODULE}:two_values")),
-        ScoreEntry("missing", CallableReward, CallableParams(function=f"{MODULE}:nope")),
+        entry("digits", f"{MODULE}:digits_reward"),
+        entry("digits_file", f"{FILE}:digits_reward", kwargs={"scale": 2.0}, weight=0.5),
+        entry("tagged", f"{MODULE}:length_if_tagged"),
+        entry("bad", f"{MODULE}:two_values"),
+        entry("missing", f"{MODULE}:nope"),
     ]
     samples = [Sample(completion="12ab", row={"answer": "12"}), Sample(completion="<answer>")]
     with Scorer(entries, workers=2) as scorer:

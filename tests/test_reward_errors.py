@@ -77,7 +77,8 @@ def test_rewards_score_writes_the_error_into_the_row(tmp_path, capsys):
         f"rewards:\n  - {{name: callable, label: four, params: {{function: '{BOOM}'}}}}\n"
     )
     src, out = tmp_path / "rows.jsonl", tmp_path / "scored.jsonl"
-    src.write_text("".join(json.dumps({"completion": "4", "answer": a}) + "\n" for a in "43"))
+    rows = [{"prompt": f"q{a}", "completion": "4", "answer": a} for a in "43"]  # 2 prompts
+    src.write_text("".join(json.dumps(row) + "\n" for row in rows))
     args = ["rewards", "score", "-c", str(config), "-i", str(src), "-o", str(out)]
     assert main([*args, "--allow-code"]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -88,16 +89,18 @@ def test_rewards_score_writes_the_error_into_the_row(tmp_path, capsys):
 
 
 def _rewards():
-    return [{"name": "toy"}, {"name": "callable", "label": "four", "params": {"function": BOOM}}]
+    # batch: group: one call per prompt's completions (a raise fails that call's completions)
+    four = {"name": "callable", "label": "four", "params": {"function": BOOM, "batch": "group"}}
+    return [{"name": "toy"}, four]
 
 
 def test_a_run_stops_past_the_error_limit_with_a_checkpoint(make_config, host, capsys):
     # Rows in order, 2 prompts x 4 completions a step: step 2 holds row 2 (answer 4), so the
-    # reward fails on 4 of 8 calls, more than the limit of 0.25: scoring stops at the third.
+    # reward fails on 4 of 8 completions (one call), more than the limit of 0.25: scoring stops.
     config = make_config(
         rewards=_rewards(), data={"shuffle": False}, max_reward_error_frac=0.25, using=host
     )
-    with pytest.raises(RewardError, match=r"failed on 3 of 8 calls \(scoring stopped there\)"):
+    with pytest.raises(RewardError, match=r"failed on 4 of 8 calls \(scoring stopped there\)"):
         train(config, host, progress=False)
     out = Path(config.training.output_dir)
     assert [p.name for p in list_checkpoints(out)] == ["checkpoint-1"]

@@ -72,7 +72,7 @@ def registered() -> dict[str, Reward]:
     return {r.name: r for r in records}
 
 
-def test_hook_registers_the_builtin_rewards_with_fields() -> None:
+def test_hook_registers_the_builtin_rewards_with_fields(tiny_model_dir) -> None:
     records = registered()
     assert sorted(records) == [
         "answer",
@@ -81,11 +81,13 @@ def test_hook_registers_the_builtin_rewards_with_fields() -> None:
         "format",
         "length_penalty",
         "numbers",
+        "reward_model",
         "steps",
     ]
     needed = {
         "length_penalty": {"max_length": 100, "buffer": 10},
         "callable": {"function": "json:dumps"},
+        "reward_model": {"model": str(tiny_model_dir)},  # a causal LM: a new one-label head
     }
     for record in records.values():
         assert record.description and record.factory(

@@ -293,7 +293,9 @@ def test_each_training_key_changes_something(key, make_config, host, tmp_path, m
     if key == "max_reward_error_frac":  # step 2 has a row on which a reward raises
         rewards = [
             {"name": "toy"},
-            {"name": "callable", "label": "four", "params": {"function": BOOM}},
+            # batch: group: the raise fails its prompt's 4 completions of 8 (the whole step's
+            # 8 with one call on the step, past the default share too)
+            {"name": "callable", "label": "four", "params": {"function": BOOM, "batch": "group"}},
         ]
     values = []
     for i, overrides in enumerate((base, changed)):

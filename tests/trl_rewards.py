@@ -35,8 +35,8 @@ def length_if_tagged(completions, **kwargs):
 
 
 def two_values(completions, **kwargs):
-    """Wrong: two values for one completion."""
-    return [1.0, 2.0]
+    """Wrong: one value too many."""
+    return [1.0] * (len(completions) + 1)
 
 
 def not_a_list(completions, **kwargs):
@@ -60,3 +60,78 @@ def boom_on_four(completions, answer, **kwargs):
     if answer[0] == "4":
         raise ValueError(f"cannot score {completions[0]!r}")
     return [1.0 if answer[0] in c else 0.0 for c in completions]
+
+
+# --------------------------------------------------------------------------- TRL 1.16's call
+# Written as TRL's own and open-r1's are. Each writes what it saw to the JSON-lines file ``out``
+# (a kwargs entry: they run in reward worker processes) and returns None for every completion
+# whose first token id is odd, so those completions are unscorable (every reward None).
+
+
+def _skip(ids):
+    return ids is not None and len(ids) > 0 and ids[0] % 2 == 1
+
+
+def _write(out, what, **seen):
+    import json
+
+    with open(out, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"what": what, **seen}) + "\n")
+
+
+def soft_overlong(completion_ids, out, max_len=8, cache=4, **kwargs):
+    """TRL's ``get_soft_overlong_punishment``: 0 up to ``max_len - cache`` tokens, then a
+    linear penalty down to -1 at ``max_len`` (reads ``completion_ids``)."""
+    _write(out, "overlong", ids=completion_ids, completions=kwargs.get("completions"))
+    rewards = []
+    for ids in completion_ids:
+        n = len(ids)
+        if _skip(ids):
+            rewards.append(None)
+        elif n <= max_len - cache:
+            rewards.append(0.0)
+        elif n <= max_len:
+            rewards.append((max_len - cache - n) / cache)
+        else:
+            rewards.append(-1.0)
+    return rewards
+
+
+def len_reward(completions, answer, completion_ids, out, **kwargs):
+    """open-r1's ``len_reward`` (Kimi 1.5): batch-relative, 0.5 for the shortest completion
+    of the batch down to -0.5 for the longest (correct ones; wrong ones at most 0)."""
+    _write(out, "len", completions=completions, answer=answer)
+    completion_ids = completion_ids or [None] * len(completions)  # a file of texts: no ids
+    lengths = [len(c) for c in completions]
+    lo, hi = min(lengths), max(lengths)
+    if hi == lo:
+        return [None if _skip(i) else 0.0 for i in completion_ids]
+    rewards = []
+    for c, a, n, ids in zip(completions, answer, lengths, completion_ids, strict=True):
+        lam = 0.5 - (n - lo) / (hi - lo)
+        rewards.append(None if _skip(ids) else (lam if a in c else min(0.0, lam)))
+    return rewards
+
+
+def at_step(completions, completion_ids, trainer_state, out, **kwargs):
+    """A curriculum reward: reads ``trainer_state.global_step``, logs a column and a metric."""
+    state = {"global_step": trainer_state.global_step, "max_steps": trainer_state.max_steps}
+    _write(out, "state", state=state, epoch=trainer_state.epoch, n=len(completions))
+    kwargs["log_extra"]("first_id", [ids[0] if ids else None for ids in completion_ids])
+    kwargs["log_metric"]("batch_size", len(completions))
+    return [None if _skip(i) else float(trainer_state.global_step) for i in completion_ids]
+
+
+async def judged(prompts, completions, completion_ids, out, **kwargs):
+    """An async reward (an LLM judge's shape): awaited by the caller."""
+    import asyncio
+
+    await asyncio.sleep(0)
+    _write(out, "async", prompts=prompts, n=len(completions))
+    return [None if _skip(i) else 0.25 for i in completion_ids]
+
+
+def logs_a_metric(completions, log_metric, **kwargs):
+    """Scores nothing (None: not applicable), logs a metric (TRL's ``log_metric``)."""
+    log_metric("calls", 1.0)
+    return [None] * len(completions)

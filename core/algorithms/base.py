@@ -238,8 +238,11 @@ class PolicyGradient:
 
 
 class GroupRelative(PolicyGradient):
-    """GRPO and Dr. GRPO: ``R_i - mean_g(R)``, scaled by ``params.scale_rewards``."""
+    """GRPO and Dr. GRPO: ``R_i - mean_g(R)``, scaled by ``params.scale_rewards``; rows
+    ``batch.scored`` marks False are left out of the baselines (TRL's None rule)."""
 
     def advantages(self, batch, rewards, mask, metrics):
-        adv = F.group_advantages(rewards, batch.group_ids, scale=self.params.scale_rewards)
+        # scored: completions every reward left None are in no baseline and get 0 (as TRL)
+        scale = self.params.scale_rewards
+        adv = F.group_advantages(rewards, batch.group_ids, scale=scale, scored=batch.scored)
         return adv, None

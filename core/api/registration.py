@@ -9,13 +9,13 @@ distribution provided the record).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from rlvr.api.runtime import REWARD_LIMIT
+from rlvr.api.runtime import REWARD_LIMIT, BatchOutput, TrainerState
 
 if TYPE_CHECKING:
     from rlvr.api.runtime import AlgorithmImpl, Generator, RunInfo
@@ -35,29 +35,49 @@ class Sample:
     """One completion as a reward sees it.
 
     ``row`` holds every field of the dataset row (e.g. GSM8K's ``answer``). ``num_tokens`` is
-    the completion's token length when the caller knows it (always during training).
+    the completion's token length when the caller knows it (always during training), and
+    ``completion_ids`` its sampled token ids (None where there are no tokens: ``rlvr rewards
+    score`` of a file of texts). ``group`` tells which samples answer the same prompt (the
+    prompt's group in training and eval, the prompt text when scoring a file): a batched
+    reward's ``batch: group`` batches by it. ``state`` is where training stands.
     """
 
     completion: str
     prompt: str = ""
     row: Mapping[str, Any] = field(default_factory=dict)
     num_tokens: int | None = None
+    completion_ids: tuple[int, ...] | None = None
+    group: int | str | None = None
+    state: TrainerState = TrainerState()
 
 
 class RewardFn(Protocol):
     """What a reward factory returns: a picklable callable scoring one sample.
 
     Returns a float (finite, at most :data:`REWARD_LIMIT` in magnitude), or ``None`` for "not
-    applicable" (counted as 0 in the weighted sum and left out of that reward's mean).
+    applicable" (counted as 0 in the weighted sum and left out of that reward's mean; a
+    completion every reward left None is out of its group's baseline, advantage 0, as TRL).
     """
 
     def __call__(self, sample: Sample) -> float | None: ...
 
 
+class BatchRewardFn(Protocol):
+    """What the factory of a batched reward (``Reward(batched=True)``) returns: a picklable
+    callable scoring a batch of samples at once (a TRL reward function's convention).
+
+    Returns one value per sample, in order (each as :class:`RewardFn`'s), as a sequence or as
+    a :class:`~rlvr.api.runtime.BatchOutput` with what it logged. A raise (or a wrong number
+    of values) fails every sample of the batch.
+    """
+
+    def __call__(self, samples: list[Sample]) -> Sequence[float | None] | BatchOutput: ...
+
+
 class RewardFactory(Protocol):
     """``factory(params)``: builds the reward function inside a reward worker."""
 
-    def __call__(self, params: Any, /) -> RewardFn: ...
+    def __call__(self, params: Any, /) -> RewardFn | BatchRewardFn: ...
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,15 @@ class Reward:
     ``runs_code(params)`` names the Python code a config
     entry makes the reward import and run (``callable``'s ``function``), None when it runs
     none: such an entry needs the user's ``--allow-code`` (a config alone never runs code).
+    ``remote_code(params)`` names the model whose own Python files the entry would run
+    (``trust_remote_code``), None when none: that needs ``--trust-remote-code``.
+
+    ``batched``: the factory builds a :class:`BatchRewardFn`, called on a batch of samples;
+    ``batch(params)`` says which: ``"call"`` (every sample of a scoring round: a training
+    step's completions on this rank, an eval batch) or ``"group"`` (the samples of one
+    prompt). Its ``timeout`` is per sample: a batch of ``n`` may take ``n x timeout``.
+    ``in_process``: the reward runs in the scoring process itself (a reward model on the
+    trainer's GPU), never in the reward workers; it has no timeout there.
     """
 
     name: str
@@ -84,6 +113,10 @@ class Reward:
     runs_code: Callable[[Any], str | None] = lambda params: None
     dist: str | None = None
     correctness: bool = False
+    batched: bool = False
+    batch: Callable[[Any], Literal["call", "group"]] = lambda params: "call"
+    in_process: bool = False
+    remote_code: Callable[[Any], str | None] = lambda params: None
 
 
 # --------------------------------------------------------------------------- algorithms
@@ -202,6 +235,8 @@ __all__ = [
     "AlgorithmFactory",
     "Backend",
     "BackendFactory",
+    "BatchOutput",
+    "BatchRewardFn",
     "Capabilities",
     "Params",
     "Record",
@@ -211,4 +246,5 @@ __all__ = [
     "RewardFactory",
     "RewardFn",
     "Sample",
+    "TrainerState",
 ]

@@ -23,6 +23,37 @@ if TYPE_CHECKING:
 REWARD_LIMIT = 1e6
 
 
+@dataclass(frozen=True)
+class TrainerState:
+    """Where training stands, as a reward sees it (``Sample.state``): the fields of
+    transformers' ``TrainerState`` that TRL reward functions read (``trainer_state=``).
+
+    ``global_step`` counts the optimizer steps already done (0 while the first step's
+    completions are scored, as in TRL); ``epoch`` is the passes over the prompts so far (a
+    float); ``max_steps`` the run's step count (0 outside training: ``rlvr eval``, ``rlvr
+    rewards score``).
+    """
+
+    global_step: int = 0
+    epoch: float = 0.0
+    max_steps: int = 0
+
+
+@dataclass
+class BatchOutput:
+    """What a batched reward (``Reward(batched=True)``) may return instead of a plain list of
+    values: the values, one float or None per sample in order, with what it logged.
+
+    ``columns[name]`` is one value per sample (TRL's ``log_extra``: they go into
+    ``samples.jsonl`` under ``extra``); ``metrics[name]`` the scalars it logged for this batch
+    (TRL's ``log_metric``: averaged per step into the metric ``reward/<label>/<name>``).
+    """
+
+    values: list[Any]
+    columns: dict[str, list[Any]] = field(default_factory=dict)
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+
+
 @dataclass
 class Generation:
     """What a backend returns for ``len(prompts) * n`` completions, grouped by prompt.
@@ -125,6 +156,10 @@ class RolloutBatch:
     #: layers only), computed once by the trainer's no-grad pass so later passes skip the
     #: frozen layers below it (:func:`rlvr.model.logprobs.shared_layers`). Algorithms ignore it.
     frozen_hidden: torch.Tensor | None = None
+    #: ``[N]`` bool: False where every reward returned None (TRL's unscorable completion):
+    #: the group-relative advantages leave it out of its group's baseline and give it 0.
+    #: None: every row is scored.
+    scored: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.completion_ids.shape[0])

@@ -11,7 +11,8 @@ the script (nor imports it). From it:
   ``peft_config=LoraConfig(...)`` becomes ``model.lora``;
 - ``reward_funcs=[...]``: each function defined in the script becomes a ``callable`` reward
   entry pointing at ``SCRIPT.py:name``, each imported one at ``module:name`` (with ``format:
-  conversational`` when the function reads ``completion[0]["content"]``); GRPOConfig's
+  conversational`` when the function reads ``completion[0]["content"]``), each string (a
+  model path or hub id, which TRL loads as a reward model) a ``reward_model`` entry; GRPOConfig's
   ``reward_weights`` become the entries' weights. A reward worker imports the file a
   ``callable`` names, so when importing the script would run more than definitions (a TRL
   script usually trains at its top level, or imports trl where it is not installed), its
@@ -30,6 +31,7 @@ import ast
 import copy
 import importlib.util
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -386,9 +388,12 @@ def _read_rewards(reader: _Reader, trainer: ast.Call | None, out: Script, config
             function = f"{package}{head[len(head.split('.')[0]) :]}:{attr}"
         else:
             ok, value = reader.literal(item, line)
-            if ok and isinstance(value, str):
-                what = f"the reward model {value!r}: rlvr has no reward models; write a function"
-            elif name is not None and name in reader.nested:
+            if ok and isinstance(value, str):  # a reward model, as TRL loads a string
+                label = re.sub(r"\W", "_", value.rstrip("/").split("/")[-1])
+                model = {"name": "reward_model", "label": label, "params": {"model": value}}
+                out.rewards.append(model)
+                continue
+            if name is not None and name in reader.nested:
                 what = f"{name} is defined inside a function: move it to the top level"
             else:
                 what = f"{reader.text(item)}: not a function defined or imported by name"

@@ -684,8 +684,9 @@ def check_code_opt_ins(
     """Raise :class:`CodeOptInError` when ``config`` (in the ``sections`` a command uses) would
     run code that was not allowed: a reward entry whose record says it imports code named in
     its params (``callable``), without ``allow_code``; ``model.trust_remote_code: true`` (the
-    model directory's Python files), without ``trust_remote_code``. A config may come from
-    anyone; only the person running the command can say that its code may run."""
+    model directory's Python files), or a reward whose record says it runs a model's own
+    files (``reward_model``'s ``trust_remote_code``), without ``trust_remote_code``. A config
+    may come from anyone; only the person running the command can say that its code may run."""
     found = []
     if "rewards" in sections and not allow_code:
         for i, entry in enumerate(config.rewards):
@@ -696,6 +697,16 @@ def check_code_opt_ins(
                 found.append(
                     f"rewards[{i}] ({entry.name}{label}) imports and runs {code!r}: pass "
                     f"{ALLOW_CODE_FLAG} to allow it (allow_code=True in Python)"
+                )
+    if "rewards" in sections and not trust_remote_code:
+        for i, entry in enumerate(config.rewards):
+            record = host.rewards.get(entry.name)
+            remote = record.remote_code(entry.params) if record is not None else None
+            if remote:
+                found.append(
+                    f"rewards[{i}] ({entry.name}) sets trust_remote_code: true, which runs the "
+                    f"Python files of the model {remote!r}: pass {TRUST_REMOTE_CODE_FLAG} to "
+                    "allow it (trust_remote_code=True in Python)"
                 )
     model = config.model
     wants = "model" in sections and model is not None and model.trust_remote_code

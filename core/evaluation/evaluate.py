@@ -76,7 +76,7 @@ from transformers import set_seed
 
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import build_generator, create_host
-from rlvr.api.runtime import RunInfo, SamplingParams
+from rlvr.api.runtime import RunInfo, SamplingParams, TrainerState
 from rlvr.config.schema import DEFAULT_BACKEND
 from rlvr.data.prompts import PromptSet, load_rows, require_fields
 from rlvr.model import lora
@@ -691,7 +691,13 @@ def _sample_and_score(
             items = generate(generator, prompts, indices, k, sampling, backend=backend_name)
             t1 = time.perf_counter()
             scores = score(
-                scorer, prompts, items, evaluation.labels, reward_errors=reward_errors, step=step
+                scorer,
+                prompts,
+                items,
+                evaluation.labels,
+                reward_errors=reward_errors,
+                step=step,
+                state=TrainerState(global_step=step or 0),  # the steps done when it runs
             )
             score_time += time.perf_counter() - t1
             gen_time += t1 - t0

@@ -22,12 +22,23 @@ from rlvr.functional.types import ADVANTAGE_SCALES, AdvantageScale
 # advantages
 
 
+def _scored(scored: Tensor | None, r: Tensor) -> Tensor:
+    """``[N]`` float32 weights: 1 where a reward is scored, 0 where it is left out."""
+    if scored is None:
+        return torch.ones_like(r)
+    m = as_bool(scored).to(r.device)
+    if m.shape != r.shape:
+        raise ValueError(f"scored must be [N] like rewards {tuple(r.shape)}, got {tuple(m.shape)}")
+    return m.to(torch.float32)
+
+
 def group_advantages(
     rewards: Tensor,
     group_ids: Tensor,
     *,
     scale: AdvantageScale = "group",
     eps: float = 1e-6,
+    scored: Tensor | None = None,
 ) -> Tensor:
     """GRPO advantages ``R_i - mean_g(R)``, optionally divided by a std (``[N]`` float32).
 
@@ -36,37 +47,49 @@ def group_advantages(
     which argues the std division biases towards too-easy/too-hard prompts). Stds are
     Bessel-corrected. Groups may have any sizes and arbitrary ids; a group of size 1 has no
     baseline and gets 0.
+
+    ``scored`` (``[N]`` bool, default all): rows where it is False (TRL's unscorable
+    completions, every reward returned None) are left out of every mean and std, as TRL's
+    ``nanmean``/``nanstd``, and get advantage 0; a group counts only its scored rows.
     """
     if scale not in ADVANTAGE_SCALES:
         raise ValueError(f"scale must be one of {ADVANTAGE_SCALES}, got {scale!r}")
     r = as_float32(rewards)
+    w = _scored(scored, r)
+    r = torch.where(w > 0, r, 0.0)  # an unscored row's value (0 or NaN) enters no sum
     index, sizes = group_index(group_ids, r)
-    n = sizes.to(torch.float32)
-    mean = group_sum(r, index, len(sizes)) / n
-    adv = r - mean[index]
+    groups = len(sizes)
+    n = group_sum(w, index, groups)
+    mean = group_sum(r, index, groups) / n.clamp(min=1)
+    adv = (r - mean[index]) * w
     if scale == "group":
-        var = group_sum(adv * adv, index, len(sizes)) / (n - 1).clamp(min=1)
+        var = group_sum(adv * adv, index, groups) / (n - 1).clamp(min=1)
         adv = adv / safe_denominator(var.sqrt()[index] + eps, r)
     elif scale == "batch":
-        sums = batch_sum(torch.stack([r.new_tensor(float(r.numel())), r.sum()]))
+        sums = batch_sum(torch.stack([w.sum(), r.sum()]))
         count, total_mean = sums[0], sums[1] / sums[0].clamp(min=1)
-        var = batch_sum(((r - total_mean) ** 2).sum()) / (count - 1).clamp(min=1)
+        var = batch_sum((w * (r - total_mean) ** 2).sum()) / (count - 1).clamp(min=1)
         adv = adv / safe_denominator(var.sqrt() + eps, r)
-    return torch.where((sizes > 1)[index], adv, 0.0)
+    return torch.where((n > 1)[index] & (w > 0), adv, 0.0)
 
 
-def rloo_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
+def rloo_advantages(rewards: Tensor, group_ids: Tensor, *, scored: Tensor | None = None) -> Tensor:
     """Leave-one-out advantages ``R_i - mean_{j in g, j != i} R_j`` (``[N]`` float32).
 
     Computed as ``G/(G-1) * (R_i - mean_g)``; the baseline excludes the sample itself, which
-    keeps the estimator unbiased. Size-1 groups have no baseline and get 0.
+    keeps the estimator unbiased. Size-1 groups have no baseline and get 0. ``scored`` as in
+    :func:`group_advantages`: unscored rows are in no baseline (``G`` counts scored rows) and
+    get 0.
     """
     r = as_float32(rewards)
+    w = _scored(scored, r)
+    r = torch.where(w > 0, r, 0.0)
     index, sizes = group_index(group_ids, r)
-    n = sizes.to(torch.float32)
-    mean = group_sum(r, index, len(sizes)) / n
+    groups = len(sizes)
+    n = group_sum(w, index, groups)
+    mean = group_sum(r, index, groups) / n.clamp(min=1)
     factor = (n / (n - 1).clamp(min=1))[index]
-    return torch.where((sizes > 1)[index], factor * (r - mean[index]), 0.0)
+    return torch.where((n > 1)[index] & (w > 0), factor * (r - mean[index]), 0.0)
 
 
 def gae(
@@ -157,15 +180,18 @@ def reinforce_pp_advantages(token_rewards: Tensor, mask: Tensor, *, gamma: float
     return masked_whiten(returns, m)
 
 
-def reinforce_pp_baseline_advantages(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> Tensor:
+def reinforce_pp_baseline_advantages(
+    rewards: Tensor, group_ids: Tensor, mask: Tensor, *, scored: Tensor | None = None
+) -> Tensor:
     """REINFORCE++-baseline: ``R_i - mean_g(R)`` on every token, whitened over the batch.
 
     The group mean removes the prompt's difficulty; the whitening over all valid tokens of the
     batch (token-weighted) sets the scale, instead of GRPO's per-group std. A size-1 group gets
-    0 before whitening, as in :func:`group_advantages`. Returns ``[N, T]``, 0 at invalid positions.
+    0 before whitening, as in :func:`group_advantages`; so does an unscored row (``scored``,
+    left out of its group's mean). Returns ``[N, T]``, 0 at invalid positions.
     """
     m = as_bool(mask)
-    base = group_advantages(rewards, group_ids, scale="none").to(m.device)
+    base = group_advantages(rewards, group_ids, scale="none", scored=scored).to(m.device)
     if m.dim() != 2 or m.shape[0] != base.shape[0]:
         raise ValueError(
             f"mask must be [N, T] with N = {base.shape[0]} rewards, got {tuple(m.shape)}"

@@ -32,7 +32,9 @@ three parts and no exceptions:
      losses), ``profile/backward``, ``profile/optimizer`` (clipping and the optimizer step);
 
 2. ``rewards/<label>/{mean,std,none_count,timeouts,errors}`` per configured reward (stds are
-   population stds, as in ``rlvr rewards score``; a mean over no values is null);
+   population stds, as in ``rlvr rewards score``; a mean over no values is null), and
+   ``rewards/<label>/metric/<name>``: the mean of what a TRL-style reward logged with
+   ``log_metric(name, value)`` in the step (:func:`rlvr.rollout.runner.logged_metric`);
 3. ``algo/<algorithm name>/<key>``: whatever the algorithm's ``prepare`` and ``loss`` report
    (``algo/grpo/clip_frac_low``, ``algo/ppo/value_loss``, ...).
 
@@ -231,7 +233,8 @@ def step_metrics(
     gen = rollout.generated
     first = updates[0]
     m: dict[str, Any] = {"step": step}
-    m.update(reward_metrics(_stats([c.score for c in gen]), rollout.summary))
+    # as TRL, a completion every reward left None is out of the reward's mean and std
+    m.update(reward_metrics(_stats([c.score for c in gen if c.scored]), rollout.summary))
     m["zero_std_frac"] = zero_std_frac(gen)
     m["groups_filtered"] = rollout.groups_filtered
     m["groups_kept"] = len({c.group for c in rollout.kept})
@@ -273,6 +276,9 @@ def step_metrics(
     m["cpu_time"] = cpu_time
     m["tokens_per_second"] = sum(len(c.token_ids) for c in gen) / max(step_time, 1e-9)
     m["peak_memory_mb"] = peak_memory_mb()
+    for key, values in rollout.logged.items():  # TRL's log_metric: averaged over the step
+        if values:
+            m[key] = _mean(values)
     return m
 
 

@@ -12,6 +12,14 @@ error). A reward that raises, or returns something that is not a number (or a nu
 not finite, or past :data:`~rlvr.api.runtime.REWARD_LIMIT` in magnitude), yields the
 fallback and counts as an error; the worker carries on.
 
+A batched reward (``PoolSpec.batch``, TRL's convention: one call on a list of samples) is one
+task per batch: its deadline is ``timeout`` per sample of the batch, and a raise, crash,
+timeout or a return that is not one value per sample gives every sample of the batch the
+fallback, each counted as an error (or timeout); an invalid value fails its sample only. What
+it logs (:class:`rlvr.BatchOutput`) comes back with its values. A spec marked ``in_process``
+(a reward model on the trainer's GPU) never goes to the workers: the calling process builds
+it and runs its tasks while the workers run the others.
+
 Workers are started with ``forkserver`` (default) or ``spawn``, never ``fork`` (the parent may
 hold torch threads). Each builds every reward once, ``factory(params)``, when it starts. They
 get the parent's ``sys.path``, let SIGINT and SIGTERM pass (sent to a whole process group by
@@ -65,10 +73,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.runtime import REWARD_LIMIT  # pydantic-free: the pytest plugin imports this
+from rlvr.api.runtime import (  # pydantic-free: the pytest plugin imports this
+    REWARD_LIMIT,
+    BatchOutput,
+)
 
 if TYPE_CHECKING:
-    from rlvr.api.registration import RewardFn, Sample
+    from rlvr.api.registration import BatchRewardFn, RewardFn, Sample
 
 MAX_MESSAGES = 5  # distinct error messages kept per reward
 #: With a ``max_error_frac``: a reward whose first this many calls of a :meth:`RewardPool.score`
@@ -87,15 +98,21 @@ class PoolSpec:
     """One reward to run: ``factory(params)`` builds it in each worker.
 
     ``factory`` must be importable by reference (a module-level function or class) and
-    ``params`` picklable. ``timeout`` is in seconds per call. ``fallback`` is the value of a
-    call that times out, raises, crashes or returns something invalid.
+    ``params`` picklable. ``timeout`` is in seconds per call (per sample of a batch call).
+    ``fallback`` is the value of a call that times out, raises, crashes or returns something
+    invalid. ``batch``: the reward is batched (:class:`rlvr.BatchRewardFn`), called once per
+    batch: ``"call"`` (every sample of a :meth:`RewardPool.score` call) or ``"group"`` (the
+    samples sharing a ``Sample.group``); None: once per sample. ``in_process``: it runs in
+    the calling process (built there, not in the workers; no timeout).
     """
 
     label: str
-    factory: Callable[[Any], RewardFn]
+    factory: Callable[[Any], RewardFn | BatchRewardFn]
     params: Any = None
     timeout: float = 10.0
     fallback: float | None = 0.0
+    batch: str | None = None
+    in_process: bool = False
 
 
 @dataclass
@@ -115,6 +132,10 @@ class PoolResult:
     #: why the call stopped before scoring every sample (``max_error_frac``); the values of
     #: the calls it did not make are None. None when every call was made.
     stopped: str | None = None
+    #: per label: what batched rewards logged (:class:`rlvr.BatchOutput`): column -> one
+    #: value per sample (None where not logged), and metric name -> the values logged
+    columns: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    metrics: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- both sides
@@ -128,50 +149,101 @@ def _build(label: str, factory: Callable, params: Any) -> Callable | str:
         return f"building reward {label!r} failed: {type(exc).__name__}: {exc}"
 
 
+def _raised(
+    exc: BaseException, label: str, seen: set[tuple[str, str]]
+) -> tuple[str, str, str | None]:
+    """``(error message, site, traceback)`` of an exception a reward raised.
+
+    ``site`` names where it was raised (type, file, line): the same bug with different
+    messages is one site. The traceback comes only the first time this process sees that
+    site for that label (``seen``), to keep the pipes lean."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+    site = f"{type(exc).__name__} at {where}"
+    tb = None
+    if (label, site) not in seen:
+        seen.add((label, site))
+        # without the frame of the function that made the call
+        below = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        lines = traceback.format_exception(type(exc), exc, below)
+        tb = _clip("".join(lines), MAX_TRACEBACK)
+    return _clip(f"{type(exc).__name__}: {exc}", 300), site, tb
+
+
+def _checked(label: str, value: Any) -> tuple[float | None, str | None]:
+    """``(value as a float or None, None)``, or ``(None, why the value is not a score)``."""
+    if value is None:
+        return None, None
+    if isinstance(value, numbers.Real) and math.isfinite(value):
+        if abs(float(value)) <= REWARD_LIMIT:
+            return float(value), None
+        # Finite, but no score: its square overflows the advantages' statistics (1e308).
+        return None, (
+            f"reward {label!r} returned {_clip(repr(value), 80)}, beyond the "
+            f"{REWARD_LIMIT:g} a reward value may reach in magnitude; expected a score of "
+            "about -1..1"
+        )
+    return None, (
+        f"reward {label!r} returned {_clip(repr(value), 80)} ({type(value).__name__}); "
+        "expected a finite float, a bool or None"
+    )
+
+
 def _call(
     fn: Callable | str, label: str, sample: Sample, seen: set[tuple[str, str]]
 ) -> tuple[float | None, str | None, str | None, str | None]:
-    """``(value, None, None, None)``, or ``(None, error message, site, traceback)``.
-
-    ``site`` names where an exception was raised (type, file, line): the same bug with
-    different messages is one site. The traceback comes only the first time this process
-    sees that site for that label (``seen``), to keep the pipes lean."""
+    """``(value, None, None, None)``, or ``(None, error message, site, traceback)`` (see
+    :func:`_raised`)."""
     if isinstance(fn, str):
         return None, fn, None, None
     try:
         value = fn(sample)
     except BaseException as exc:  # noqa: BLE001 - report, keep the worker alive
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
-        site = f"{type(exc).__name__} at {where}"
-        tb = None
-        if (label, site) not in seen:
-            seen.add((label, site))
-            below = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-            lines = traceback.format_exception(type(exc), exc, below)
-            tb = _clip("".join(lines), MAX_TRACEBACK)  # without this function's frame
-        return None, _clip(f"{type(exc).__name__}: {exc}", 300), site, tb
-    if value is None:
-        return None, None, None, None
-    if isinstance(value, numbers.Real) and math.isfinite(value):
-        if abs(float(value)) <= REWARD_LIMIT:
-            return float(value), None, None, None
-        # Finite, but no score: its square overflows the advantages' statistics (1e308).
+        return None, *_raised(exc, label, seen)
+    return (*_checked(label, value), None, None)
+
+
+#: What a batch call yields: ``(per-sample (value, error) or None, error of the whole call,
+#: site, traceback, what it logged or None)``.
+BatchReply = tuple[
+    list[tuple[float | None, str | None]] | None,
+    str | None,
+    str | None,
+    str | None,
+    dict[str, Any] | None,
+]
+
+
+def _call_batch(
+    fn: Callable | str, label: str, samples: list[Sample], seen: set[tuple[str, str]]
+) -> BatchReply:
+    """One call of a batched reward: each sample's ``(value, error)``, or the error that
+    fails the whole batch (a raise, a return that is not one value per sample)."""
+    if isinstance(fn, str):
+        return None, fn, None, None, None
+    try:
+        out = fn(samples)
+    except BaseException as exc:  # noqa: BLE001 - report, keep the worker alive
+        return None, *_raised(exc, label, seen), None
+    logs = None
+    if isinstance(out, BatchOutput):
+        logs = {"columns": dict(out.columns), "metrics": dict(out.metrics)}
+        out = out.values
+    try:
+        values = None if isinstance(out, str | bytes | dict) else list(out)
+    except TypeError:
+        values = None
+    if values is None or len(values) != len(samples):
+        got = f"{len(values)} values" if values is not None else _clip(repr(out), 80)
         return (
             None,
-            f"reward {label!r} returned {_clip(repr(value), 80)}, beyond the "
-            f"{REWARD_LIMIT:g} a reward value may reach in magnitude; expected a score of "
-            "about -1..1",
+            f"reward {label!r} returned {got} for a batch of {len(samples)} samples; a "
+            "batched reward returns one value (a float or None) per sample, in order",
+            None,
             None,
             None,
         )
-    return (
-        None,
-        f"reward {label!r} returned {_clip(repr(value), 80)} ({type(value).__name__}); "
-        "expected a finite float, a bool or None",
-        None,
-        None,
-    )
+    return [_checked(label, v) for v in values], None, None, None, logs
 
 
 def _clip(text: str, size: int) -> str:
@@ -216,10 +288,12 @@ def _die_with_parent() -> None:
 def _worker_main(
     conn, sys_path: list[str], payloads: list, broken: dict[int, str], die_with_parent: bool
 ) -> None:
-    """Build the rewards, then run chunks of ``(task, reward index, sample)`` until ``None``.
+    """Build the rewards, then run chunks of ``(task, reward index, sample or list of
+    samples)`` until ``None``. A payload of None is a reward this worker does not run.
 
     Messages to the parent: ``("build", i)`` before building reward ``i``, ``("ready",)``,
-    then ``(task, value, error)`` per call, in order.
+    then per task, in order, ``(task, *`` what :func:`_call` or :func:`_call_batch`
+    returned ``)``.
     """
     shield_from_stop_signals()
     if die_with_parent:
@@ -228,8 +302,8 @@ def _worker_main(
     labels = [label for label, _ in payloads]
     rewards: list[Callable | str] = []
     for i, (label, blob) in enumerate(payloads):
-        if i in broken:
-            rewards.append(broken[i])
+        if i in broken or blob is None:
+            rewards.append(broken.get(i, f"reward {label!r} runs in the parent process"))
             continue
         conn.send(("build", i))
         try:
@@ -247,8 +321,11 @@ def _worker_main(
             return
         if chunk is None:
             return
-        for task, i, sample in chunk:
-            conn.send((task, *_call(rewards[i], labels[i], sample, seen)))
+        for task, i, arg in chunk:
+            if isinstance(arg, list):
+                conn.send((task, *_call_batch(rewards[i], labels[i], arg, seen)))
+            else:
+                conn.send((task, *_call(rewards[i], labels[i], arg, seen)))
 
 
 # --------------------------------------------------------------------------- the forkserver
@@ -416,8 +493,25 @@ class _Worker:
         self.conn.close()
 
 
+def _batches(samples: Sequence[Sample], mode: str) -> list[list[int]]:
+    """The sample indices of each batch: all of them (``"call"``) or one batch per
+    ``Sample.group`` in order of first appearance (``"group"``; a sample without a group is
+    a batch of its own)."""
+    if not samples:
+        return []
+    if mode == "call":
+        return [list(range(len(samples)))]
+    groups: dict[Any, list[int]] = {}
+    for j, sample in enumerate(samples):
+        key = ("group", sample.group) if sample.group is not None else ("alone", j)
+        groups.setdefault(key, []).append(j)
+    return list(groups.values())
+
+
 class _Job:
-    """One :meth:`RewardPool.score` call: task ``t`` is sample ``t // R``, reward ``t % R``."""
+    """One :meth:`RewardPool.score` call. Task ``t`` is ``tasks[t] = (reward index, sample
+    index)``, or ``(reward index, [sample indices])`` for a batched reward's batch (those
+    first: they are the long ones). ``local`` are the tasks the parent runs itself."""
 
     def __init__(
         self,
@@ -425,11 +519,22 @@ class _Job:
         samples: Sequence[Sample],
         max_error_frac: float | None = None,
         stuck_after: int = STUCK_AFTER,
+        *,
+        by_group: bool = False,
+        local: Callable[[int], bool] = lambda i: False,
     ) -> None:
         self.specs = specs
         self.samples = samples
-        self.remaining = len(specs) * len(samples)
-        self.queue: deque[int] = deque(range(self.remaining))
+        self.tasks: list[tuple[int, Any]] = []
+        for i, spec in enumerate(specs):
+            if spec.batch is not None:
+                mode = "group" if by_group else spec.batch
+                self.tasks.extend((i, batch) for batch in _batches(samples, mode))
+        single = [i for i, spec in enumerate(specs) if spec.batch is None]
+        self.tasks.extend((i, j) for j in range(len(samples)) for i in single)
+        self.remaining = len(self.tasks)
+        self.local = [t for t, (i, _) in enumerate(self.tasks) if local(i)]
+        self.queue: deque[int] = deque(t for t, (i, _) in enumerate(self.tasks) if not local(i))
         labels = [s.label for s in specs]
         #: failures (errors and timeouts) a reward may have before the job stops (None: all)
         self.max_failures = (
@@ -439,6 +544,7 @@ class _Job:
         )
         self.stuck_after = stuck_after
         self.answered = dict.fromkeys(labels, 0)  # calls that returned (a value or an error)
+        self.timed_out = dict.fromkeys(labels, 0)  # calls that timed out
         self.result = PoolResult(
             values={label: [None] * len(samples) for label in labels},
             timeouts=dict.fromkeys(labels, 0),
@@ -447,31 +553,114 @@ class _Job:
             failures={label: {} for label in labels},
             sites={label: {} for label in labels},
             tracebacks={label: {} for label in labels},
+            columns={label: {} for label in labels},
+            metrics={label: {} for label in labels},
         )
 
-    def task(self, t: int) -> tuple[int, int, Sample]:
-        return t, t % len(self.specs), self.samples[t // len(self.specs)]
+    def task(self, t: int) -> tuple[int, int, Any]:
+        """What a worker gets for task ``t``: ``(t, reward index, sample or [samples])``."""
+        i, which = self.tasks[t]
+        if isinstance(which, list):
+            return t, i, [self.samples[j] for j in which]
+        return t, i, self.samples[which]
 
-    def record(
+    def spec(self, t: int) -> PoolSpec:
+        return self.specs[self.tasks[t][0]]
+
+    def timeout(self, t: int) -> float:
+        """Task ``t``'s deadline: its reward's timeout, per sample of a batch."""
+        which = self.tasks[t][1]
+        return self.spec(t).timeout * (max(1, len(which)) if isinstance(which, list) else 1)
+
+    def record(self, t: int, *reply: Any) -> None:
+        """Record what task ``t`` returned (:func:`_call`'s or :func:`_call_batch`'s reply)."""
+        spec = self.spec(t)
+        which = self.tasks[t][1]
+        if not isinstance(which, list):
+            self._settle(t, spec, which, *reply)
+            return
+        results, error, site, tb, logs = reply
+        if results is None:
+            self.fail(t, error or "no result", site=site, tb=tb)
+            return
+        self.remaining -= 1
+        self.answered[spec.label] += 1
+        for j, (value, why) in zip(which, results, strict=True):
+            self._value(spec, j, value, why, None, None, False)
+        if logs:
+            columns = self.result.columns[spec.label]
+            for name, values in logs.get("columns", {}).items():
+                column = columns.setdefault(str(name), [None] * len(self.samples))
+                for j, value in zip(which, values, strict=False):
+                    column[j] = value
+            metrics = self.result.metrics[spec.label]
+            for name, values in logs.get("metrics", {}).items():
+                metrics.setdefault(str(name), []).extend(float(v) for v in values)
+        self._check(spec)
+
+    def fail(
         self,
         t: int,
+        error: str,
+        *,
+        site: str | None = None,
+        tb: str | None = None,
+        timeout: bool = False,
+    ) -> None:
+        """Task ``t`` failed as a whole (raised, crashed, timed out): each of its samples
+        gets the fallback and counts one error (or timeout)."""
+        spec = self.spec(t)
+        which = self.tasks[t][1]
+        if not isinstance(which, list):
+            self._settle(t, spec, which, None, error, site, tb, timeout)
+            return
+        self.remaining -= 1
+        if timeout:
+            self.timed_out[spec.label] += 1
+        else:
+            self.answered[spec.label] += 1
+        for j in which:
+            self._value(spec, j, None, error, site, tb, timeout)
+        self._check(spec)
+
+    def _settle(
+        self,
+        t: int,
+        spec: PoolSpec,
+        j: int,
         value: float | None,
         error: str | None,
         site: str | None = None,
         tb: str | None = None,
         timeout: bool = False,
     ) -> None:
-        spec = self.specs[t % len(self.specs)]
         self.remaining -= 1
-        if not timeout:
+        if timeout:
+            self.timed_out[spec.label] += 1
+        else:
             self.answered[spec.label] += 1
+        self._value(spec, j, value, error, site, tb, timeout)
+        if error is not None:
+            self._check(spec)
+
+    def _value(
+        self,
+        spec: PoolSpec,
+        j: int,
+        value: float | None,
+        error: str | None,
+        site: str | None,
+        tb: str | None,
+        timeout: bool,
+    ) -> None:
+        """Sample ``j``'s value of ``spec``: ``value``, or the fallback and a failure."""
         if error is None:
-            self.result.values[spec.label][t // len(self.specs)] = value
+            self.result.values[spec.label][j] = value
             return
-        self.result.values[spec.label][t // len(self.specs)] = spec.fallback
-        self.result.failures[spec.label][t // len(self.specs)] = error
+        self.result.values[spec.label][j] = spec.fallback
+        self.result.failures[spec.label][j] = error
         if site is not None:
-            self.result.sites[spec.label][t // len(self.specs)] = site
+            self.result.sites[spec.label][j] = site
         if site is not None and tb is not None:
             self.result.tracebacks[spec.label].setdefault(site, tb)
         if timeout:
@@ -481,17 +670,16 @@ class _Job:
             messages = self.result.error_messages[spec.label]
             if len(messages) < MAX_MESSAGES and error not in messages:
                 messages.append(error)
-        self._check(spec)
 
     def _check(self, spec: PoolSpec) -> None:
         """Stop the job (``result.stopped``) once ``spec``'s failures make the outcome
-        certain: more than ``max_error_frac`` of the calls, or its first ``stuck_after`` calls
-        all timed out (the caller stops the run either way)."""
+        certain: more than ``max_error_frac`` of the samples, or its first ``stuck_after``
+        calls all timed out (the caller stops the run either way)."""
         if self.max_failures is None or self.result.stopped is not None:
             return
         label, n = spec.label, len(self.samples)
         failed = len(self.result.failures[label])
-        timeouts = self.result.timeouts[label]
+        timeouts = self.timed_out[label]
         if failed > self.max_failures:
             self.result.stopped = (
                 f"reward {label!r} failed on {failed} of the {n} calls already, past the share "
@@ -525,8 +713,10 @@ class RewardPool:
 
     ``workers=0`` runs every call in the calling process, serially: exceptions and invalid
     values are still caught, but there is no timeout and a crash takes the caller down (for
-    debugging). ``build_timeout`` bounds a worker's start plus its factories. :meth:`score`
-    is thread-safe (calls are serialised). Use as a context manager, or call :meth:`close`.
+    debugging). A spec with ``in_process`` always runs so (built here, not in the workers;
+    the parent runs its calls while the workers run the others). ``build_timeout`` bounds a
+    worker's start plus its factories. :meth:`score` is thread-safe (calls are serialised).
+    Use as a context manager, or call :meth:`close`.
     """
 
     def __init__(
@@ -552,10 +742,15 @@ class RewardPool:
         self._closed = False
         self._workers: list[_Worker] = []
         self._started: list = []  # every worker process not known to have ended
-        self._local: list[Callable | str] | None = None
-        self._seen: set[tuple[str, str]] = set()  # workers=0: errors with a traceback sent
-        if workers == 0:
-            self._local = [_build(s.label, s.factory, s.params) for s in self.specs]
+        self._all_local = workers == 0
+        #: the rewards this process runs itself, by index
+        self._local: dict[int, Callable | str] = {
+            i: _build(s.label, s.factory, s.params)
+            for i, s in enumerate(self.specs)
+            if s.in_process or self._all_local
+        }
+        self._seen: set[tuple[str, str]] = set()  # errors run here whose traceback was sent
+        if self._all_local:
             return
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":  # import pydantic once, not in every new worker
@@ -563,7 +758,9 @@ class RewardPool:
                 ["__main__", "rlvr.rewards._forkserver", "rlvr.api.registration"]
             )
         # Pickled here, so a lambda fails now, in the caller, with a clear message.
-        pickled = [_dumps((s.factory, s.params)) for s in self.specs]
+        pickled = [
+            (None, False) if s.in_process else _dumps((s.factory, s.params)) for s in self.specs
+        ]
         self._payloads = [(s.label, blob) for s, (blob, _) in zip(self.specs, pickled, strict=True)]
         self._main = any(main for _, main in pickled)  # workers need the parent's __main__
         self._broken: dict[int, str] = {}  # rewards whose building killed or hung a worker
@@ -573,9 +770,17 @@ class RewardPool:
     # ----------------------------------------------------------------------- public
 
     def score(
-        self, samples: Sequence[Sample], *, max_error_frac: float | None = None
+        self,
+        samples: Sequence[Sample],
+        *,
+        max_error_frac: float | None = None,
+        by_group: bool = False,
     ) -> PoolResult:
         """Run every reward on every sample; never raises for a reward's misbehaviour.
+
+        A batched reward is called once per batch (``PoolSpec.batch``); ``by_group`` makes
+        every batch the samples of one ``Sample.group`` whatever the reward asks (``rlvr
+        rewards score``: the rows sharing a prompt).
 
         With ``max_error_frac`` (below 1) the call stops as soon as a reward has failed on
         more than that share of the samples, or its first :data:`STUCK_AFTER` calls (at
@@ -586,22 +791,19 @@ class RewardPool:
             if self._closed:
                 raise RuntimeError("the reward pool is closed")
             stuck = max(STUCK_AFTER, 2 * len(self._workers))
-            job = _Job(self.specs, samples, max_error_frac, stuck)
-            if self._local is not None:
-                for t in range(job.remaining):
-                    if job.stopped:
-                        break
-                    _, i, sample = job.task(t)
-                    job.record(t, *_call(self._local[i], self.specs[i].label, sample, self._seen))
+            here = self._local.__contains__
+            job = _Job(self.specs, samples, max_error_frac, stuck, by_group=by_group, local=here)
+            if self._all_local:
+                self._run_local(job)
                 return job.result
-            per_worker = math.ceil(job.remaining / (4 * len(self._workers)))
+            per_worker = math.ceil(len(job.queue) / (4 * len(self._workers)))
             self._run(job, chunk=max(1, min(self.max_chunk, per_worker)))
             return job.result
 
     def wait_ready(self) -> None:
         """Block until every worker has built its rewards (:meth:`score` does not need it)."""
         with self._lock:
-            if self._local is None and not self._closed:
+            if not self._all_local and not self._closed:
                 self._run(_Job(self.specs, []), chunk=1, until_ready=True)
 
     def close(self) -> None:
@@ -643,13 +845,30 @@ class RewardPool:
             _start_forkserver()  # its own way (see there), and again should it have died
         return _Worker(self._ctx, args, self._started, self._main)
 
+    def _run_local(self, job: _Job) -> None:
+        """Run the tasks of the rewards this process runs itself."""
+        for t in job.local:
+            if job.stopped:
+                break
+            _, i, arg = job.task(t)
+            fn, label = self._local[i], self.specs[i].label
+            if isinstance(arg, list):
+                job.record(t, *_call_batch(fn, label, arg, self._seen))
+            else:
+                job.record(t, *_call(fn, label, arg, self._seen))
+
     def _run(self, job: _Job, chunk: int, until_ready: bool = False) -> None:
         self._discard_stale()
+        local = bool(job.local)
         try:
             while (job.remaining and not job.stopped) or (
                 until_ready and not all(w.ready for w in self._workers)
             ):
                 self._dispatch(job, chunk)
+                if local:  # the workers run theirs meanwhile
+                    local = False
+                    self._run_local(job)
+                    continue
                 self._wait(job)
         except BaseException:  # e.g. Ctrl-C
             self._discard_stale()
@@ -677,16 +896,16 @@ class RewardPool:
             except OSError:  # it died while idle: blame nothing
                 self._replace(i, job, None)
 
-    def _deadline(self, w: _Worker) -> float:
+    def _deadline(self, w: _Worker, job: _Job) -> float:
         if not w.ready:
             return w.since + self.build_timeout
         if w.pending:
-            return w.since + self.specs[w.pending[0] % len(self.specs)].timeout
+            return w.since + job.timeout(w.pending[0])
         return math.inf
 
     def _wait(self, job: _Job) -> None:
         """Wait for messages, a death or the next deadline, and deal with what happened."""
-        deadline = min(self._deadline(w) for w in self._workers)
+        deadline = min(self._deadline(w, job) for w in self._workers)
         timeout = min(1.0, max(0.0, deadline - time.monotonic()))
         handles = [w.conn for w in self._workers] + [w.proc.sentinel for w in self._workers]
         ready = wait(handles, timeout)
@@ -694,7 +913,7 @@ class RewardPool:
             alive = self._drain(w, job) and w.proc.sentinel not in ready
             if not alive:
                 self._replace(i, job, "crash")
-            elif self._deadline(w) <= time.monotonic():
+            elif self._deadline(w, job) <= time.monotonic():
                 self._replace(i, job, "timeout")
 
     def _drain(self, w: _Worker, job: _Job) -> bool:
@@ -733,7 +952,7 @@ class RewardPool:
         elif not w.ready:
             what = f"timed out after {self.build_timeout}s"
         elif w.pending:
-            what = f"timed out after {self.specs[w.pending[0] % len(self.specs)].timeout}s"
+            what = f"timed out after {job.timeout(w.pending[0]):g}s"
         if reason and not w.ready and w.building is not None:
             self._broken[w.building] = f"building reward {self.specs[w.building].label!r} {what}"
         elif reason and not w.ready:
@@ -747,8 +966,7 @@ class RewardPool:
                 )
         elif reason and w.pending:
             t = w.pending.popleft()
-            label = self.specs[t % len(self.specs)].label
-            job.record(t, None, f"reward {label!r} {what}", timeout=reason == "timeout")
+            job.fail(t, f"reward {job.spec(t).label!r} {what}", timeout=reason == "timeout")
         job.queue.extendleft(reversed(w.pending))
 
 

@@ -72,11 +72,13 @@ def parse_row(line: str, lineno: int) -> tuple[Sample | None, dict[str, Any] | N
     # fields (e.g. GSM8K's `answer`) are what the rewards read, so rescoring such a file works.
     nested = row.get("row")
     fields = {**row, **nested} if isinstance(nested, dict) else row
+    text = prompt if isinstance(prompt, str) else json.dumps(prompt)
     sample = Sample(
         completion=completion,
-        prompt=prompt if isinstance(prompt, str) else json.dumps(prompt),
+        prompt=text,
         row=fields,
         num_tokens=num_tokens if isinstance(num_tokens, int) else None,
+        group=text,  # a batched reward is called on the rows that share a prompt
     )
     return sample, row, None
 
@@ -92,7 +94,11 @@ def score_file(
     progress: bool = True,
 ) -> ScoreReport:
     """Score every row of ``input_path`` into ``output_path``: adds ``rewards`` and ``reward``,
-    and ``reward_errors`` (label -> error text) to rows where a reward failed."""
+    and ``reward_errors`` (label -> error text) to rows where a reward failed.
+
+    A batched reward (a TRL-style ``callable``) is called once on the rows that share a
+    ``prompt`` (within a batch of about ``batch_size`` rows, which never splits adjacent rows
+    of one prompt), with ``completion_ids=None``: a file has texts, not tokens."""
     report = ScoreReport()
     summaries = []
     totals: list[float] = []
@@ -108,7 +114,7 @@ def score_file(
         batch: list[tuple[Sample, dict[str, Any]]] = []
 
         def flush() -> None:
-            scores = scorer.score([s for s, _ in batch])
+            scores = scorer.score([s for s, _ in batch], by_group=True)
             failures.report(scores, [s for s, _ in batch])  # first tracebacks, on_error: raise
             summaries.append(scores.summary())
             totals.extend(scores.total)
@@ -133,9 +139,10 @@ def score_file(
                 report.bad_rows.append(why)
                 bar.update(1)
                 continue
-            batch.append((sample, row))  # type: ignore[arg-type]
-            if len(batch) >= batch_size:
+            # never between two adjacent rows of one prompt: a batched reward sees them together
+            if len(batch) >= batch_size and sample.prompt != batch[-1][0].prompt:  # type: ignore[union-attr]
                 flush()
+            batch.append((sample, row))  # type: ignore[arg-type]
         if batch:
             flush()
     bar.close()

@@ -1,9 +1,11 @@
 """Compose configured rewards: run them through a :class:`~rlvr.rewards.pool.RewardPool`, weight
-them,
-summarise them.
+them, summarise them.
 
-A reward may return ``None`` ("not applicable"): it counts as 0 in the weighted total and is
-left out of that reward's mean and std.
+A reward may return ``None`` ("not applicable"): it counts as 0 in the weighted total (TRL's
+``nansum``) and is left out of that reward's mean and std. A sample for which *every* reward
+returned None is unscored (``Scores.scored``): the group-relative algorithms leave it out of its
+group's baseline and give it advantage 0, as TRL does. A call that fails gets its entry's
+``fallback`` (a number), so it counts as scored.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rlvr.rewards.pool import PoolSpec, RewardPool
 
 if TYPE_CHECKING:
-    from rlvr.api.registration import RewardFn, Sample
+    from rlvr.api.registration import BatchRewardFn, RewardFn, Sample
 
 
 @dataclass(frozen=True)
@@ -25,12 +27,15 @@ class ScoreEntry:
     total."""
 
     label: str
-    factory: Callable[[Any], RewardFn]
+    factory: Callable[[Any], RewardFn | BatchRewardFn]
     params: Any = None
     weight: float = 1.0
     timeout: float = 10.0
     fallback: float | None = 0.0
     on_error: str = "fallback"
+    #: a batched reward's batches (``"call"`` or ``"group"``), None for a per-sample one
+    batch: str | None = None
+    in_process: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,18 +88,23 @@ class RewardStats:
 
 def score_entries(config: Any, host: Any) -> list[ScoreEntry]:
     """The entries of ``config.rewards``, their factories found in ``host.rewards``."""
-    return [
-        ScoreEntry(
-            label=e.key,
-            factory=host.rewards[e.name].factory,
-            params=e.params,
-            weight=e.weight,
-            timeout=e.timeout,
-            fallback=e.fallback,
-            on_error=e.on_error,
+    entries = []
+    for e in config.rewards:
+        record = host.rewards[e.name]
+        entries.append(
+            ScoreEntry(
+                label=e.key,
+                factory=record.factory,
+                params=e.params,
+                weight=e.weight,
+                timeout=e.timeout,
+                fallback=e.fallback,
+                on_error=e.on_error,
+                batch=record.batch(e.params) if record.batched else None,
+                in_process=record.in_process,
+            )
         )
-        for e in config.rewards
-    ]
+    return entries
 
 
 def merge_summaries(summaries: Iterable[dict[str, RewardStats]]) -> dict[str, RewardStats]:
@@ -122,6 +132,20 @@ class Scores:
     tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
     #: why scoring stopped before every call was made (``max_error_frac``), else None
     stopped: str | None = None
+    #: per label: what batched rewards logged (see :class:`rlvr.rewards.pool.PoolResult`)
+    columns: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    metrics: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    #: per sample: some reward gave it a value (False: every reward returned None)
+    scored: list[bool] = field(default_factory=list)
+
+    def extra(self, i: int) -> dict[str, Any]:
+        """The columns the rewards logged for sample ``i`` (TRL's ``log_extra``)."""
+        out: dict[str, Any] = {}
+        for columns in self.columns.values():
+            for name, values in columns.items():
+                if values[i] is not None:
+                    out[name] = values[i]
+        return out
 
     def summary(self, first: int | None = None) -> dict[str, RewardStats]:
         """Per-reward statistics of this batch, or of its first ``first`` samples (timeouts and
@@ -155,15 +179,29 @@ class Scorer:
         self, entries: Sequence[ScoreEntry], workers: int = 2, **pool_options: Any
     ) -> None:
         self.entries = list(entries)
-        specs = [PoolSpec(e.label, e.factory, e.params, e.timeout, e.fallback) for e in entries]
+        specs = [
+            PoolSpec(e.label, e.factory, e.params, e.timeout, e.fallback, e.batch, e.in_process)
+            for e in entries
+        ]
         self.pool = RewardPool(specs, workers=workers, **pool_options)
 
-    def score(self, samples: Sequence[Sample], *, max_error_frac: float | None = None) -> Scores:
+    def score(
+        self,
+        samples: Sequence[Sample],
+        *,
+        max_error_frac: float | None = None,
+        by_group: bool = False,
+    ) -> Scores:
         """Score ``samples``; with ``max_error_frac`` scoring stops early once a reward's
-        failures make that share certain to be exceeded (:meth:`RewardPool.score`)."""
-        result = self.pool.score(samples, max_error_frac=max_error_frac)
+        failures make that share certain to be exceeded, and ``by_group`` batches every
+        batched reward by ``Sample.group`` (:meth:`RewardPool.score`)."""
+        result = self.pool.score(samples, max_error_frac=max_error_frac, by_group=by_group)
         total = [
             sum((e.weight * (result.values[e.label][i] or 0.0) for e in self.entries), 0.0)
+            for i in range(len(samples))
+        ]
+        scored = [
+            not self.entries or any(result.values[e.label][i] is not None for e in self.entries)
             for i in range(len(samples))
         ]
         return Scores(
@@ -176,6 +214,9 @@ class Scorer:
             result.sites,
             result.tracebacks,
             result.stopped,
+            result.columns,
+            result.metrics,
+            scored,
         )
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ import torch
 
 from rlvr.api.host import PluginError
 from rlvr.api.registration import Sample
-from rlvr.api.runtime import Generator, RolloutBatch, SamplingParams
+from rlvr.api.runtime import Generator, RolloutBatch, SamplingParams, TrainerState
 from rlvr.config.schema import TrainingConfig
 from rlvr.data.prompts import PromptSampler, PromptSet
 from rlvr.parallel.distributed import Dist
@@ -37,6 +37,11 @@ from rlvr.rewards.scoring import RewardStats, Scorer, Scores, merge_summaries
 from rlvr.rollout.guidance import Guides
 
 logger = logging.getLogger("rlvr.rollout.runner")
+
+
+def logged_metric(label: str, name: str) -> str:
+    """The metric a reward's ``log_metric(name, value)`` logs to (averaged per step)."""
+    return f"rewards/{label}/metric/{name}"
 
 
 def step_seed(seed: int, step: int, round_: int = 0, rank: int = 0) -> int:
@@ -63,6 +68,10 @@ class Completion:
     kept: bool = True
     #: the row's own solution (``training.guidance``), not sampled from the policy.
     guide: bool = False
+    #: some reward gave it a value (False: every reward returned None, TRL's unscorable row)
+    scored: bool = True
+    #: the columns batched rewards logged for it (TRL's ``log_extra``)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- shared steps
@@ -110,15 +119,20 @@ def score(
     *,
     reward_errors: RewardErrorLog | None = None,
     step: int | None = None,
+    state: TrainerState | None = None,
 ) -> Scores:
-    """Score ``items`` with every reward; sets each one's ``score`` and ``rewards``.
-    ``reward_errors`` reports what failed (and may stop the run, :mod:`rlvr.rewards.failures`)."""
+    """Score ``items`` with every reward; sets each one's ``score``, ``rewards``, ``scored``
+    and ``extra``. ``reward_errors`` reports what failed (and may stop the run,
+    :mod:`rlvr.rewards.failures`); ``state`` is where training stands, for the rewards."""
     samples = [
         Sample(
             completion=c.text,
             prompt=prompts[c.prompt_index].text,
             row=prompts[c.prompt_index].row,
             num_tokens=len(c.token_ids),
+            completion_ids=tuple(c.token_ids),
+            group=c.group,
+            state=state or TrainerState(),
         )
         for c in items
     ]
@@ -129,13 +143,15 @@ def score(
     for i, c in enumerate(items):
         c.score = float(scores.total[i])
         c.rewards = {label: scores.per_reward[label][i] for label in labels}
+        c.scored = scores.scored[i] if scores.scored else True
+        c.extra = scores.extra(i)
     return scores
 
 
 def sample_record(c: Completion, prompts: PromptSet, prompt_field: str) -> dict[str, Any]:
     """What ``samples.jsonl`` says about one completion (train and eval add their fields)."""
     prompt = prompts[c.prompt_index]
-    return {
+    record = {
         "prompt": prompt.text,
         "completion": c.text,
         "reward": c.score,
@@ -144,6 +160,11 @@ def sample_record(c: Completion, prompts: PromptSet, prompt_field: str) -> dict[
         "truncated": c.truncated,
         "row": {k: v for k, v in prompt.row.items() if k != prompt_field},
     }
+    if not c.scored:  # every reward returned None: left out of its group's baseline
+        record["scored"] = False
+    if c.extra:  # the columns rewards logged (TRL's log_extra)
+        record["extra"] = c.extra
+    return record
 
 
 # --------------------------------------------------------------------------- batches
@@ -194,6 +215,7 @@ def build_batch(
         reward_components=components,
         sampler_logp=sampler_logp,
         step=step,
+        scored=torch.tensor([c.scored for c in items], dtype=torch.bool),
     )
 
 
@@ -215,6 +237,8 @@ class Rollout:
     scoring_time: float
     #: the guide completions of ``training.guidance`` (also in ``kept`` when kept).
     guides: list[Completion] = field(default_factory=list)
+    #: what rewards logged with TRL's ``log_metric``: metric key -> the values of every call
+    logged: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -280,9 +304,11 @@ class RolloutRunner:
         sampled = sorted((c for g in groups for c in g), key=lambda c: c.group)
         return sampled, guides
 
-    def run(self, step: int, target: int) -> Rollout:
-        """Generate and score until ``target`` groups are kept (see the module docstring)."""
+    def run(self, step: int, target: int, max_steps: int = 0) -> Rollout:
+        """Generate and score until ``target`` groups are kept (see the module docstring).
+        ``max_steps`` is the run's, for the rewards' ``TrainerState``."""
         t = self.training
+        logged: dict[str, list[float]] = {}
         summaries: list[dict[str, RewardStats]] = []
         generated: list[Completion] = []
         all_guides: list[Completion] = []
@@ -291,6 +317,9 @@ class RolloutRunner:
         gen_time = score_time = 0.0
         dist = self.dist
         while kept_groups < target and rounds < self.max_rounds:
+            # As TRL's trainer state while it scores a step: the steps done, the epochs so far.
+            epoch = self.sampler.position / max(self.sampler.size, 1)
+            state = TrainerState(global_step=step - 1, epoch=epoch, max_steps=max_steps)
             # Every rank takes the same prompts (one sampler state) and keeps its slice.
             indices, offset = dist.shard(self.sampler.take(target - kept_groups))
             seed = step_seed(t.seed, step, rounds, dist.rank)
@@ -309,7 +338,11 @@ class RolloutRunner:
                 self.labels,
                 reward_errors=self.reward_errors,
                 step=step,
+                state=state,
             )
+            for label, metrics in scores.metrics.items():
+                for name, values in metrics.items():
+                    logged.setdefault(logged_metric(label, name), []).extend(values)
             # The step's reward statistics describe the policy's samples, not the guides.
             summaries.append(scores.summary(first=len(items)))
             gen_time, score_time = gen_time + t1 - t0, score_time + time.perf_counter() - t1
@@ -362,6 +395,7 @@ class RolloutRunner:
             generation_time=gen_time,
             scoring_time=score_time,
             guides=all_guides,
+            logged=logged,
         )
 
 
@@ -371,6 +405,7 @@ __all__ = [
     "RolloutRunner",
     "build_batch",
     "generate",
+    "logged_metric",
     "sample_record",
     "score",
     "step_seed",

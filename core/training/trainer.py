@@ -409,7 +409,7 @@ class Trainer:
             distributed.gathered(self.policy) if gather else contextlib.nullcontext(),
             self.update.clock("generation"),
         ):
-            ro = self.rollout_runner.run(self.step, self.prompts_per_step)
+            ro = self.rollout_runner.run(self.step, self.prompts_per_step, self.max_steps)
         failed = sum(s.errors + s.timeouts for s in ro.summary.values())
         stopping = self._stop is not None and self._stop.requested
         if self.dist.any(stopping and failed > 0):  # every rank discards, or none

@@ -23,4 +23,7 @@ class ReinforcePP(PolicyGradient):
 
 class ReinforcePPBaseline(PolicyGradient):
     def advantages(self, batch, rewards, mask, metrics):
-        return F.reinforce_pp_baseline_advantages(rewards, batch.group_ids, mask), None
+        adv = F.reinforce_pp_baseline_advantages(
+            rewards, batch.group_ids, mask, scored=batch.scored
+        )
+        return adv, None

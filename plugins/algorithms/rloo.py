@@ -10,4 +10,4 @@ class LeaveOneOut(PolicyGradient):
     """RLOO: ``R_i - mean_{j != i} R_j`` within the prompt's group."""
 
     def advantages(self, batch, rewards, mask, metrics):
-        return F.rloo_advantages(rewards, batch.group_ids), None
+        return F.rloo_advantages(rewards, batch.group_ids, scored=batch.scored), None

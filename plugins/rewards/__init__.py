@@ -1,5 +1,5 @@
 """rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``arithmetic``, ``steps``,
-``length_penalty``, ``callable``.
+``length_penalty``, ``callable``, ``reward_model``.
 
 Registered through the ``rlvr`` entry-point group like any third-party plugin, laid out as every
 plugin family is: this module holds the hooks and one ``register(...)`` per reward; the params
@@ -12,7 +12,7 @@ sympy), so importing this package costs only pydantic (and the standard library 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from rlvr import LazyFactory, Reward, hookimpl
 from rlvr.plugins.rewards.callable import check_function  # stdlib only: the config check
@@ -23,8 +23,17 @@ from rlvr.plugins.rewards.params import (
     FormatParams,
     LengthPenaltyParams,
     NumbersParams,
+    RewardModelParams,
     StepsParams,
 )
+
+
+def _batch(params: CallableParams) -> Literal["call", "group"]:
+    return "group" if params.batch == "group" else "call"
+
+
+def _remote_code(params: RewardModelParams) -> str | None:
+    return params.model if params.trust_remote_code else None
 
 
 def _function(params: CallableParams) -> str:
@@ -100,6 +109,20 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
             description="A TRL-style reward function (module:function or file.py:function); "
             "runs your own code.",
             runs_code=_function,
+            batched=True,
+            batch=_batch,
+        )
+    )
+    register(
+        Reward(
+            name="reward_model",
+            params=RewardModelParams,
+            factory=LazyFactory("rlvr.plugins.rewards.reward_model:RewardModelReward"),
+            description="A sequence-classification reward model's logits[:, 0] on prompt + "
+            "completion (TRL's reward_funcs=['model']), batched on the trainer's device.",
+            batched=True,
+            in_process=True,
+            remote_code=_remote_code,
         )
     )
 

@@ -1,10 +1,11 @@
 """``callable``: use a TRL-style reward function as it is, without rewriting it.
 
-TRL's ``GRPOTrainer`` calls each reward function on a batch as
-``fn(prompts=[...], completions=[...], completion_ids=[...], **columns)`` (every dataset column
-but ``prompt``/``completion``/``completion_ids`` as a list) and expects a list with one
-float or ``None`` per completion. This reward imports such a function and calls it the same
-way, once per sample (a batch of one), inside rlvr's reward workers::
+TRL's ``GRPOTrainer`` (1.16) calls each reward function on a batch as
+``fn(prompts=[...], completions=[...], completion_ids=[[int, ...], ...], **columns,
+trainer_state=..., log_extra=..., log_metric=...)`` (every dataset column but
+``prompt``/``completion``/``completion_ids`` as a list) and expects a list with one float or
+``None`` per completion. This reward imports such a function and calls it exactly that way,
+inside rlvr's reward workers, on the batch TRL's call would see::
 
     rewards:
       - name: callable
@@ -25,7 +26,25 @@ way, once per sample (a batch of one), inside rlvr's reward workers::
   ...]]``, ``completions=[[{"role": "assistant", "content": text}]]``); ``auto`` (default) is
   conversational when the row's ``prompt`` is a list of messages, as TRL decides.
 - ``kwargs`` are passed on every call and win over a dataset column of the same name.
-- ``completion_ids`` is None: rewards see text, not tokens.
+- ``batch``: ``step`` (default) calls the function once on every completion scored together:
+  in training all completions of a step's generation round on this rank (TRL scores a
+  process's whole generation batch per call), in ``rlvr eval`` an eval batch; ``group`` once
+  per prompt's completions. ``rlvr rewards score`` always calls it on the rows that share a
+  prompt. The entry's ``timeout`` is per completion: a call on ``n`` may take ``n x timeout``;
+  a call that raises, times out or returns the wrong number of values gives every completion
+  of the batch the ``fallback`` (each counts as an error).
+- ``completion_ids`` are the sampled token ids of each completion (None when scoring a file of
+  texts with ``rlvr rewards score``: there are no tokens).
+- ``trainer_state`` has ``global_step`` (optimizer steps done: 0 while the first step is
+  scored, as in TRL), ``epoch`` (passes over the prompts) and ``max_steps`` (all 0 outside
+  training).
+- ``log_extra(column, values)`` (one value per completion) adds a column to each sample's
+  ``extra`` in ``samples.jsonl``; ``log_metric(name, value)`` adds the metric
+  ``reward/<label>/<name>`` (averaged over the step's calls, as TRL averages).
+- An ``async def`` function (or one returning an awaitable) is awaited.
+- ``None`` means "not applicable": it adds nothing to the weighted sum; a completion for which
+  every reward returns None is left out of its group's baseline and gets advantage 0 (TRL's
+  rule).
 
 Validation checks the form of ``function`` without running anything, and the config check
 (the family's ``rlvr_validate_config``, :func:`check_function`) that the module or file exists
@@ -52,7 +71,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
-from rlvr import Sample, call_trl_reward
+from rlvr import BatchOutput, Sample, call_trl_batch
 from rlvr.plugins.rewards.params import CallableParams, is_file_spec, split_spec
 
 
@@ -94,15 +113,15 @@ def load_function(spec: str) -> Callable[..., Any]:
 
 
 class CallableReward:
-    """Calls the TRL-style function for one sample; returns its one float (or None)."""
+    """Calls the TRL-style function on a batch of samples (a :class:`rlvr.BatchRewardFn`)."""
 
     def __init__(self, params: CallableParams) -> None:
         self.params = params
         self.fn = load_function(params.function)
 
-    def __call__(self, sample: Sample) -> float | None:
+    def __call__(self, samples: list[Sample]) -> BatchOutput:
         p = self.params
-        return call_trl_reward(self.fn, sample, format=p.format, kwargs=p.kwargs, name=p.function)
+        return call_trl_batch(self.fn, samples, format=p.format, kwargs=p.kwargs, name=p.function)
 
 
 # --------------------------------------------------------------------------- config check

@@ -222,6 +222,17 @@ def is_file_spec(target: str) -> bool:
     return target.endswith(".py")
 
 
+#: The keyword arguments TRL's call itself passes (a ``kwargs`` entry cannot replace them).
+TRL_ARGUMENTS = (
+    "prompts",
+    "completions",
+    "completion_ids",
+    "trainer_state",
+    "log_extra",
+    "log_metric",
+)
+
+
 class CallableParams(Params):
     """Which TRL-style function to call, and how."""
 
@@ -235,6 +246,11 @@ class CallableParams(Params):
         "auto",
         description="TRL dataset format: auto = conversational when the row's prompt is a "
         "list of messages",
+    )
+    batch: Literal["step", "group"] = Field(
+        "step",
+        description="step: one call on every completion scored together (a step's on this "
+        "rank, as TRL; an eval batch); group: one call per prompt's completions",
     )
 
     @field_validator("function")
@@ -260,7 +276,53 @@ class CallableParams(Params):
     @field_validator("kwargs")
     @classmethod
     def _check_kwargs(cls, value: dict[str, Any]) -> dict[str, Any]:
-        bad = [k for k in value if not k.isidentifier() or k in ("prompts", "completions")]
+        bad = [k for k in value if not k.isidentifier() or k in TRL_ARGUMENTS]
         if bad:
             raise ValueError(f"kwargs {bad} cannot be keyword arguments of the function")
         return value
+
+
+# --------------------------------------------------------------------------- reward_model
+
+
+def is_hub_id(value: str) -> bool:
+    """Whether a ``model`` value reads as a hub id (``org/name``) rather than a path."""
+    return value.count("/") == 1 and not value.startswith(("/", ".", "~"))
+
+
+class RewardModelParams(Params):
+    """Which sequence-classification reward model scores the completions, and how."""
+
+    model: str = Field(
+        description="a local model directory, or a hub id (org/name) where a hub is reachable"
+    )
+    batch_size: int = Field(16, ge=1, description="sequences per forward pass")
+    device: str = Field(
+        "auto", description="torch device; auto = the trainer's (cuda:LOCAL_RANK, else cpu)"
+    )
+    max_length: int | None = Field(
+        None, ge=1, description="truncate prompt + completion to this many tokens (null: never)"
+    )
+    format: Literal["auto", "standard", "conversational"] = Field(
+        "auto",
+        description="TRL dataset format: auto = conversational (the reward tokenizer's chat "
+        "template over prompt + completion messages) when the row's prompt is a list of messages",
+    )
+    trust_remote_code: bool = Field(
+        False, description="run the model directory's own Python files (needs --trust-remote-code)"
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _resolve(cls, value: str, info: ValidationInfo) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("name a model directory or hub id")
+        path = Path(value).expanduser()
+        if not path.is_absolute():  # against the config file's directory (see rlvr.config)
+            path = Path((info.context or {}).get("config_dir") or Path.cwd()) / path
+        if path.is_dir():
+            return str(path)
+        if is_hub_id(value):
+            return value  # downloaded (or found in the hub cache) when the run builds it
+        raise ValueError(f"no model directory {str(path)!r} (nor a hub id: org/name)")

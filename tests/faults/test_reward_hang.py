@@ -5,23 +5,46 @@ are certain to pass ``training.max_reward_error_frac``."""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
-from rlvr.api.registration import Sample
-from rlvr.cli.main import main
-from rlvr.outputs.checkpoint import list_checkpoints
-from rlvr.rewards.pool import PoolSpec, RewardPool
+# tests/ on sys.path, here and in the reward workers (they get the parent's sys.path)
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+import bad_rewards  # noqa: E402
+
+from rlvr.api.registration import Sample  # noqa: E402
+from rlvr.cli.main import main  # noqa: E402
+from rlvr.outputs.checkpoint import list_checkpoints  # noqa: E402
+from rlvr.rewards.pool import PoolSpec, RewardPool  # noqa: E402
 
 
-def test_a_reward_that_always_hangs_stops_the_run_after_its_first_timeouts(write_run, capsys):
-    # 4 prompts x 4 completions: 16 calls of 1 s on 2 workers, 8 s of scoring before; the
-    # first 4 timeouts (2 s) now tell.
+def test_a_reward_that_always_hangs_stops_after_its_first_timeouts():
+    # 16 calls of 0.5 s on 2 workers, 4 s of scoring before; the first 4 timeouts (1 s) now tell
+    # bad_rewards.misbehave hangs on "sleep" (a light module: replacement workers start fast)
+    with RewardPool([PoolSpec("judge", bad_rewards.misbehave, timeout=0.5)], workers=2) as pool:
+        pool.wait_ready()
+        started = time.monotonic()
+        result = pool.score([Sample(completion="sleep")] * 16, max_error_frac=0.5)
+    assert "timed out on each of its first 4 calls (0.5 s each)" in str(result.stopped)
+    assert "looks stuck" in str(result.stopped) and "the other 12 calls were not made" in str(
+        result.stopped
+    )
+    assert result.timeouts["judge"] == 4 and time.monotonic() - started < 3.5
+
+
+def test_a_batched_trl_reward_that_hangs_stops_the_run_after_its_one_call(write_run, capsys):
+    # A TRL-style function is called once on the step's 16 completions: its deadline is 16 x
+    # its timeout (0.25 s), then every completion has failed and the run stops.
     rewards = [
         {"name": "callable", "label": "digits", "params": {"function": "rewards.py:digits"}},
         {
             "name": "callable",
             "label": "judge",
-            "timeout": 1,
+            "timeout": 0.25,
             "params": {"function": "rewards.py:hang"},
         },
     ]
@@ -31,9 +54,8 @@ def test_a_reward_that_always_hangs_stops_the_run_after_its_first_timeouts(write
     assert main(["train", "--allow-code", str(config)]) == 1
     printed = capsys.readouterr()
     (line,) = [x for x in printed.err.splitlines() if x.startswith("error: ")]
-    assert "step 1: reward 'judge' timed out on each of its first 4 calls (1 s each)" in line
-    assert "looks stuck" in line and "the other 12 calls were not made" in line
-    assert "0 errors and 4 timeouts in 16 calls" in printed.out + printed.err
+    assert "reward 'judge' failed on 16 of 16 calls (scoring stopped there)" in line
+    assert "0 errors and 16 timeouts in 16 calls" in printed.out + printed.err
     assert list_checkpoints(config.parent / "out") == []
 
 

@@ -82,8 +82,11 @@ def test_sigterm_while_scoring_finishes_the_step_on_real_rewards(write_run, tmp_
 def test_a_step_whose_rewards_failed_after_a_stop_request_is_discarded(write_run):
     # The reward runs `sleep` per call: SIGTERM to the group ends those too, so calls fail
     # whatever the workers do. Those failures are the shutdown's: step 2 is not trained on.
+    # (one call on the step's 8 completions fails all 8: max_reward_error_frac 1 lets the
+    # stop's own check, not the error share, discard the step)
     rewards = [{"name": "callable", "label": "shell", "params": {"function": "rewards.py:shell"}}]
-    config = write_run(rewards=rewards, training={"max_steps": 4, "reward_workers": 2})
+    training = {"max_steps": 4, "reward_workers": 2, "max_reward_error_frac": 1.0}
+    config = write_run(rewards=rewards, training=training)
     text, code = _terminate_while_scoring_step_2(config, sleep=0.8)
     assert code == 0, text
     assert "stopped at step 1 (checkpoint in " in text
