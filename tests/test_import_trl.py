@@ -409,3 +409,20 @@ def test_the_help_lists_both_commands():
         [sys.executable, "-m", "rlvr.cli.main", "--help"], capture_output=True, text=True
     ).stdout
     assert "import-trl" in out and "init" in out
+
+
+def test_an_absolute_data_file_stays_absolute_and_a_reward_model_says_what_it_is(tmp_path):
+    data = tmp_path / "elsewhere" / "rows.jsonl"
+    script = tmp_path / "scripts" / "train.py"
+    script.parent.mkdir()
+    script.write_text(
+        "from datasets import load_dataset\n"
+        "from trl import GRPOTrainer\n"
+        f"ds = load_dataset('json', data_files={str(data)!r}, split='train')\n"
+        "GRPOTrainer(model='m', reward_funcs=['./rm'], train_dataset=ds).train()\n"
+    )
+    assert main(["import-trl", str(script)]) == 0
+    text = (script.parent / "train.rlvr.yaml").read_text()
+    assert f"  path: {data}\n" in text
+    assert "relative to the script's directory" not in text
+    assert "- name: reward_model  # a reward model, scored as TRL scores it" in text

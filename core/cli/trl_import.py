@@ -576,14 +576,16 @@ def _read_data(reader: _Reader, trainer: ast.Call | None, out: Script, config_di
         ok, value = reader.literal(files, node.lineno)
         if ok and isinstance(value, str):
             local = Path(value)
-            if not local.is_absolute():  # as the script would find it: run from its directory
+            if local.is_absolute():
+                out.data["path"] = value
+            else:  # as the script would find it: run from its directory
                 local = reader.path.absolute().parent / local
-            out.data["path"] = os.path.relpath(local, config_dir.absolute())
-            out.todo(
-                "data",
-                f"data.path is {reader.text(node)}'s data_files, taken relative "
-                "to the script's directory: check it",
-            )
+                out.data["path"] = os.path.relpath(local, config_dir.absolute())
+                out.todo(
+                    "data",
+                    f"data.path is {reader.text(node)}'s data_files, taken relative "
+                    "to the script's directory: check it",
+                )
         else:
             out.todo("data", f"{reader.text(node)}: set data.path to the data file(s)")
     else:
@@ -692,7 +694,11 @@ def render(script: Script, command: str) -> str:
     lines.append("rewards:" + ("" if script.rewards else " []"))
     lines += [f"  # {note}" for note in script.notes]
     for entry in script.rewards:
-        lines.append(f"  - name: {entry['name']}  # your function, called as TRL calls it")
+        what = {
+            "callable": "your function, called as TRL calls it",
+            "reward_model": "a reward model, scored as TRL scores it",
+        }.get(entry["name"], "")
+        lines.append(f"  - name: {entry['name']}" + (f"  # {what}" if what else ""))
         lines += [f"    {k}: {_value(v)}" for k, v in entry.items() if k not in ("name", "params")]
         lines.append("    params:")
         for key, value in entry["params"].items():
