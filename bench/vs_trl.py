@@ -213,11 +213,25 @@ def work_spec(args: argparse.Namespace, model_dir: Path, data: Path, out: Path) 
         "rewards": [f"{THIS}:format_reward"],
         "lr_scheduler_type": "constant",
         "warmup_steps": 0,
+        # dotted rlvr config keys set on rlvr's side only: a deliberate mismatch, to see that
+        # the comparison notices one (vs_trl_curves.py --rlvr-set)
+        "rlvr_set": {},
     }
 
 
 def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
     """The rlvr config of ``spec``: ``per_device_train_batch_size`` counts prompts."""
+    config = _rlvr_config(spec)
+    for key, value in spec.get("rlvr_set", {}).items():
+        *parents, leaf = key.split(".")
+        node = config
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return config
+
+
+def _rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "model": {
             "name_or_path": spec["model"],

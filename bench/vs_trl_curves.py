@@ -65,6 +65,17 @@ MAKE_MODEL = vs_trl.REPO / "examples" / "quickstart" / "make_model.py"
 FRAMEWORKS = ("rlvr", "trl")
 #: the curves compared: the summed reward (0-2), and each function's mean
 METRICS = ("reward", "rewards/answer_reward", "rewards/format_reward")
+#: the settings a --trl-from run must share with this one
+SAME_RUN = (
+    "seeds",
+    "steps",
+    "threads",
+    "prompts",
+    "generations",
+    "max_completion_length",
+    "learning_rate",
+    "warmup_steps",
+)
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 FORMAT = re.compile(r"<answer>[^<>]+</answer>")
 
@@ -107,6 +118,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--trl-python", help="a python that imports trl (default: bench/vs_trl.py's venv)"
     )
+    parser.add_argument(
+        "--rlvr-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a dotted rlvr config key on rlvr's side only (a deliberate mismatch, e.g. "
+        "training.learning_rate=5e-4: does the comparison see it?); repeatable",
+    )
+    parser.add_argument(
+        "--trl-from",
+        help="take TRL's curves from this --json of an earlier run with the same settings "
+        "instead of training TRL again (with --rlvr-set: only rlvr's side changed)",
+    )
     parser.add_argument("--json", help="write the curves and the statistics here")
     parser.add_argument("--plot", help="draw the mean curves with their spread here (a .png)")
     args = parser.parse_args(argv)
@@ -121,6 +145,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--last {args.last} is more than --steps {args.steps}")
     if not 0 <= args.warmup_steps < args.steps:
         parser.error(f"--warmup-steps must be 0 or more and below --steps ({args.steps})")
+    overrides = {}
+    for item in args.rlvr_set:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            parser.error(f"--rlvr-set {item!r} is not KEY=VALUE (e.g. training.learning_rate=5e-4)")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value  # a bare string: loss_type=dapo
+    args.rlvr_set = overrides
+    if args.trl_from:
+        try:
+            earlier = json.loads(Path(args.trl_from).read_text())
+            settings = earlier["settings"]
+            for m in METRICS:
+                earlier["curves"][m]["trl"]
+            for key in ("mean_length", "seconds_per_step"):
+                earlier[key]["trl"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            parser.error(f"--trl-from {args.trl_from}: not a --json of this script ({exc})")
+        differ = [k for k in SAME_RUN if settings.get(k) != getattr(args, k)]
+        if differ:
+            parser.error(f"--trl-from {args.trl_from} ran with other {', '.join(differ)}")
+        args.trl_from_run = earlier
     return args
 
 
@@ -148,6 +196,7 @@ def curve_spec(
         "lr_scheduler_type": "constant_with_warmup",
         "warmup_steps": args.warmup_steps,
         "seed": seed,
+        "rlvr_set": args.rlvr_set,
     }
 
 
@@ -341,7 +390,8 @@ def plot(path: str, curves: dict[str, dict[str, list[list[float]]]], args: argpa
             steps = range(1, len(runs[0]) + 1)
             mean = [fmean(v) for v in zip(*runs, strict=True)]
             sd = [stdev(v) for v in zip(*runs, strict=True)]
-            label = "TRL 1.16" if fw == "trl" else "rlvr"
+            changed = ", ".join(f"{k.rpartition('.')[2]}={v}" for k, v in args.rlvr_set.items())
+            label = "TRL 1.16" if fw == "trl" else f"rlvr {changed}".strip()
             ax.plot(steps, mean, color=color, label=f"{label} (mean of {len(runs)} seeds)")
             ax.fill_between(
                 steps,
@@ -366,7 +416,8 @@ def plot(path: str, curves: dict[str, dict[str, list[list[float]]]], args: argpa
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    trl_python = args.trl_python or vs_trl.ensure_trl_venv()
+    reuse = getattr(args, "trl_from_run", None)
+    trl_python = args.trl_python or ("" if reuse else vs_trl.ensure_trl_venv())
     pythons = {"rlvr": sys.executable, "trl": trl_python}
     curves: dict[str, dict[str, list[list[float]]]] = {
         m: {fw: [] for fw in FRAMEWORKS} for m in METRICS
@@ -377,8 +428,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model, data = write_task(root)
+        if reuse:  # TRL's side of an earlier run with the same settings
+            for m in METRICS:
+                curves[m]["trl"] = reuse["curves"][m]["trl"]
+            lengths["trl"] = reuse["mean_length"]["trl"]
+            seconds["trl"] = reuse["seconds_per_step"]["trl"]
+            prompt_tokens["trl"] = set(reuse.get("prompt_tokens", {}).get("trl", []))
         for seed in range(args.seeds):
-            for fw in FRAMEWORKS:
+            for fw in FRAMEWORKS[:1] if reuse else FRAMEWORKS:
                 spec = curve_spec(args, model, data, root / f"{fw}-{seed}", seed)
                 isolate = fw == "trl" and not args.trl_python
                 t0 = time.perf_counter()
@@ -403,7 +460,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     flush=True,
                 )
     stats = {m: compare_curves(curves[m], last=args.last) for m in METRICS}
+    changed = ", ".join(f"{k}={v}" for k, v in args.rlvr_set.items())
     report = [
+        *([f"\nDELIBERATE MISMATCH: rlvr runs with {changed}"] if changed else []),
+        *([f"TRL's curves: from {args.trl_from}"] if reuse else []),
         f"\n## {args.seeds} seeds x {args.steps} steps per framework: {args.prompts} prompts x "
         f"{args.generations} completions of up to {args.max_completion_length} tokens, lr "
         f"{args.learning_rate:g} (warm-up {args.warmup_steps}), beta 0, {args.threads} thread(s)\n",
@@ -425,11 +485,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.plot:
         plot(args.plot, curves, args)
     return {
-        "settings": vars(args),
+        "settings": {k: v for k, v in vars(args).items() if k != "trl_from_run"},
         "curves": curves,
         "stats": stats,
         "mean_length": lengths,
         "seconds_per_step": seconds,
+        "prompt_tokens": {fw: sorted(v) for fw, v in prompt_tokens.items()},
     }
 
 

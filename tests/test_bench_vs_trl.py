@@ -319,3 +319,46 @@ def test_compare_curves_summaries_and_verdict(curves):
     assert not far["last"]["agree"] and far["last"]["welch"][1] < 0
     table = curves.block_table({"rlvr": rlvr, "trl": trl}, 2)
     assert table[2] == "| 1-2 | 0.167 ± 0.289 | 0.083 ± 0.144 | +0.083 |"
+
+
+def test_rlvr_set_mismatches_rlvr_only(curves, vs_trl, tmp_path, capsys):
+    """``--rlvr-set``: a deliberate mismatch on rlvr's side (the positive control that shows the
+    comparison notices a real difference); TRL's config stays as it was."""
+    args = curves.parse_args(
+        [
+            "--rlvr-set",
+            "training.learning_rate=5e-4",
+            "--rlvr-set",
+            "algorithm.params.loss_type=dapo",
+        ]
+    )
+    assert args.rlvr_set == {"training.learning_rate": 5e-4, "algorithm.params.loss_type": "dapo"}
+    spec = curves.curve_spec(args, tmp_path / "m", tmp_path / "d.jsonl", tmp_path / "o", 0)
+    config = load_config(vs_trl.rlvr_config(spec), create_host(), allow_code=True)
+    assert config.training.learning_rate == 5e-4
+    assert config.algorithm.params.loss_type == "dapo"
+    trl = vs_trl.trl_config(spec)
+    assert (trl["learning_rate"], trl["loss_type"]) == (1e-3, "grpo")
+    with pytest.raises(SystemExit):
+        curves.parse_args(["--rlvr-set", "training.learning_rate"])
+    assert "is not KEY=VALUE" in capsys.readouterr().err
+
+
+def test_trl_from_takes_an_earlier_run_with_the_same_settings(curves, tmp_path, capsys):
+    earlier = {
+        "settings": vars(curves.parse_args(["--seeds", "2", "--steps", "30", "--last", "5"])),
+        "curves": {m: {"rlvr": [[0.0]], "trl": [[0.5] * 30] * 2} for m in curves.METRICS},
+        "mean_length": {"rlvr": [4.0], "trl": [4.0, 4.1]},
+        "seconds_per_step": {"rlvr": [0.1], "trl": [0.3, 0.3]},
+    }
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps(earlier))
+    args = curves.parse_args(["--seeds", "2", "--steps", "30", "--trl-from", str(path)])
+    assert args.trl_from_run["curves"]["reward"]["trl"] == [[0.5] * 30] * 2
+    with pytest.raises(SystemExit):
+        curves.parse_args(["--seeds", "2", "--steps", "40", "--trl-from", str(path)])
+    assert "ran with other steps" in capsys.readouterr().err
+    path.write_text(json.dumps({"settings": {}}))
+    with pytest.raises(SystemExit):
+        curves.parse_args(["--trl-from", str(path)])
+    assert "not a --json of this script" in capsys.readouterr().err
