@@ -478,7 +478,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report.append(
         f"- mean completion length (tokens): rlvr {fmean(lengths['rlvr']):.2f}, TRL "
         f"{fmean(lengths['trl']):.2f}; prompt tokens per step: rlvr "
-        f"{sorted(prompt_tokens['rlvr'])}, TRL {sorted(prompt_tokens['trl'])}; s/step: rlvr "
+        f"{sorted(prompt_tokens['rlvr'])}, TRL {sorted(prompt_tokens['trl']) or 'not recorded'}; "
+        f"s/step: rlvr "
         f"{fmean(seconds['rlvr']):.3f}, TRL {fmean(seconds['trl']):.3f}"
     )
     print("\n".join(report), flush=True)
