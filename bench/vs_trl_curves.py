@@ -68,6 +68,7 @@ METRICS = ("reward", "rewards/answer_reward", "rewards/format_reward")
 #: the settings a --trl-from run must share with this one
 SAME_RUN = (
     "seeds",
+    "first_seed",
     "steps",
     "threads",
     "prompts",
@@ -105,7 +106,13 @@ def format_reward(completions: list[Any], **kwargs: Any) -> list[float]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, default=4, help="runs per framework (seeds 0..N-1)")
+    parser.add_argument("--seeds", type=int, default=4, help="runs per framework")
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="seeds FIRST..FIRST+N-1 (fresh seeds, to test again what an earlier run suggested)",
+    )
     parser.add_argument("--steps", type=int, default=100, help="training steps per run")
     parser.add_argument("--threads", type=int, default=1, help="torch threads in each worker")
     parser.add_argument("--prompts", type=int, default=16, help="prompts per step")
@@ -141,6 +148,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--seeds must be at least 2 (the spread over seeds is the noise)")
     if args.generations < 2:
         parser.error("--generations must be at least 2 (GRPO compares completions of a prompt)")
+    if args.first_seed < 0:
+        parser.error("--first-seed must be 0 or more")
     if args.last > args.steps:
         parser.error(f"--last {args.last} is more than --steps {args.steps}")
     if not 0 <= args.warmup_steps < args.steps:
@@ -165,7 +174,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                 earlier[key]["trl"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             parser.error(f"--trl-from {args.trl_from}: not a --json of this script ({exc})")
-        differ = [k for k in SAME_RUN if settings.get(k) != getattr(args, k)]
+        differ = [k for k in SAME_RUN if settings.get(k, 0) != getattr(args, k)]
         if differ:
             parser.error(f"--trl-from {args.trl_from} ran with other {', '.join(differ)}")
         args.trl_from_run = earlier
@@ -434,7 +443,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             lengths["trl"] = reuse["mean_length"]["trl"]
             seconds["trl"] = reuse["seconds_per_step"]["trl"]
             prompt_tokens["trl"] = set(reuse.get("prompt_tokens", {}).get("trl", []))
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             for fw in FRAMEWORKS[:1] if reuse else FRAMEWORKS:
                 spec = curve_spec(args, model, data, root / f"{fw}-{seed}", seed)
                 isolate = fw == "trl" and not args.trl_python
@@ -464,7 +473,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report = [
         *([f"\nDELIBERATE MISMATCH: rlvr runs with {changed}"] if changed else []),
         *([f"TRL's curves: from {args.trl_from}"] if reuse else []),
-        f"\n## {args.seeds} seeds x {args.steps} steps per framework: {args.prompts} prompts x "
+        f"\n## {args.seeds} seeds ({args.first_seed}-{args.first_seed + args.seeds - 1}) x "
+        f"{args.steps} steps per framework: {args.prompts} prompts x "
         f"{args.generations} completions of up to {args.max_completion_length} tokens, lr "
         f"{args.learning_rate:g} (warm-up {args.warmup_steps}), beta 0, {args.threads} thread(s)\n",
         "Summed reward (answer + format, 0-2), mean over seeds per block of steps:\n",

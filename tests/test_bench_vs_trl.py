@@ -207,6 +207,7 @@ def test_curves_parse_args_rejects_bad_input(curves, capsys):
         (["--steps", "20"], "--warmup-steps must be 0 or more and below --steps (20)"),
         (["--generations", "1"], "--generations must be at least 2"),
         (["--block", "0"], "--block must be at least 1"),
+        (["--first-seed", "-1"], "--first-seed must be 0 or more"),
     ):
         with pytest.raises(SystemExit):
             curves.parse_args(argv)
@@ -358,6 +359,11 @@ def test_trl_from_takes_an_earlier_run_with_the_same_settings(curves, tmp_path, 
     with pytest.raises(SystemExit):
         curves.parse_args(["--seeds", "2", "--steps", "40", "--trl-from", str(path)])
     assert "ran with other steps" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # fresh seeds are another run
+        curves.parse_args(
+            ["--seeds", "2", "--steps", "30", "--first-seed", "8", "--trl-from", str(path)]
+        )
+    assert "ran with other first_seed" in capsys.readouterr().err
     path.write_text(json.dumps({"settings": {}}))
     with pytest.raises(SystemExit):
         curves.parse_args(["--trl-from", str(path)])
