@@ -59,6 +59,10 @@ Identical work, setting by setting (rlvr config key <-> ``GRPOConfig`` field):
   ``callable`` reward, in-process (``reward_workers: 0``), TRL calls it directly;
 - threads: ``torch.set_num_threads(--threads)`` in both workers; same seed.
 
+``bench/vs_trl_curves.py`` trains with these workers and this mapping (``work_spec``'s
+``rewards``, ``lr_scheduler_type``, ``warmup_steps``, ``seed`` and ``rlvr_set`` are its keys;
+each worker also returns every step's rewards) to compare reward curves instead of times.
+
 Timing: steps after the first ``--warmup`` are averaged (on CUDA each worker synchronises the
 device at the step's edges). rlvr: its own ``step_time``,
 ``generation_time`` (the backend's ``generate``) and ``scoring_time`` from ``metrics.jsonl``.
