@@ -59,6 +59,10 @@ Identical work, setting by setting (rlvr config key <-> ``GRPOConfig`` field):
   ``callable`` reward, in-process (``reward_workers: 0``), TRL calls it directly;
 - threads: ``torch.set_num_threads(--threads)`` in both workers; same seed.
 
+``bench/vs_trl_curves.py`` trains with these workers and this mapping (``work_spec``'s
+``rewards``, ``lr_scheduler_type``, ``warmup_steps``, ``seed`` and ``rlvr_set`` are its keys;
+each worker also returns every step's rewards) to compare reward curves instead of times.
+
 Timing: steps after the first ``--warmup`` are averaged (on CUDA each worker synchronises the
 device at the step's edges). rlvr: its own ``step_time``,
 ``generation_time`` (the backend's ``generate``) and ``scoring_time`` from ``metrics.jsonl``.
@@ -208,18 +212,40 @@ def work_spec(args: argparse.Namespace, model_dir: Path, data: Path, out: Path) 
         "trace_memory": args.trace_memory,
         "seed": 0,
         "pack": True,
+        # what bench/vs_trl_curves.py changes: the reward functions ("file.py:function", TRL
+        # style, weight 1 each) and the learning-rate schedule
+        "rewards": [f"{THIS}:format_reward"],
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        # dotted rlvr config keys set on rlvr's side only: a deliberate mismatch, to see that
+        # the comparison notices one (vs_trl_curves.py --rlvr-set)
+        "rlvr_set": {},
     }
 
 
 def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
     """The rlvr config of ``spec``: ``per_device_train_batch_size`` counts prompts."""
+    config = _rlvr_config(spec)
+    for key, value in spec.get("rlvr_set", {}).items():
+        *parents, leaf = key.split(".")
+        node = config
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return config
+
+
+def _rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "model": {
             "name_or_path": spec["model"],
             "dtype": spec["precision"],
         },
         "data": {"path": spec["data"], "prompt_field": "prompt"},
-        "rewards": [{"name": "callable", "params": {"function": f"{THIS}:format_reward"}}],
+        "rewards": [
+            {"name": "callable", "label": f.rpartition(":")[2], "params": {"function": f}}
+            for f in spec["rewards"]
+        ],
         "algorithm": {
             "name": "grpo",
             "params": {
@@ -242,7 +268,8 @@ def rlvr_config(spec: dict[str, Any]) -> dict[str, Any]:
             "temperature": 1.0,
             "top_p": 1.0,
             "learning_rate": spec["learning_rate"],
-            "lr_scheduler_type": "constant",
+            "lr_scheduler_type": spec["lr_scheduler_type"],
+            "warmup_steps": spec["warmup_steps"],
             "max_grad_norm": 1.0,
             "weight_decay": 0.0,
             "optim": "adamw_torch",
@@ -280,8 +307,8 @@ def trl_config(spec: dict[str, Any]) -> dict[str, Any]:
         "mask_truncated_completions": False,
         "top_entropy_quantile": 1.0,
         "learning_rate": spec["learning_rate"],
-        "lr_scheduler_type": "constant",
-        "warmup_steps": 0,
+        "lr_scheduler_type": spec["lr_scheduler_type"],
+        "warmup_steps": spec["warmup_steps"],
         "max_grad_norm": 1.0,
         "weight_decay": 0.0,
         "optim": "adamw_torch_fused" if cuda else "adamw_torch",
@@ -387,6 +414,24 @@ def _sync(spec: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- workers
 
 
+def reward_names(spec: dict[str, Any]) -> list[str]:
+    """The reward functions' names: TRL's ``rewards/<name>/mean`` and rlvr's reward labels."""
+    return [f.rpartition(":")[2] for f in spec["rewards"]]
+
+
+def load_reward(function: str) -> Any:
+    """The function ``"path/to/file.py:name"`` (the TRL worker's stand-in for rlvr's
+    ``callable`` loader: rlvr is not installed in TRL's venv)."""
+    import importlib.util
+
+    path, _, name = function.rpartition(":")
+    loader = importlib.util.spec_from_file_location(f"bench_reward_{Path(path).stem}", path)
+    assert loader is not None and loader.loader is not None, function
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    return getattr(module, name)
+
+
 def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
     import rlvr
 
@@ -394,7 +439,8 @@ def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
     config = rlvr.load_config(rlvr_config(spec), host, allow_code=True)  # our own reward
     rlvr.train(config, progress=False, host=host, allow_code=True)
     # The work as rlvr counted it (metrics.jsonl, a line per step): the kept groups'
-    # completions, their prompts' tokens and their own.
+    # completions, their prompts' tokens and their own; and what the step's completions
+    # (sampled before its update) scored.
     steps = [
         {
             "step": m["step_time"],
@@ -403,6 +449,8 @@ def child_rlvr(spec: dict[str, Any]) -> dict[str, Any]:
             "completions": m["groups_kept"] * spec["generations"],
             "prompt_tokens": m["prompt_tokens"],
             "completion_tokens": m["num_tokens"],
+            "reward": m["reward"],
+            **{f"rewards/{n}": m[f"rewards/{n}/mean"] for n in reward_names(spec)},
         }
         for m in rlvr.read_metrics(spec["output_dir"])
     ]
@@ -417,7 +465,7 @@ def child_trl(spec: dict[str, Any]) -> dict[str, Any]:
     dataset = load_dataset("json", data_files=spec["data"], split="train")
     trainer = GRPOTrainer(
         model=spec["model"],
-        reward_funcs=format_reward,
+        reward_funcs=[load_reward(f) for f in spec["rewards"]],
         args=GRPOConfig(**trl_config(spec)),
         train_dataset=dataset,
     )
@@ -453,6 +501,14 @@ def child_trl(spec: dict[str, Any]) -> dict[str, Any]:
             _sync(spec)
             record = {"step": time.perf_counter() - current.pop("start"), **current}
             steps.append({"generation": 0.0, "scoring": 0.0, **record})
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            # logging_steps=1: each step's log follows its on_step_end, and holds what that
+            # step's completions (sampled before its update) scored
+            if logs and "reward" in logs:
+                steps[-1]["reward"] = logs["reward"]
+                for n in reward_names(spec):
+                    steps[-1][f"rewards/{n}"] = logs[f"rewards/{n}/mean"]
 
     trainer.add_callback(StepTimer())
     trainer.train()

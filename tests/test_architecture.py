@@ -97,7 +97,14 @@ def module_name(path: Path) -> str:
 
 
 def python_files(*roots: Path) -> list[Path]:
-    return sorted(p for root in roots for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+    """The project's own Python files under ``roots``: not caches, nor a virtualenv inside
+    one (``bench/.venv-trl``, which bench/vs_trl.py creates, holds TRL, torch and the rest)."""
+    return sorted(
+        p
+        for root in roots
+        for p in root.rglob("*.py")
+        if "__pycache__" not in p.parts and not any(part.startswith(".venv") for part in p.parts)
+    )
 
 
 def imported_modules(node: ast.Import | ast.ImportFrom, importer: str) -> list[str]:
