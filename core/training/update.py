@@ -75,6 +75,7 @@ def trim(batch: RolloutBatch) -> RolloutBatch:
             "completion_ids",
             "completion_mask",
             "sampler_logp",
+            "action_mask",
             "old_logp",
             "ref_logp",
             "old_values",
@@ -462,6 +463,8 @@ class PolicyUpdate:
             for k, v in out.metrics.items():
                 algo_metrics.setdefault(k, []).append((float(v), weight))
             cmask = mb.completion_mask.bool()
+            if mb.action_mask is not None:  # the policy's own tokens only
+                cmask = cmask & mb.action_mask.bool()
             n_tok = float(cmask.sum().item())
             if ent is not None:
                 ent_mean = (ent.detach().float() * cmask).sum() / max(n_tok, 1.0)
