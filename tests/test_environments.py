@@ -410,3 +410,57 @@ def test_a_multi_turn_run_trains_with_the_tools_environment(tmp_path, tiny_model
     page = (Path(__file__).parents[1] / "docs" / "reference" / "metrics.md").read_text()
     written = {k for m in metrics for k in m if k.startswith("env/")}
     assert written and all(f"`{k}`" in page for k in written), written
+
+
+class Flaky(Scripted):
+    """Two turns; the task server breaks on the rows whose answer is 0 (at the start: the
+    random tiny model rarely ends a turn, so respond may never be called)."""
+
+    async def start(self, row, prompt):
+        if row.get("answer") == "0":
+            raise RuntimeError("task server offline")
+        return await super().start(row, prompt)
+
+
+class FlakyPlugin:
+    @rlvr.hookimpl
+    def rlvr_register_environments(self, register):
+        register(
+            rlvr.Environment(
+                name="flaky",
+                params=rlvr.Params,
+                factory=lambda params, run: Flaky(turns=2),
+                description="breaks on some rows",
+            )
+        )
+
+
+def test_failed_episodes_are_logged_and_left_out_of_the_step(tmp_path, tiny_model_dir, caplog):
+    rows = tmp_path / "rows.jsonl"
+    lines = [json.dumps({"prompt": f"What is {a} * 7?", "answer": str(a * 7)}) for a in range(3)]
+    rows.write_text("\n".join(lines))
+    config = {
+        "model": {"name_or_path": str(tiny_model_dir)},
+        "data": {"path": str(rows), "chat_template": True, "shuffle": False},
+        "rewards": [{"name": "format"}],
+        "environment": {"name": "flaky", "max_turns": 3},
+        "training": {
+            "output_dir": str(tmp_path / "out"),
+            "max_steps": 1,
+            "num_generations": 2,
+            "per_device_train_batch_size": 3,
+            "max_completion_length": 6,
+            "report_to": [],
+        },
+    }
+    host = create_host(plugins=[FlakyPlugin()])
+    rlvr.train(config, progress=False, host=host)
+    (m,) = rlvr.read_metrics(tmp_path / "out")
+    assert m["env/episodes"] == 6 and m["env/failed"] == 2
+    assert m["groups_kept"] == 2  # the failed row's group is gone
+    samples = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").open()]
+    failed = [s for s in samples if "failed" in s]
+    assert len(failed) == 2 and all(not s["kept"] for s in failed)
+    assert all(s["failed"] == "start raised RuntimeError: task server offline" for s in failed)
+    assert all(s["kept"] for s in samples if "failed" not in s)
+    assert "failed: start raised RuntimeError: task server offline" in caplog.text
