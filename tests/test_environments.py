@@ -10,6 +10,7 @@ equal the sampler's.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from rlvr.plugins.environments.tools import ToolsEnvironment, calculator
 from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
 from rlvr.rollout.runner import build_batch, episode_completion
 from rlvr.rollout.tools import parse_tool_calls, tool_call_format, tool_schema
+from rlvr.training.update import without_environment_tokens
 
 RUN = RunInfo(max_completion_length=6, num_generations=2, seed=0)
 
@@ -333,6 +335,34 @@ def test_trained_tokens_are_the_sampled_ones_plus_the_environments(policy):
     algo = rlvr.PolicyGradient.__new__(rlvr.PolicyGradient)
     algo.params = rlvr.GroupParams()
     assert torch.equal(algo.loss_mask(batch), batch.completion_mask * batch.action_mask)
+    # ... and so does the trainer, for an algorithm whose loss mask is the completion mask
+    prepared = dataclasses.replace(batch, loss_mask=batch.completion_mask.clone())
+    assert torch.equal(
+        without_environment_tokens(prepared).loss_mask, batch.completion_mask * batch.action_mask
+    )
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.3])
+def test_hf_returns_the_sampled_tokens_logprobs_on_request(policy, temperature):
+    model, tok = policy
+    gen = HFGenerator(HFParams(), RUN, model, tok)
+    prompts = [tok("What is 1 + 1?")["input_ids"], tok("hi")["input_ids"]]
+    plain = SamplingParams(max_tokens=6, temperature=temperature, seed=2)
+    assert gen.generate(prompts, 2, plain).logprobs is None  # only when asked
+    out = gen.generate(prompts, 2, dataclasses.replace(plain, logprobs=True))
+    assert out.token_ids == gen.generate(prompts, 2, plain).token_ids  # sampling unchanged
+    for k, ids in enumerate(out.token_ids):
+        prompt = torch.tensor([prompts[k // 2]])
+        with torch.no_grad():
+            logp, _ = completion_logprobs(
+                model,
+                prompt,
+                torch.ones_like(prompt),
+                torch.tensor([ids]),
+                torch.ones(1, len(ids), dtype=torch.long),
+                temperature=temperature,
+            )
+        assert torch.allclose(logp[0], torch.tensor(out.logprobs[k]), atol=1e-4)
 
 
 @pytest.mark.parametrize(

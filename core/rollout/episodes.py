@@ -71,6 +71,8 @@ class Episode:
     action_mask: list[int] = field(default_factory=list)
     #: the sampler's log-prob of each token (0.0 on the environment's).
     logprobs: list[float] = field(default_factory=list)
+    #: False when the backend returned no log-probs (``logprobs`` then means nothing).
+    sampled_logprobs: bool = True
     messages: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] | None = None
     state: Any = None
@@ -298,10 +300,13 @@ class EpisodeRunner:
         seed = None if sampling.seed is None else (sampling.seed + 7919 * turn) & 0x7FFFFFFF
         call = dataclasses.replace(sampling, max_tokens=max_tokens, seed=seed)
         out = self.generator.generate([e.prompt_ids + e.token_ids for e in live], 1, call)
-        if out.logprobs is None:
-            raise RuntimeError("the backend returned no log-probs for a multi-turn episode")
         for k, e in enumerate(live):
-            ids, lps = list(out.token_ids[k]), list(out.logprobs[k])
+            ids = list(out.token_ids[k])
+            if out.logprobs is None:  # a backend that ignores ``logprobs``: none to keep
+                e.sampled_logprobs = False
+                lps = [0.0] * len(ids)
+            else:
+                lps = list(out.logprobs[k])
             cut = bool(out.truncated[k])
             if len(ids) > left[k]:
                 ids, lps, cut = ids[: left[k]], lps[: left[k]], True

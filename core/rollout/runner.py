@@ -84,7 +84,7 @@ def episode_completion(e: Episode) -> Completion:
         token_ids=e.token_ids,
         text=e.final_text,
         truncated=e.truncated,
-        sampler_logp=e.logprobs,
+        sampler_logp=e.logprobs if e.sampled_logprobs else None,
         kept=e.failed is None,
         action_mask=e.action_mask,
         failed=e.failed,

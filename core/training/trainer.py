@@ -89,7 +89,7 @@ from rlvr.rollout.runner import Rollout, RolloutRunner, build_batch, sample_reco
 from rlvr.rollout.tools import tool_call_format
 from rlvr.training import memory
 from rlvr.training.models import load_run_models
-from rlvr.training.update import PolicyUpdate, WeightsError
+from rlvr.training.update import PolicyUpdate, WeightsError, without_environment_tokens
 
 logger = logging.getLogger("rlvr.training.trainer")
 
@@ -454,9 +454,7 @@ class Trainer:
         with self.update.clock("no_grad"):
             batch = self.update.fill_no_grad(batch)
         batch, prep_metrics = self.algo.prepare(batch)
-        if batch.action_mask is not None:  # never train on an environment's tokens
-            mask = batch.loss_mask if batch.loss_mask is not None else batch.completion_mask
-            batch.loss_mask = mask * batch.action_mask.to(mask.dtype)
+        batch = without_environment_tokens(batch)
         lr = self.update.optimizer.param_groups[0]["lr"]
         updates = [self.update.update(batch, first=i == 0) for i in range(self.updates_per_step)]
         self.generator.sync_weights(self.policy)

@@ -60,6 +60,16 @@ def weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
     return sum(v * w for v, w in pairs) / total
 
 
+def without_environment_tokens(batch: RolloutBatch) -> RolloutBatch:
+    """``batch`` (prepared) with its loss mask zero on the tokens an environment wrote
+    (``action_mask`` 0), whatever the algorithm's ``prepare`` set: a third-party algorithm
+    that builds its loss mask from ``completion_mask`` alone must not train on them."""
+    if batch.action_mask is None:
+        return batch
+    mask = batch.loss_mask if batch.loss_mask is not None else batch.completion_mask
+    return replace(batch, loss_mask=mask * batch.action_mask.to(mask.device, mask.dtype))
+
+
 def trim(batch: RolloutBatch) -> RolloutBatch:
     """Drop padding columns every row of ``batch`` has (micro-batches need not be as wide as
     the step); token-level fields keep their alignment with ``completion_ids``."""

@@ -8,11 +8,20 @@ one; use it for small models, tests, and hosts without vLLM.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    MinPLogitsWarper,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from rlvr import Generation, RunInfo, SamplingParams, autocast, check_request, eos_token_ids
 from rlvr.plugins.backends.params import HFParams
@@ -56,6 +65,27 @@ class _SampledLogprobs(LogitsProcessor):
         if not self.steps:
             return [[] for _ in range(sequences.shape[0])]
         return torch.stack(self.steps, dim=1).tolist()
+
+
+def _own_warpers(config: Any) -> tuple[Any, list[LogitsProcessor]]:
+    """``config`` without its sampling warpers, and those warpers as processors, in the order
+    ``generate()`` would apply them. ``generate()`` puts a caller's processors before the
+    warpers it builds; passing them ourselves puts the log-prob recorder after them, so it sees
+    the distribution the token is drawn from (same classes, same order: same samples)."""
+    if not config.do_sample:
+        return config, []
+    warpers: list[LogitsProcessor] = []
+    if config.temperature is not None and config.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(config.temperature))
+    if config.top_k:
+        warpers.append(TopKLogitsWarper(top_k=config.top_k))
+    if config.top_p is not None and config.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p=config.top_p))
+    if config.min_p is not None:
+        warpers.append(MinPLogitsWarper(min_p=config.min_p))
+    plain = copy.deepcopy(config)
+    plain.temperature, plain.top_k, plain.top_p, plain.min_p = 1.0, 0, 1.0, None
+    return plain, warpers
 
 
 class HFGenerator:
@@ -179,7 +209,10 @@ class HFGenerator:
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
             attention_mask[row, width - len(prompt) :] = 1
         recorder = _SampledLogprobs() if logprobs else None
-        extra = {"logits_processor": LogitsProcessorList([recorder])} if recorder else {}
+        extra: dict[str, Any] = {}
+        if recorder is not None:
+            config, warpers = _own_warpers(config)
+            extra["logits_processor"] = LogitsProcessorList([*warpers, recorder])
         out = self.model.generate(
             input_ids=input_ids.to(device),
             attention_mask=attention_mask.to(device),
