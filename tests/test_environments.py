@@ -224,7 +224,7 @@ class Scripted:
         if mode == "blocks":
             time.sleep(2.5)  # a synchronous hang: blocks the event loop itself
         if mode == "crashes":
-            raise SystemExit(3)  # kills the loop's thread, not the run
+            raise SystemExit(3)  # would end the loop's thread (and its other calls)
         if mode == "slow":
             await asyncio.sleep(0.35)
         done = state["turn"] >= self.turns
@@ -372,7 +372,7 @@ def test_hf_returns_the_sampled_tokens_logprobs_on_request(policy, temperature):
         ("raises", "respond raised ValueError: the grader broke"),
         ("hangs", "respond timed out after 0.5s"),
         ("blocks", "respond blocked the event loop"),
-        ("crashes", "respond crashed the event loop (SystemExit: 3)"),
+        ("crashes", "respond raised SystemExit: 3"),
         ("slow", "ran past episode_timeout=0.6s"),
     ],
 )

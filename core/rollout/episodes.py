@@ -17,10 +17,11 @@ to the environment's tokens too.
 
 The live episodes of a call sample together (one ``generate`` per turn). Environment calls run
 on an event loop in a thread of their own, concurrently; each is bounded by the entry's
-``turn_timeout`` and what is left of its ``episode_timeout``. A call that raises or runs out of
-time fails its episode, and so does one that blocks the event loop (the loop is then replaced):
-the failure is logged with its cause and counted, and the episode is left out of the step (not
-credited: its reward would say nothing about the policy). A crash that ends the process itself
+``turn_timeout`` and what is left of its ``episode_timeout``. A call that raises (``SystemExit``
+included) or runs out of time fails its episode, and so does one that blocks the event loop
+(the loop is then replaced; calls still waiting on that loop fail with it): the failure is
+logged with its cause and counted, and the episode is left out of the step (not credited: its
+reward would say nothing about the policy). A crash that ends the process itself
 (``os._exit``, a segfault) is out of reach of a thread; such an environment must run its work
 in a process of its own.
 """
@@ -176,10 +177,15 @@ async def _bounded(coro: Coroutine[Any, Any, Any], timeout: float) -> tuple[Any,
     past ``timeout``."""
     t0 = time.perf_counter()
     try:
-        value = await asyncio.wait_for(coro, timeout)
+        # In this task, not a task of its own (as wait_for would): a SystemExit in a task of
+        # its own would propagate out of the loop and end every episode's calls with it.
+        async with asyncio.timeout(timeout):
+            value = await coro
     except TimeoutError:
         return None, f"timed out after {timeout:g}s", time.perf_counter() - t0
-    except Exception as exc:
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt raised by the environment
         return None, f"raised {type(exc).__name__}: {exc}", time.perf_counter() - t0
     return value, None, time.perf_counter() - t0
 
