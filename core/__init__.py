@@ -2,11 +2,11 @@
 
 This module is rlvr's whole public API: what a plugin author needs (the hook marker, the records a
 plugin registers, the runtime types its factories return or receive, the algorithm base class and
-its params, the reward-extraction helpers, the log-probabilities of completions) and what a
-script needs (the installed plugins, load a config, train, evaluate, score completions with the
-configured rewards). ``rlvr.functional`` (the pure math) and ``rlvr.testing`` (the plugin test
-kit) are the two public submodules; every other module is internal and may change without
-notice.
+its params, the reward-extraction helpers, the episode protocol of environments and tool
+calling, the log-probabilities of completions) and what a script needs (the installed plugins,
+load a config, train, evaluate, score completions with the configured rewards).
+``rlvr.functional`` (the pure math) and ``rlvr.testing`` (the plugin test kit) are the two
+public submodules; every other module is internal and may change without notice.
 
 Every name but :data:`hookimpl` resolves on first use (PEP 562), so a plugin module loads only
 what it touches: ``from rlvr import hookimpl, Reward`` never loads torch, and the pytest plugin
@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "Algorithm": "rlvr.api.registration",
     "Backend": "rlvr.api.registration",
     "Capabilities": "rlvr.api.registration",
+    "Environment": "rlvr.api.registration",
     "LazyFactory": "rlvr.api.registration",
     "Params": "rlvr.api.registration",
     "Requirements": "rlvr.api.registration",
@@ -49,6 +50,10 @@ _EXPORTS: dict[str, str] = {
     "BatchOutput": "rlvr.api.runtime",
     "TrainerState": "rlvr.api.runtime",
     "AlgorithmImpl": "rlvr.api.runtime",
+    "EnvironmentImpl": "rlvr.api.runtime",
+    "EnvResponse": "rlvr.api.runtime",
+    "EpisodeStart": "rlvr.api.runtime",
+    "Message": "rlvr.api.runtime",
     "Generation": "rlvr.api.runtime",
     "Generator": "rlvr.api.runtime",
     "LossOutput": "rlvr.api.runtime",
@@ -60,6 +65,10 @@ _EXPORTS: dict[str, str] = {
     "RunConfig": "rlvr.config.schema",
     "load_config": "rlvr.config.schema",
     "calculations": "rlvr.rewards.calculations",
+    "evaluate_arithmetic": "rlvr.rewards.calculations",
+    "parse_tool_calls": "rlvr.rollout.tools",
+    "tool_call_format": "rlvr.rollout.tools",
+    "tool_schema": "rlvr.rollout.tools",
     "link_holds": "rlvr.rewards.calculations",
     "results": "rlvr.rewards.calculations",
     "Extraction": "rlvr.rewards.extract",
@@ -130,6 +139,7 @@ if TYPE_CHECKING:
         Backend,
         BatchRewardFn,
         Capabilities,
+        Environment,
         LazyFactory,
         Params,
         Requirements,
@@ -140,9 +150,13 @@ if TYPE_CHECKING:
     from rlvr.api.runtime import (
         AlgorithmImpl,
         BatchOutput,
+        EnvironmentImpl,
+        EnvResponse,
+        EpisodeStart,
         Generation,
         Generator,
         LossOutput,
+        Message,
         RolloutBatch,
         RunInfo,
         SamplingParams,
@@ -155,7 +169,12 @@ if TYPE_CHECKING:
     from rlvr.model.tiny import build_tiny_model
     from rlvr.model.weights import hf_weights, is_peft, unwrap
     from rlvr.outputs.metrics import read_metrics
-    from rlvr.rewards.calculations import calculations, link_holds, results
+    from rlvr.rewards.calculations import (
+        calculations,
+        evaluate_arithmetic,
+        link_holds,
+        results,
+    )
     from rlvr.rewards.extract import (
         Extraction,
         ExtractionParams,
@@ -175,6 +194,7 @@ if TYPE_CHECKING:
     )
     from rlvr.rewards.functions import call_trl_batch, call_trl_reward, trl_inputs
     from rlvr.rewards.scoring import Scorer, Scores
+    from rlvr.rollout.tools import parse_tool_calls, tool_call_format, tool_schema
     from rlvr.runs import Trainer, evaluate, train, validate
 
 
@@ -199,6 +219,7 @@ __all__ = [
     "Reward",
     "Algorithm",
     "Backend",
+    "Environment",
     "Params",
     "Requirements",
     "Capabilities",
@@ -217,6 +238,15 @@ __all__ = [
     "RolloutBatch",
     "LossOutput",
     "RunInfo",
+    # environments: the episode protocol and tool calling
+    "EnvironmentImpl",
+    "EpisodeStart",
+    "EnvResponse",
+    "Message",
+    "tool_schema",
+    "parse_tool_calls",
+    "tool_call_format",
+    "evaluate_arithmetic",
     # algorithms: the shared implementation, its params, the pure math
     "functional",
     "PolicyGradient",

@@ -310,7 +310,7 @@ def test_the_private_name_rule_objects():
 # --------------------------------------------------------------------------- one plugin layout
 
 
-@pytest.mark.parametrize("family", ["rewards", "algorithms", "backends"])
+@pytest.mark.parametrize("family", ["rewards", "algorithms", "backends", "environments"])
 def test_every_plugin_family_has_one_layout(family):
     """``__init__.py`` registers, ``params.py`` holds every params model, and each factory is a
     ``LazyFactory`` naming an implementation module of the family (or a public rlvr name)."""

@@ -114,6 +114,8 @@ class PolicyGradient:
 
     def loss_mask(self, batch: RolloutBatch) -> torch.Tensor:
         mask = batch.completion_mask
+        if batch.action_mask is not None:  # an environment's tokens are not the policy's
+            mask = mask * batch.action_mask
         if self.params.mask_truncated_completions:
             mask = F.truncation_mask(mask, batch.truncated)
         return mask

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from rlvr.api.registration import Algorithm, Backend, Reward
+    from rlvr.api.registration import Algorithm, Backend, Environment, Reward
 
 hookspec = pluggy.HookspecMarker("rlvr")
 
@@ -34,6 +34,12 @@ def rlvr_register_algorithms(register: Callable[[Algorithm], None]) -> None:
 @hookspec
 def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
     """Register rollout backends: call ``register(Backend(...))`` once per backend."""
+
+
+@hookspec
+def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
+    """Register environments (multi-turn, tool-using episodes): call
+    ``register(Environment(...))`` once per environment."""
 
 
 @hookspec

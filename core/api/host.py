@@ -28,14 +28,27 @@ from pydantic import BaseModel
 
 from rlvr.api import hookspecs
 from rlvr.api.errors import RlvrError
-from rlvr.api.registration import FACTORY_ARGS, Algorithm, Backend, Record, Reward
-from rlvr.api.runtime import AlgorithmImpl, Generator, missing_members
+from rlvr.api.registration import (
+    FACTORY_ARGS,
+    Algorithm,
+    Backend,
+    Environment,
+    Record,
+    Reward,
+)
+from rlvr.api.runtime import AlgorithmImpl, EnvironmentImpl, Generator, missing_members
 
-KINDS: dict[str, type] = {"reward": Reward, "algorithm": Algorithm, "backend": Backend}
+KINDS: dict[str, type] = {
+    "reward": Reward,
+    "algorithm": Algorithm,
+    "backend": Backend,
+    "environment": Environment,
+}
 _HOOKS = {
     "reward": "rlvr_register_rewards",
     "algorithm": "rlvr_register_algorithms",
     "backend": "rlvr_register_backends",
+    "environment": "rlvr_register_environments",
 }
 BUILTIN_DIST = "rlvr"
 
@@ -93,6 +106,10 @@ class Host:
     @property
     def backends(self) -> dict[str, Backend]:
         return self.records["backend"]  # type: ignore[return-value]
+
+    @property
+    def environments(self) -> dict[str, Environment]:
+        return self.records["environment"]  # type: ignore[return-value]
 
     def get(self, kind: str, name: str) -> Any:
         """The record of ``kind`` called ``name``, or a ``KeyError`` that explains why not."""
@@ -223,6 +240,22 @@ def build_generator(record: Backend, params: Any, run: Any, model: Any, tokenize
         gen.close()
     _raise_missing("backend", record, gen, problems, "rlvr.api.runtime.Generator")
     return gen
+
+
+def build_environment(record: Environment, params: Any, run: Any) -> Any:
+    """``record.factory(params, run)``, checked against
+    :class:`rlvr.api.runtime.EnvironmentImpl` like :func:`build_algorithm` (its methods must
+    be coroutine functions: the episodes await them)."""
+    env = record.factory(params, run)
+    problems = missing_members(env, EnvironmentImpl)
+    problems += [
+        f"{name}() (must be async def)"
+        for name in ("start", "respond", "close")
+        if callable(getattr(env, name, None))
+        and not inspect.iscoroutinefunction(getattr(env, name))
+    ]
+    _raise_missing("environment", record, env, problems, "rlvr.api.runtime.EnvironmentImpl")
+    return env
 
 
 def _raise_missing(kind: str, record: Any, obj: Any, problems: list[str], protocol: str) -> None:

@@ -1,9 +1,9 @@
 """The records plugins register, and the small runtime types they exchange with rlvr.
 
-A plugin's hook calls ``register(Reward(...))`` (or ``Algorithm``/``Backend``). A record is
-cheap to build: no torch, vllm or sympy import happens until its ``factory`` is called, so
-``rlvr plugins`` and ``rlvr validate`` stay fast. The host fills in ``dist`` (which installed
-distribution provided the record).
+A plugin's hook calls ``register(Reward(...))`` (or ``Algorithm``, ``Backend``,
+``Environment``). A record is cheap to build: no torch, vllm or sympy import happens until
+its ``factory`` is called, so ``rlvr plugins`` and ``rlvr validate`` stay fast. The host fills
+in ``dist`` (which installed distribution provided the record).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from rlvr.api.runtime import REWARD_LIMIT, BatchOutput, TrainerState
 
 if TYPE_CHECKING:
-    from rlvr.api.runtime import AlgorithmImpl, Generator, RunInfo
+    from rlvr.api.runtime import AlgorithmImpl, EnvironmentImpl, Generator, RunInfo
 
 
 class Params(BaseModel):
@@ -203,6 +203,33 @@ class Backend:
     dist: str | None = None
 
 
+# --------------------------------------------------------------------------- environments
+
+
+class EnvironmentFactory(Protocol):
+    """``factory(params, run)``: builds the environment the episodes run against."""
+
+    def __call__(self, params: Any, run: RunInfo, /) -> EnvironmentImpl: ...
+
+
+@dataclass(frozen=True)
+class Environment:
+    """An environment plugin: ``factory(params, run)`` builds the object episodes talk to
+    (:class:`rlvr.api.runtime.EnvironmentImpl`).
+
+    ``multi_turn`` False marks an environment whose episode is one completion of the dataset
+    prompt (``single_turn``): training then samples it on the single-completion path, exactly
+    as without environments, and never calls the built object.
+    """
+
+    name: str
+    params: type[Params]
+    factory: EnvironmentFactory
+    description: str
+    multi_turn: bool = True
+    dist: str | None = None
+
+
 @dataclass(frozen=True)
 class LazyFactory:
     """A factory named ``"module:attr"``, imported on its first call.
@@ -219,13 +246,14 @@ class LazyFactory:
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
 
-Record = Reward | Algorithm | Backend
+Record = Reward | Algorithm | Backend | Environment
 
 #: How many positional arguments each kind's factory is called with (checked at registration).
 FACTORY_ARGS: dict[type, tuple[str, ...]] = {
     Reward: ("params",),
     Algorithm: ("params", "run"),
     Backend: ("params", "run", "model", "tokenizer"),
+    Environment: ("params", "run"),
 }
 
 __all__ = [
@@ -238,6 +266,8 @@ __all__ = [
     "BatchOutput",
     "BatchRewardFn",
     "Capabilities",
+    "Environment",
+    "EnvironmentFactory",
     "Params",
     "Record",
     "Requirements",

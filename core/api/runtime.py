@@ -82,6 +82,10 @@ class SamplingParams:
     min_p: float = 0.0
     repetition_penalty: float = 1.0
     seed: int | None = None
+    #: return the sampled tokens' log-probabilities even from a backend that does not declare
+    #: ``Capabilities.sampler_logprobs`` (``hf`` computes them on request only: they cost a
+    #: log-softmax per token). Multi-turn episodes ask for them, to keep the sampler's values.
+    logprobs: bool = False
 
     @classmethod
     def from_training(cls, training: Any, seed: int | None) -> SamplingParams:
@@ -105,6 +109,75 @@ def check_request(prompts: list[list[int]], n: int, sampling: SamplingParams) ->
         raise ValueError(f"max_tokens must be >= 1 (got {sampling.max_tokens})")
     if any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
+
+
+# --------------------------------------------------------------------------- environments
+
+#: A chat message as chat templates take it: ``{"role": ..., "content": ...}``, plus
+#: ``tool_calls`` on an assistant message and ``name``/``tool_call_id`` on a tool result.
+Message = dict[str, Any]
+
+
+@dataclass
+class EpisodeStart:
+    """What an environment's ``start`` returns for one dataset row.
+
+    ``messages`` are the conversation the model answers first (rendered with the chat
+    template, ``tools`` passed to it as ``tools=``: JSON schemas of the functions the model may
+    call). ``state`` is the environment's own per-episode value, handed back to ``respond`` and
+    ``close``: episodes of a group run concurrently, so an environment keeps nothing of an
+    episode on itself.
+    """
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None = None
+    state: Any = None
+
+
+@dataclass
+class EnvResponse:
+    """What an environment's ``respond`` returns after one assistant message.
+
+    ``messages`` (user feedback, tool results) are appended to the conversation as tokens the
+    model did not sample (loss mask 0). ``done`` ends the episode (its messages, if any, are
+    still recorded in the transcript but not tokenized: nothing samples after them).
+    ``rewards`` are named values added to the episode's score (see the environments concept
+    page); the last value given for a name counts.
+    """
+
+    messages: list[Message] = field(default_factory=list)
+    done: bool = False
+    rewards: dict[str, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class EnvironmentImpl(Protocol):
+    """What an environment factory ``factory(params, run)`` returns: the episode protocol.
+
+    Message-level, not token-level: rlvr owns the tokens (renders with the chat template,
+    samples, appends the environment's messages as tokens), so an environment never sees
+    token ids and cannot make the trained tokens differ from the sampled ones. Async, so the
+    episodes of a group (and their tool calls) run concurrently on one event loop; a method
+    that blocks should hand its work to a thread (``asyncio.to_thread``). A method that
+    raises, or runs past the environment entry's ``turn_timeout``/``episode_timeout``, fails
+    that episode only.
+    """
+
+    async def start(self, row: dict[str, Any], prompt: list[Message]) -> EpisodeStart:
+        """Begin an episode for dataset ``row``; ``prompt`` is the conversation the data
+        config builds for it (system prompt + the prompt field), which most environments
+        return as their ``messages``."""
+        ...
+
+    async def respond(self, state: Any, message: Message) -> EnvResponse:
+        """Answer the model's assistant ``message`` (``content``: its decoded text; parsed
+        ``tool_calls`` when the model called tools, each ``{"type": "function", "function":
+        {"name", "arguments"}}``, or with an ``"error"`` key when the call was malformed)."""
+        ...
+
+    async def close(self, state: Any) -> None:
+        """Release what the episode holds (always called once ``start`` succeeded)."""
+        ...
 
 
 @runtime_checkable
@@ -145,6 +218,11 @@ class RolloutBatch:
     truncated: torch.Tensor
     reward_components: dict[str, torch.Tensor] = field(default_factory=dict)
     sampler_logp: torch.Tensor | None = None
+    #: multi-turn episodes: ``[N, T]``, 1 on the tokens the model sampled and 0 on those an
+    #: environment added (and on padding); None: every completion token was sampled. The
+    #: environment's tokens are attended to (``completion_mask``) but never trained on: the
+    #: trainer multiplies it into ``loss_mask`` after ``prepare``, whatever the algorithm.
+    action_mask: torch.Tensor | None = None
     old_logp: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
     old_values: torch.Tensor | None = None

@@ -421,7 +421,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
         origin = f"{plugin['dist']} {plugin['version']}" if plugin["dist"] else "in-process"
         print(f"{plugin['name']}  ({origin})")
         for item in plugin["registers"]:
-            print(f"  {item['kind']:<9} {item['name']:<16} {item['description']}")
+            print(f"  {item['kind']:<11} {item['name']:<16} {item['description']}")
     if failures:
         print("\nfailed plugins:")
         for f in host.failures:

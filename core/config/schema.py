@@ -46,9 +46,10 @@ from rlvr.api.registration import REWARD_LIMIT, Params, Requirements
 from rlvr.config.problems import key_path, pydantic_problems, sort_problems, with_origins
 from rlvr.config.trl import TRL_KEYS, move_trl_keys
 
-SECTIONS = ("model", "data", "rewards", "algorithm", "backend", "training")
+SECTIONS = ("model", "data", "rewards", "algorithm", "backend", "environment", "training")
 DEFAULT_ALGORITHM = "grpo"
 DEFAULT_BACKEND = "hf"
+DEFAULT_ENVIRONMENT = "single_turn"
 
 
 class Section(BaseModel):
@@ -407,6 +408,31 @@ class RewardEntry(PluginEntry):
         return self.label or self.name
 
 
+class EnvironmentEntry(PluginEntry):
+    """The ``environment:`` entry: the environment plugin, its params, and the limits rlvr
+    puts on its episodes (the same for every environment, so they are not its params)."""
+
+    max_turns: int = Field(4, ge=1, description="most assistant turns in one episode")
+    max_episode_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="most completion tokens of an episode, sampled and environment's together "
+        "(null: max_turns x training.max_completion_length); an episode past it is truncated",
+    )
+    turn_timeout: float = Field(
+        30.0, gt=0, description="seconds one environment call may take before its episode fails"
+    )
+    episode_timeout: float = Field(
+        300.0, gt=0, description="seconds of environment calls one episode may take in all"
+    )
+    tool_call_format: Literal["auto", "hermes", "none"] = Field(
+        "auto",
+        description="how tool calls are read from the model's text: hermes (<tool_call>{json}"
+        "</tool_call>, Qwen/Hermes), none, or auto (hermes when the chat template writes "
+        "<tool_call>)",
+    )
+
+
 class RunConfig(Section):
     """A whole run config. Sections a command does not need may be absent (None)."""
 
@@ -420,6 +446,11 @@ class RunConfig(Section):
     )
     backend: PluginEntry | None = Field(
         None, description="the generation backend plugin (train and validate default to hf)"
+    )
+    environment: EnvironmentEntry | None = Field(
+        None,
+        description="the environment plugin episodes run in (train and validate default to "
+        "single_turn: one completion per prompt)",
     )
     training: TrainingConfig = Field(
         default_factory=TrainingConfig, description="optimisation, sampling, logging, faults"
@@ -471,12 +502,14 @@ def json_schema(host: Host) -> dict[str, Any]:
     reward: Any = _union("reward", host, RewardEntry)
     algorithm: Any = _union("algorithm", host, PluginEntry)
     backend: Any = _union("backend", host, PluginEntry)
+    environment: Any = _union("environment", host, EnvironmentEntry)
     model = create_model(
         "RunConfig",
         __base__=RunConfig,
         rewards=(list[reward], Field(default_factory=list)),
         algorithm=(algorithm | None, None),
         backend=(backend | None, None),
+        environment=(environment | None, None),
     )
     return model.model_json_schema()
 
@@ -745,10 +778,14 @@ def validate(
         data["training"] = {}
     # Before the defaults: a TRL key may name the backend (use_vllm) or land in the defaulted
     # algorithm's params.
-    defaults = {"algorithm": DEFAULT_ALGORITHM, "backend": DEFAULT_BACKEND}
+    defaults = {
+        "algorithm": DEFAULT_ALGORITHM,
+        "backend": DEFAULT_BACKEND,
+        "environment": DEFAULT_ENVIRONMENT,
+    }
     native = frozenset(TrainingConfig.model_fields)
     moved = move_trl_keys(data, host, require=require, defaults=defaults, native=native)
-    data = _with_defaults(data, require)
+    data = _with_defaults(data, require, host)
     problems = _missing_sections(data, require) + _unknown_names(data, host) + moved
     config = None
     try:
@@ -775,14 +812,16 @@ def validate(
 
 def _entries(config: RunConfig) -> list[PluginEntry]:
     """The plugin entries of ``config``, in the order of :func:`_raw_entries`."""
-    return [*config.rewards, *(e for e in (config.algorithm, config.backend) if e is not None)]
+    plugins = (config.algorithm, config.backend, config.environment)
+    return [*config.rewards, *(e for e in plugins if e is not None)]
 
 
 def _raw_entries(data: dict[str, Any]) -> list[tuple[str, str, Any]]:
     """``(kind, path, entry dict)`` of every plugin entry in ``data``."""
     rewards = data.get("rewards")
     out = [("reward", f"rewards[{i}]", e) for i, e in enumerate(rewards or [])]
-    out += [(k, k, data[k]) for k in ("algorithm", "backend") if data.get(k) is not None]
+    kinds = ("algorithm", "backend", "environment")
+    out += [(k, k, data[k]) for k in kinds if data.get(k) is not None]
     return out
 
 
@@ -888,11 +927,17 @@ def _owner_hint(host: Host, kind: str, name: str, key: str) -> str | None:
     return f"it is a param of {names} (set {kind}.name: {owners[0]})"
 
 
-def _with_defaults(data: dict[str, Any], require: tuple[str, ...]) -> dict[str, Any]:
+def _with_defaults(data: dict[str, Any], require: tuple[str, ...], host: Host) -> dict[str, Any]:
     data = dict(data)
     for section, default in (("algorithm", DEFAULT_ALGORITHM), ("backend", DEFAULT_BACKEND)):
         if section in require and data.get(section) is None:
             data[section] = {"name": default}
+    # The environment needs no ``require``: a command that builds plugins (train, validate)
+    # requires the algorithm, and every such run has an environment. Without the built-in
+    # single_turn (plugins disabled) it stays None, which means the same.
+    known = DEFAULT_ENVIRONMENT in host.environments
+    if "algorithm" in require and data.get("environment") is None and known:
+        data["environment"] = {"name": DEFAULT_ENVIRONMENT}
     return data
 
 
@@ -976,9 +1021,50 @@ def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
             problems.append(("backend.name", missing))
     if config.algorithm is not None:
         problems += _algorithm_checks(config, host)
+    problems += _environment_checks(config, host)
     problems += _lora_checks(config)
     problems += _learning_rate_checks(config.training)
     problems += host.validate_hooks(config)
+    return problems
+
+
+def multi_turn(config: RunConfig, host: Host) -> bool:
+    """Whether ``config``'s episodes have turns (an environment that is not ``single_turn``)."""
+    env = config.environment
+    return env is not None and host.environments[env.name].multi_turn
+
+
+def _environment_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+    """What multi-turn episodes cannot run with (yet): checked before any model loads."""
+    if not multi_turn(config, host):
+        return []
+    assert config.environment is not None
+    name = config.environment.name
+    problems = []
+    if config.backend is not None and config.backend.name != "hf":
+        problems.append(
+            (
+                "backend.name",
+                f"environment {name!r} has multi-turn episodes, which only the hf backend runs "
+                "so far; set backend.name: hf (or environment.name: single_turn)",
+            )
+        )
+    if config.training.guidance is not None:
+        problems.append(
+            (
+                "training.guidance",
+                f"guidance writes a single-turn solution, which environment {name!r}'s "
+                "multi-turn episodes cannot use; remove training.guidance",
+            )
+        )
+    if config.data is not None and config.data.chat_template is False:
+        problems.append(
+            (
+                "data.chat_template",
+                f"environment {name!r} renders its conversations with the chat template; "
+                "remove data.chat_template: false (or use environment.name: single_turn)",
+            )
+        )
     return problems
 
 

@@ -340,6 +340,12 @@ def format_prompt(row: Mapping[str, Any], data: Any, tokenizer: Any, chat: bool)
     return value if data.system_prompt is None else f"{data.system_prompt}\n\n{value}"
 
 
+def prompt_messages(row: Mapping[str, Any], data: Any) -> list[dict[str, Any]]:
+    """The conversation the data config makes of ``row`` (its system prompt, then the prompt
+    field as a user message, or the field's own messages): what an environment starts from."""
+    return _messages(row.get(data.prompt_field), data.system_prompt)
+
+
 def plain_string_warning(rows: Sequence[Mapping[str, Any]], data: Any, chat: bool) -> str | None:
     """The warning for plain-string prompts sent through the chat template because
     ``data.chat_template`` is unset: rlvr's default, where TRL (its "standard" format) sends
@@ -482,6 +488,7 @@ __all__ = [
     "format_prompt",
     "load_rows",
     "plain_string_warning",
+    "prompt_messages",
     "require_fields",
     "use_chat_template",
 ]

@@ -74,6 +74,10 @@ def evaluate(expression: str) -> float | None:
         return None
 
 
+#: :func:`evaluate` under the name rlvr's public API gives it (``rlvr.evaluate`` runs an eval).
+evaluate_arithmetic = evaluate
+
+
 def _value(node: ast.AST) -> float | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         return float(node.value)

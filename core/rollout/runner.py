@@ -34,6 +34,7 @@ from rlvr.data.prompts import PromptSampler, PromptSet
 from rlvr.parallel.distributed import Dist
 from rlvr.rewards.failures import RewardErrorLog
 from rlvr.rewards.scoring import RewardStats, Scorer, Scores, merge_summaries
+from rlvr.rollout.episodes import Episode, EpisodeRunner
 from rlvr.rollout.guidance import Guides
 
 logger = logging.getLogger("rlvr.rollout.runner")
@@ -72,6 +73,33 @@ class Completion:
     scored: bool = True
     #: the columns batched rewards logged for it (TRL's ``log_extra``)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: multi-turn episodes: 1 on the tokens the model sampled, 0 on the environment's (None:
+    #: every token was sampled).
+    action_mask: list[int] | None = None
+    #: multi-turn episodes: why the episode failed (it is then neither scored nor trained on).
+    failed: str | None = None
+    #: multi-turn episodes: the whole conversation (``text`` is the last assistant message).
+    transcript: list[dict[str, Any]] | None = None
+    #: multi-turn episodes: the named rewards the environment returned (added to ``score``).
+    env_rewards: dict[str, float] = field(default_factory=dict)
+
+
+def episode_completion(e: Episode) -> Completion:
+    """The :class:`Completion` of a finished episode: its tokens as sampled and appended."""
+    return Completion(
+        prompt_index=e.prompt_index,
+        group=e.group,
+        prompt_ids=e.prompt_ids,
+        token_ids=e.token_ids,
+        text=e.final_text,
+        truncated=e.truncated,
+        sampler_logp=e.logprobs if e.sampled_logprobs else None,
+        kept=e.failed is None,
+        action_mask=e.action_mask,
+        failed=e.failed,
+        transcript=e.messages,
+        env_rewards=dict(e.rewards),
+    )
 
 
 # --------------------------------------------------------------------------- shared steps
@@ -164,7 +192,21 @@ def sample_record(c: Completion, prompts: PromptSet, prompt_field: str) -> dict[
         record["scored"] = False
     if c.extra:  # the columns rewards logged (TRL's log_extra)
         record["extra"] = c.extra
-    return record
+    return record | _episode_record(c)
+
+
+def _episode_record(c: Completion) -> dict[str, Any]:
+    """What ``samples.jsonl`` adds for a multi-turn episode (nothing for a completion)."""
+    if c.transcript is None:
+        return {}
+    out: dict[str, Any] = {
+        "transcript": c.transcript,
+        "env_tokens": (c.action_mask or []).count(0),
+        "env_rewards": c.env_rewards,
+    }
+    if c.failed is not None:
+        out["failed"] = c.failed
+    return out
 
 
 # --------------------------------------------------------------------------- batches
@@ -203,6 +245,10 @@ def build_batch(
     rows = [c.sampler_logp for c in items]
     if items and all(r is not None for r in rows):
         sampler_logp = _pad_right(rows, t, 0.0, torch.float32)  # type: ignore[arg-type]
+    action_mask = None
+    if any(c.action_mask is not None for c in items):
+        masks = [[1] * len(c.token_ids) if c.action_mask is None else c.action_mask for c in items]
+        action_mask = _pad_right(masks, t, 0, torch.long)
     return RolloutBatch(
         prompt_ids=_pad_left([c.prompt_ids for c in items], p, pad_id),
         prompt_mask=_pad_left([[1] * len(c.prompt_ids) for c in items], p, 0),
@@ -214,6 +260,7 @@ def build_batch(
         truncated=torch.tensor([c.truncated for c in items], dtype=torch.bool),
         reward_components=components,
         sampler_logp=sampler_logp,
+        action_mask=action_mask,
         step=step,
         scored=torch.tensor([c.scored for c in items], dtype=torch.bool),
     )
@@ -239,6 +286,8 @@ class Rollout:
     guides: list[Completion] = field(default_factory=list)
     #: what rewards logged with TRL's ``log_metric``: metric key -> the values of every call
     logged: dict[str, list[float]] = field(default_factory=dict)
+    #: multi-turn episodes' ``env/...`` metrics (empty without them).
+    episode_metrics: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -262,6 +311,8 @@ class RolloutRunner:
     dist: Dist = field(default_factory=Dist)
     #: ``training.guidance``: one completion of each group is the row's own solution.
     guides: Guides | None = None
+    #: multi-turn episodes (an environment that is not ``single_turn``); None: completions.
+    episodes: EpisodeRunner | None = None
 
     def _guides(self, indices: Sequence[int], first_group: int) -> list[Completion]:
         """The guide completion of each prompt whose solution fits, in its prompt's group."""
@@ -277,11 +328,15 @@ class RolloutRunner:
         return out
 
     def _sample(
-        self, indices: Sequence[int], sampling: SamplingParams, first_group: int
+        self, indices: Sequence[int], sampling: SamplingParams, first_group: int, step: int = 0
     ) -> tuple[list[Completion], list[Completion]]:
         """``(sampled, guides)``: ``num_generations`` completions of each prompt, one of them
         the guide where the prompt has one that fits."""
         n = self.training.num_generations
+        if self.episodes is not None:  # no guides: config validation refuses them
+            found = self.episodes.run(indices, n, sampling, first_group, step)
+            self._episode_counts.append(self.episodes.last_counts)
+            return [episode_completion(e) for e in found], []
         guides = self._guides(indices, first_group)
         guided = {c.prompt_index for c in guides}
         with_guide = [j for j, i in enumerate(indices) if i in guided]
@@ -309,6 +364,7 @@ class RolloutRunner:
         ``max_steps`` is the run's, for the rewards' ``TrainerState``."""
         t = self.training
         logged: dict[str, list[float]] = {}
+        self._episode_counts: list[dict[str, float]] = []
         summaries: list[dict[str, RewardStats]] = []
         generated: list[Completion] = []
         all_guides: list[Completion] = []
@@ -329,12 +385,14 @@ class RolloutRunner:
             guides: list[Completion] = []
             if indices:  # a late round may leave a rank without prompts
                 first_group = rounds * target + kept_groups + offset
-                items, guides = self._sample(indices, sampling, first_group)
+                items, guides = self._sample(indices, sampling, first_group, step)
             t1 = time.perf_counter()
+            # A failed episode is not scored: its text says nothing about the policy.
+            scored = [c for c in items if c.failed is None]
             scores = score(
                 self.scorer,
                 self.prompts,
-                items + guides,
+                scored + guides,
                 self.labels,
                 reward_errors=self.reward_errors,
                 step=step,
@@ -343,13 +401,15 @@ class RolloutRunner:
             for label, metrics in scores.metrics.items():
                 for name, values in metrics.items():
                     logged.setdefault(logged_metric(label, name), []).extend(values)
+            for c in scored:
+                c.score += sum(c.env_rewards.values())
             # The step's reward statistics describe the policy's samples, not the guides.
-            summaries.append(scores.summary(first=len(items)))
+            summaries.append(scores.summary(first=len(scored)))
             gen_time, score_time = gen_time + t1 - t0, score_time + time.perf_counter() - t1
             rounds += 1
             generated += items
             all_guides += guides
-            items = sorted(items + guides, key=lambda c: (c.group, c.guide))
+            items = sorted(scored + guides, key=lambda c: (c.group, c.guide))
             mask = None
             if items:
                 mask = self.select(build_batch(items, self.labels, self.pad_id, step))
@@ -396,7 +456,29 @@ class RolloutRunner:
             scoring_time=score_time,
             guides=all_guides,
             logged=logged,
+            episode_metrics=merge_episode_counts(self._episode_counts),
         )
+
+
+#: Episode metrics that are counts (summed over rounds); the others are means per episode.
+_COUNTS = ("env/episodes", "env/failed", "env/prefix_drift")
+
+
+def merge_episode_counts(parts: Sequence[dict[str, float]]) -> dict[str, float]:
+    """The ``env/...`` metrics of a step's generation rounds as one: counts summed, the means
+    weighted by their round's episodes."""
+    if len(parts) <= 1:
+        return dict(parts[0]) if parts else {}
+    weights = [p.get("env/episodes", 0.0) - p.get("env/failed", 0.0) for p in parts]
+    out: dict[str, float] = {}
+    for key in dict.fromkeys(k for p in parts for k in p):
+        if key in _COUNTS:
+            out[key] = sum(p.get(key, 0.0) for p in parts)
+        else:
+            pairs = [(p[key], w) for p, w in zip(parts, weights, strict=True) if key in p]
+            total = sum(w for _, w in pairs)
+            out[key] = sum(v * w for v, w in pairs) / total if total else 0.0
+    return out
 
 
 __all__ = [
@@ -404,8 +486,10 @@ __all__ = [
     "Rollout",
     "RolloutRunner",
     "build_batch",
+    "episode_completion",
     "generate",
     "logged_metric",
+    "merge_episode_counts",
     "sample_record",
     "score",
     "step_seed",

@@ -63,9 +63,9 @@ from typing import Any, TypeVar
 from transformers import set_seed
 
 from rlvr.api.errors import RlvrError, TrainingError
-from rlvr.api.host import Host, build_algorithm, build_generator
+from rlvr.api.host import Host, build_algorithm, build_environment, build_generator
 from rlvr.api.runtime import RunInfo
-from rlvr.config.schema import RunConfig, dump, requirements
+from rlvr.config.schema import RunConfig, dump, multi_turn, requirements
 from rlvr.data.prompts import PromptSampler, PromptSet, load_rows, require_fields
 from rlvr.evaluation.evaluate import Evaluation, eval_prompt_rows
 from rlvr.model.loading import eos_token_ids, resolve_device_dtype
@@ -83,11 +83,13 @@ from rlvr.outputs.summary import format_summary, summary_data, write_summary
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError, RewardErrorLog
 from rlvr.rewards.scoring import Scorer, score_entries
+from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
 from rlvr.rollout.guidance import Guides
 from rlvr.rollout.runner import Rollout, RolloutRunner, build_batch, sample_record, step_seed
+from rlvr.rollout.tools import tool_call_format
 from rlvr.training import memory
 from rlvr.training.models import load_run_models
-from rlvr.training.update import PolicyUpdate, WeightsError
+from rlvr.training.update import PolicyUpdate, WeightsError, without_environment_tokens
 
 logger = logging.getLogger("rlvr.training.trainer")
 
@@ -329,6 +331,7 @@ class Trainer:
             backend, self.backend_cfg.params, run, self.policy, self.tokenizer
         )
         self._closers.append(self.generator)
+        episodes = self._episodes(run, prompts) if multi_turn(config, self.host) else None
         self.rollout_runner = RolloutRunner(
             generator=self.generator,
             scorer=self.scorer,
@@ -343,9 +346,37 @@ class Trainer:
             max_rounds=self.algo.max_generation_rounds,
             dist=self.dist,
             guides=self._guides(prompts),
+            episodes=episodes,
         )
         if self.dist.is_main:  # rank 0 alone writes the run's files
             self._open_output()
+
+    def _episodes(self, run: RunInfo, prompts: PromptSet) -> EpisodeRunner:
+        """The runner of multi-turn episodes: the environment built and checked, its limits."""
+        entry = self.config.environment
+        assert entry is not None  # multi_turn() is False without one
+        env = build_environment(self.host.environments[entry.name], entry.params, run)
+        t = self.t
+        template = getattr(self.tokenizer, "chat_template", None)
+        runner = EpisodeRunner(
+            environment=env,
+            environment_name=entry.name,
+            generator=self.generator,
+            tokenizer=self.tokenizer,
+            prompts=prompts,
+            limits=EpisodeLimits(
+                max_turns=entry.max_turns,
+                max_tokens=entry.max_episode_tokens or entry.max_turns * t.max_completion_length,
+                turn_timeout=entry.turn_timeout,
+                episode_timeout=entry.episode_timeout,
+                tool_call_format=tool_call_format(template, entry.tool_call_format),
+            ),
+            max_turn_tokens=t.max_completion_length,
+            eos_ids=eos_token_ids(self.policy, self.tokenizer),
+            template_kwargs=dict(self.data_cfg.chat_template_kwargs),
+        )
+        self._closers.append(runner)
+        return runner
 
     def _take_output_dir(self) -> Path | None:
         """Rank 0 locks the output directory for the life of the run and decides where the run
@@ -423,6 +454,7 @@ class Trainer:
         with self.update.clock("no_grad"):
             batch = self.update.fill_no_grad(batch)
         batch, prep_metrics = self.algo.prepare(batch)
+        batch = without_environment_tokens(batch)
         lr = self.update.optimizer.param_groups[0]["lr"]
         updates = [self.update.update(batch, first=i == 0) for i in range(self.updates_per_step)]
         self.generator.sync_weights(self.policy)
@@ -442,7 +474,8 @@ class Trainer:
                 training_time=t1 - t0,
                 cpu_time=time.process_time() - cpu_start,
             )
-            | self.update.clock.take(),
+            | self.update.clock.take()
+            | ro.episode_metrics,
         )
         if not m["skipped"]:
             self.bad_steps = 0

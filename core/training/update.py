@@ -60,6 +60,16 @@ def weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
     return sum(v * w for v, w in pairs) / total
 
 
+def without_environment_tokens(batch: RolloutBatch) -> RolloutBatch:
+    """``batch`` (prepared) with its loss mask zero on the tokens an environment wrote
+    (``action_mask`` 0), whatever the algorithm's ``prepare`` set: a third-party algorithm
+    that builds its loss mask from ``completion_mask`` alone must not train on them."""
+    if batch.action_mask is None:
+        return batch
+    mask = batch.loss_mask if batch.loss_mask is not None else batch.completion_mask
+    return replace(batch, loss_mask=mask * batch.action_mask.to(mask.device, mask.dtype))
+
+
 def trim(batch: RolloutBatch) -> RolloutBatch:
     """Drop padding columns every row of ``batch`` has (micro-batches need not be as wide as
     the step); token-level fields keep their alignment with ``completion_ids``."""
@@ -75,6 +85,7 @@ def trim(batch: RolloutBatch) -> RolloutBatch:
             "completion_ids",
             "completion_mask",
             "sampler_logp",
+            "action_mask",
             "old_logp",
             "ref_logp",
             "old_values",
@@ -462,6 +473,8 @@ class PolicyUpdate:
             for k, v in out.metrics.items():
                 algo_metrics.setdefault(k, []).append((float(v), weight))
             cmask = mb.completion_mask.bool()
+            if mb.action_mask is not None:  # the policy's own tokens only
+                cmask = cmask & mb.action_mask.bool()
             n_tok = float(cmask.sum().item())
             if ent is not None:
                 ent_mean = (ent.detach().float() * cmask).sum() / max(n_tok, 1.0)

@@ -251,7 +251,7 @@ def config_tables() -> list[Table]:
 
 
 def section_rows() -> list[Row]:
-    """The top level of the config: its six sections."""
+    """The top level of the config: its seven sections."""
 
     return [
         Row(
@@ -284,7 +284,7 @@ def plugin_docs(
     """Each plugin the host loaded (by default rlvr's own: ``dists``), with its params tables.
 
     The host is a fresh :func:`rlvr.api.host.create_host` unless one is given; plugins are
-    listed by kind (reward, algorithm, backend) in the order they registered."""
+    listed by kind (reward, algorithm, backend, environment) in the order they registered."""
 
     host = host or create_host()
     out = []
@@ -398,6 +398,7 @@ API_GROUPS: dict[str, str] = {
     "rlvr.algorithms.params": "Algorithm params",
     "rlvr.rewards.extract": "Answer extraction (for rewards)",
     "rlvr.rewards.calculations": "Written calculations (for rewards)",
+    "rlvr.rollout.tools": "Tool calling (for environments)",
     "rlvr.model.loading": "The policy model (for backends)",
     "rlvr.model.weights": "The policy model (for backends)",
     "rlvr.config.schema": "Config, runs and outputs (for scripts)",
@@ -548,7 +549,12 @@ def render_config() -> str:
 def render_plugins(docs: list[PluginDoc] | None = None) -> str:
     """The built-in plugins, by kind: each one's description and params."""
     docs = plugin_docs() if docs is None else docs
-    titles = {"reward": "Rewards", "algorithm": "Algorithms", "backend": "Backends"}
+    titles = {
+        "reward": "Rewards",
+        "algorithm": "Algorithms",
+        "backend": "Backends",
+        "environment": "Environments",
+    }
     lines: list[str] = []
     kind = None
     for doc in docs:

@@ -8,11 +8,20 @@ one; use it for small models, tests, and hosts without vLLM.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from typing import Any
 
 import torch
-from transformers import GenerationConfig
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    MinPLogitsWarper,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from rlvr import Generation, RunInfo, SamplingParams, autocast, check_request, eos_token_ids
 from rlvr.plugins.backends.params import HFParams
@@ -30,6 +39,55 @@ def _seeded(seed: int | None, device: torch.device) -> Iterator[None]:
         yield
 
 
+class _SampledLogprobs(LogitsProcessor):
+    """Records the log-probability of each sampled token under the distribution it was drawn
+    from. Placed last among the processors, it sees the scores after temperature, top-k/p and
+    the penalties; the token drawn from a step's scores is the last input id of the next call
+    (or of the output, for the last step). Keeps one step's log-softmax, not all of them."""
+
+    def __init__(self) -> None:
+        self.previous: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self._take(input_ids[:, -1])
+        self.previous = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(1, tokens[:, None].long()).squeeze(1).cpu())
+            self.previous = None
+
+    def finish(self, sequences: torch.Tensor) -> list[list[float]]:
+        """Per row, the log-probs of the generated tokens (as many as steps ran)."""
+        self._take(sequences[:, -1])
+        if not self.steps:
+            return [[] for _ in range(sequences.shape[0])]
+        return torch.stack(self.steps, dim=1).tolist()
+
+
+def _own_warpers(config: Any) -> tuple[Any, list[LogitsProcessor]]:
+    """``config`` without its sampling warpers, and those warpers as processors, in the order
+    ``generate()`` would apply them. ``generate()`` puts a caller's processors before the
+    warpers it builds; passing them ourselves puts the log-prob recorder after them, so it sees
+    the distribution the token is drawn from (same classes, same order: same samples)."""
+    if not config.do_sample:
+        return config, []
+    warpers: list[LogitsProcessor] = []
+    if config.temperature is not None and config.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(config.temperature))
+    if config.top_k:
+        warpers.append(TopKLogitsWarper(top_k=config.top_k))
+    if config.top_p is not None and config.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p=config.top_p))
+    if config.min_p is not None:
+        warpers.append(MinPLogitsWarper(min_p=config.min_p))
+    plain = copy.deepcopy(config)
+    plain.temperature, plain.top_k, plain.top_p, plain.min_p = 1.0, 0, 1.0, None
+    return plain, warpers
+
+
 class HFGenerator:
     """Sample completions with ``model.generate()`` (see :class:`rlvr.api.runtime.Generator`).
 
@@ -44,6 +102,9 @@ class HFGenerator:
     - ``sampling.seed`` seeds torch's RNG for the call only (``torch.random.fork_rng``, so the
       training RNG is untouched): the same prompts, ``n``, seed and ``batch_size`` give the same
       completions. Without a seed, the global torch RNG is used.
+    - With ``sampling.logprobs`` it also returns each sampled token's log-probability under
+      the distribution it was drawn from (after temperature, top-k/p, penalties); only on
+      request, so the single-turn path pays nothing (hence no ``Capabilities.sampler_logprobs``).
     - Runs under ``torch.no_grad()`` in eval mode (the model's train mode is restored after),
       and under autocast to ``run.dtype`` when that is a 16-bit dtype.
     """
@@ -71,6 +132,7 @@ class HFGenerator:
         config = self._generation_config(sampling)
         token_ids: list[list[int]] = []
         truncated: list[bool] = []
+        logprobs: list[list[float]] = []
         was_training = self.model.training
         saved_config = getattr(self.model, "generation_config", None)
         self.model.eval()
@@ -81,16 +143,24 @@ class HFGenerator:
             with torch.no_grad(), _seeded(sampling.seed, device), autocast(device, self.run.dtype):
                 for start in range(0, len(sequences), batch):
                     chunk = sequences[start : start + batch]
-                    for ids, cut in self._generate_chunk(chunk, config, device):
+                    for ids, cut, lp in self._generate_chunk(
+                        chunk, config, device, sampling.logprobs
+                    ):
                         token_ids.append(ids)
                         truncated.append(cut)
+                        logprobs.append(lp)
         finally:
             self.model.generation_config = saved_config
             self.model.train(was_training)
         texts = self.tokenizer.batch_decode(
             token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
-        return Generation(token_ids=token_ids, texts=texts, truncated=truncated)
+        return Generation(
+            token_ids=token_ids,
+            texts=texts,
+            truncated=truncated,
+            logprobs=logprobs if sampling.logprobs else None,
+        )
 
     def sync_weights(self, model: Any) -> None:
         """Nothing to do: generation uses the training model itself."""
@@ -130,29 +200,36 @@ class HFGenerator:
         return GenerationConfig(**kwargs)
 
     def _generate_chunk(
-        self, chunk: list[list[int]], config: Any, device: torch.device
-    ) -> list[tuple[list[int], bool]]:
+        self, chunk: list[list[int]], config: Any, device: torch.device, logprobs: bool
+    ) -> list[tuple[list[int], bool, list[float]]]:
         width = max(len(p) for p in chunk)
         input_ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
         for row, prompt in enumerate(chunk):
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
             attention_mask[row, width - len(prompt) :] = 1
+        recorder = _SampledLogprobs() if logprobs else None
+        extra: dict[str, Any] = {}
+        if recorder is not None:
+            config, warpers = _own_warpers(config)
+            extra["logits_processor"] = LogitsProcessorList([*warpers, recorder])
         out = self.model.generate(
             input_ids=input_ids.to(device),
             attention_mask=attention_mask.to(device),
             generation_config=config,
+            **extra,
         )
         new_tokens = out[:, width:].tolist()
+        scores = recorder.finish(out) if recorder is not None else [[] for _ in new_tokens]
         eos = set(self.eos_ids)
         results = []
-        for row in new_tokens:
+        for row, lp in zip(new_tokens, scores, strict=True):
             end = next((j for j, tok in enumerate(row) if tok in eos), None)
             if end is None:
                 # generate() only stops a row early at an eos, so this row is max_tokens long.
-                results.append((row, True))
+                results.append((row, True, lp[: len(row)]))
             else:
-                results.append((row[: end + 1], False))
+                results.append((row[: end + 1], False, lp[: end + 1]))
         return results
 
 

@@ -1,0 +1,472 @@
+"""Multi-turn episodes: rlvr owns the tokens, the environment owns the messages.
+
+An episode starts from a dataset row (the environment's ``start``), and then, turn by turn:
+the model samples an assistant message continuing from the exact token ids so far, the
+environment answers it (``respond``), and its messages are appended as tokens. What is trained
+is exactly that sequence: the sampled tokens (loss mask 1, with the sampler's log-probs) and the
+environment's (loss mask 0). Nothing is re-tokenized from the conversation, because a chat
+template rendering of the whole conversation need not give back the sampled tokens (a
+different split of the same text, a template that rewrites past turns): training on a
+re-rendered conversation computes log-probs of tokens the model never produced. How often that
+would have happened is measured (``env/prefix_drift``).
+
+The environment's messages become tokens by the template's delta: render the conversation
+before and after them, take the new suffix. After the sampled end-of-turn token, the template
+may write more of the assistant turn (Qwen's newline after ``<|im_end|>``): that bridge belongs
+to the environment's tokens too.
+
+The live episodes of a call sample together (one ``generate`` per turn). Environment calls run
+on an event loop in a thread of their own, concurrently; each is bounded by the entry's
+``turn_timeout`` and what is left of its ``episode_timeout``. A call that raises (``SystemExit``
+included) or runs out of time fails its episode, and so does one that blocks the event loop
+(the loop is then replaced; calls still waiting on that loop fail with it): the failure is
+logged with its cause and counted, and the episode is left out of the step (not credited: its
+reward would say nothing about the policy). A crash that ends the process itself
+(``os._exit``, a segfault) is out of reach of a thread; such an environment must run its work
+in a process of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.api.runtime import EnvironmentImpl, EnvResponse, EpisodeStart, Generator, SamplingParams
+from rlvr.data.prompts import PromptSet, prompt_messages
+from rlvr.rollout.tools import parse_tool_calls
+
+logger = logging.getLogger("rlvr.rollout.episodes")
+
+#: Seconds past its own timeout that a call may take before the event loop counts as blocked.
+_GRACE = 1.0
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    """The environment entry's limits (:class:`rlvr.config.schema.EnvironmentEntry`)."""
+
+    max_turns: int
+    max_tokens: int
+    turn_timeout: float
+    episode_timeout: float
+    tool_call_format: str
+
+
+@dataclass
+class Episode:
+    """One episode's state: its tokens, where they came from, and its conversation."""
+
+    prompt_index: int
+    group: int
+    row: dict[str, Any]
+    prompt_ids: list[int] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    #: 1 on sampled tokens, 0 on the environment's.
+    action_mask: list[int] = field(default_factory=list)
+    #: the sampler's log-prob of each token (0.0 on the environment's).
+    logprobs: list[float] = field(default_factory=list)
+    #: False when the backend returned no log-probs (``logprobs`` then means nothing).
+    sampled_logprobs: bool = True
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] | None = None
+    state: Any = None
+    started: bool = False
+    done: bool = False
+    truncated: bool = False
+    turns: int = 0
+    tool_calls: int = 0
+    rewards: dict[str, float] = field(default_factory=dict)
+    failed: str | None = None
+    env_seconds: float = 0.0
+    #: the text the chat template rendered for ``messages`` (with the generation prompt when
+    #: the model is to answer next).
+    rendered: str = ""
+
+    @property
+    def final_text(self) -> str:
+        """The last assistant message's content: what the rewards score."""
+        for m in reversed(self.messages):
+            if m.get("role") == "assistant":
+                return str(m.get("content") or "")
+        return ""
+
+
+class EnvironmentLoop:
+    """An event loop in a daemon thread that runs environment coroutines with timeouts.
+
+    The trainer's thread submits a batch of calls and waits for them; a call past its timeout
+    is cancelled (a failure of its episode). A loop blocked by a synchronous hang is abandoned
+    (its daemon thread with it) and a new one started, so the next calls still run.
+    """
+
+    def __init__(self) -> None:
+        self._start()
+
+    def _start(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.died: BaseException | None = None
+        self.thread = threading.Thread(target=self._serve, daemon=True, name="rlvr-env")
+        self.thread.start()
+
+    def _serve(self) -> None:
+        try:
+            self.loop.run_forever()
+        except BaseException as exc:  # SystemExit from a task ends the loop: a crash
+            self.died = exc
+
+    def run(
+        self, calls: Sequence[tuple[Coroutine[Any, Any, Any], float]]
+    ) -> list[tuple[Any, str | None, float]]:
+        """Run ``(coroutine, timeout)`` pairs concurrently: ``(result, None, seconds)`` or
+        ``(None, cause, seconds)`` for each, in order."""
+        if not calls:
+            return []
+        futures = [
+            asyncio.run_coroutine_threadsafe(_bounded(coro, timeout), self.loop)
+            for coro, timeout in calls
+        ]
+        limit = max(timeout for _, timeout in calls) + _GRACE
+        deadline = time.perf_counter() + limit
+        pending: Any = futures
+        while pending and self.thread.is_alive() and time.perf_counter() < deadline:
+            _, pending = concurrent.futures.wait(pending, timeout=0.05)
+        out: list[tuple[Any, str | None, float]] = []
+        blocked = False
+        for future, (_, timeout) in zip(futures, calls, strict=True):
+            if not future.done():
+                blocked = True
+                future.cancel()
+                if self.died is not None:
+                    why = f"crashed the event loop ({type(self.died).__name__}: {self.died})"
+                else:
+                    why = f"blocked the event loop for over {timeout:g}s"
+                out.append((None, why, limit))
+                continue
+            try:
+                out.append(future.result())
+            except BaseException as exc:  # the loop died under it (SystemExit in a task...)
+                out.append((None, f"{type(exc).__name__}: {exc}", limit))
+        if blocked or not self.thread.is_alive():
+            logger.warning(
+                "an environment call %s; starting a new event loop",
+                "crashed its event loop"
+                if self.died is not None
+                else "blocked its event loop (a synchronous wait inside an async method? use "
+                "asyncio.to_thread)",
+            )
+            if self.thread.is_alive():
+                self.loop.call_soon_threadsafe(self.loop.stop)
+            self._start()
+        return out
+
+    def close(self) -> None:
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=1.0)
+
+
+async def _bounded(coro: Coroutine[Any, Any, Any], timeout: float) -> tuple[Any, str | None, float]:
+    """``(value, None, seconds)``, or ``(None, why, seconds)`` when the call raised or ran
+    past ``timeout``."""
+    t0 = time.perf_counter()
+    try:
+        # In this task, not a task of its own (as wait_for would): a SystemExit in a task of
+        # its own would propagate out of the loop and end every episode's calls with it.
+        async with asyncio.timeout(timeout):
+            value = await coro
+    except TimeoutError:
+        return None, f"timed out after {timeout:g}s", time.perf_counter() - t0
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt raised by the environment
+        return None, f"raised {type(exc).__name__}: {exc}", time.perf_counter() - t0
+    return value, None, time.perf_counter() - t0
+
+
+@dataclass
+class EpisodeRunner:
+    """Runs the multi-turn episodes of a rollout (:meth:`run`) for the trainer."""
+
+    environment: EnvironmentImpl
+    environment_name: str
+    generator: Generator
+    tokenizer: Any
+    prompts: PromptSet
+    limits: EpisodeLimits
+    #: ``training.max_completion_length``: the most tokens of one sampled turn.
+    max_turn_tokens: int
+    eos_ids: Sequence[int]
+    #: ``data.chat_template_kwargs``.
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    loop: EnvironmentLoop = field(default_factory=EnvironmentLoop)
+    #: counts of the last :meth:`run` (``env/<name>`` metrics).
+    last_counts: dict[str, float] = field(default_factory=dict)
+
+    def run(
+        self,
+        indices: Sequence[int],
+        n: int,
+        sampling: SamplingParams,
+        first_group: int = 0,
+        step: int = 0,
+    ) -> list[Episode]:
+        """``n`` episodes of each prompt ``indices[j]``, in group ``first_group + j``."""
+        episodes = [
+            Episode(prompt_index=i, group=first_group + j, row=self.prompts[i].row)
+            for j, i in enumerate(indices)
+            for _ in range(n)
+        ]
+        self._start(episodes)
+        turn = 0
+        while True:
+            live = [e for e in episodes if not e.done]
+            if not live:
+                break
+            self._sample(live, dataclasses.replace(sampling, logprobs=True), turn)
+            self._respond([e for e in live if not e.done])
+            turn += 1
+        self._close([e for e in episodes if e.started])
+        for e in episodes:
+            if e.failed is not None:
+                logger.warning(
+                    "step %d: an episode of environment %r (row %d) failed: %s; it is left "
+                    "out of this step",
+                    step,
+                    self.environment_name,
+                    e.prompt_index,
+                    e.failed,
+                )
+        self.last_counts = self._counts(episodes)
+        return episodes
+
+    def close(self) -> None:
+        self.loop.close()
+
+    # ------------------------------------------------------------------ the steps
+
+    def _env_timeout(self, e: Episode) -> float:
+        left = self.limits.episode_timeout - e.env_seconds
+        return max(min(self.limits.turn_timeout, left), 0.001)
+
+    def _call(self, episodes: list[Episode], coros: list[Any]) -> list[Any]:
+        """Run one environment call per episode; a failure ends its episode."""
+        calls = [(c, self._env_timeout(e)) for e, c in zip(episodes, coros, strict=True)]
+        out = []
+        results = self.loop.run(calls)
+        for e, (value, cause, spent), (_, timeout) in zip(episodes, results, calls, strict=True):
+            e.env_seconds += spent
+            past = e.env_seconds >= self.limits.episode_timeout
+            bounded_by_episode = timeout < self.limits.turn_timeout
+            if past and (cause is None or (bounded_by_episode and "timed out" in cause)):
+                cause = f"ran past episode_timeout={self.limits.episode_timeout:g}s"
+            if cause is not None:
+                e.failed, e.done = cause, True
+            out.append(value)
+        return out
+
+    def _start(self, episodes: list[Episode]) -> None:
+        coros = [
+            self.environment.start(dict(e.row), prompt_messages(e.row, self.prompts.data))
+            for e in episodes
+        ]
+        for e, start in zip(episodes, self._call(episodes, coros), strict=True):
+            if e.failed is not None:
+                e.failed = f"start {e.failed}"
+                continue
+            e.started = True
+            if not isinstance(start, EpisodeStart):
+                e.failed, e.done = f"start returned {type(start).__name__}, not EpisodeStart", True
+                continue
+            e.messages, e.tools, e.state = list(start.messages), start.tools, start.state
+            try:
+                e.rendered = self._render(e.messages, e.tools, generation=True)
+            except Exception as exc:
+                e.failed, e.done = f"the chat template cannot render its messages: {exc}", True
+                continue
+            e.prompt_ids = self._tokens(e.rendered)
+            limit = self.prompts.max_prompt_length
+            if limit is not None and len(e.prompt_ids) > limit:
+                e.failed, e.done = (
+                    f"its first prompt has {len(e.prompt_ids)} tokens, over "
+                    f"training.max_prompt_length={limit}",
+                    True,
+                )
+
+    def _sample(self, live: list[Episode], sampling: SamplingParams, turn: int) -> None:
+        """One turn of every live episode, in one ``generate`` call."""
+        left = [self.limits.max_tokens - len(e.token_ids) for e in live]
+        max_tokens = max(1, min(self.max_turn_tokens, max(left)))
+        seed = None if sampling.seed is None else (sampling.seed + 7919 * turn) & 0x7FFFFFFF
+        call = dataclasses.replace(sampling, max_tokens=max_tokens, seed=seed)
+        out = self.generator.generate([e.prompt_ids + e.token_ids for e in live], 1, call)
+        for k, e in enumerate(live):
+            ids = list(out.token_ids[k])
+            if out.logprobs is None:  # a backend that ignores ``logprobs``: none to keep
+                e.sampled_logprobs = False
+                lps = [0.0] * len(ids)
+            else:
+                lps = list(out.logprobs[k])
+            cut = bool(out.truncated[k])
+            if len(ids) > left[k]:
+                ids, lps, cut = ids[: left[k]], lps[: left[k]], True
+            e.token_ids += ids
+            e.action_mask += [1] * len(ids)
+            e.logprobs += lps
+            e.turns += 1
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            calls = parse_tool_calls(text, self.limits.tool_call_format)
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if calls:
+                message["tool_calls"] = calls
+                e.tool_calls += len(calls)
+            e.messages.append(message)
+            if cut:  # a turn cut short cannot be answered
+                e.truncated, e.done = True, True
+
+    def _respond(self, live: list[Episode]) -> None:
+        coros = [self.environment.respond(e.state, e.messages[-1]) for e in live]
+        for e, response in zip(live, self._call(live, coros), strict=True):
+            if e.failed is not None:
+                e.failed = f"respond {e.failed}"
+                continue
+            if not isinstance(response, EnvResponse):
+                e.failed = f"respond returned {type(response).__name__}, not EnvResponse"
+                e.done = True
+                continue
+            e.rewards.update({k: float(v) for k, v in response.rewards.items()})
+            if response.done:
+                e.messages += response.messages
+                e.done = True
+                continue
+            if e.turns >= self.limits.max_turns:
+                e.messages += response.messages
+                e.truncated, e.done = True, True
+                continue
+            self._append(e, response.messages)
+
+    def _append(self, e: Episode, new: list[dict[str, Any]]) -> None:
+        """The environment's messages as tokens: the template's delta for them."""
+        before_assistant = e.rendered
+        try:
+            with_assistant = self._render(e.messages, e.tools, generation=False)
+            e.messages += new
+            after = self._render(e.messages, e.tools, generation=True)
+        except Exception as exc:
+            e.failed, e.done = f"the chat template cannot render the conversation: {exc}", True
+            return
+        if not after.startswith(with_assistant):
+            e.failed = "the chat template rewrites earlier turns when messages are added"
+            e.done = True
+            return
+        text = self._bridge(before_assistant, with_assistant, e) + after[len(with_assistant) :]
+        ids = self._tokens(text)
+        if len(e.token_ids) + len(ids) >= self.limits.max_tokens:
+            e.truncated, e.done = True, True  # no room left to answer them
+            return
+        e.token_ids += ids
+        e.action_mask += [0] * len(ids)
+        e.logprobs += [0.0] * len(ids)
+        e.rendered = after
+
+    def _bridge(self, before: str, with_assistant: str, e: Episode) -> str:
+        """What the template writes after the sampled end of the assistant's turn (the
+        newline after Qwen's ``<|im_end|>``): the rendered assistant turn past the text the
+        model sampled, or past its end-of-turn token when the template reformats the turn."""
+        if not with_assistant.startswith(before):
+            return ""
+        rendered = with_assistant[len(before) :]
+        sampled = self.tokenizer.decode(e.token_ids[self._turn_start(e) :])
+        if rendered.startswith(sampled):
+            return rendered[len(sampled) :]
+        eos = self.tokenizer.decode([e.token_ids[-1]]) if e.token_ids else ""
+        if eos and e.token_ids[-1] in self.eos_ids and eos in rendered:
+            return rendered[rendered.rindex(eos) + len(eos) :]
+        return ""
+
+    @staticmethod
+    def _turn_start(e: Episode) -> int:
+        """Where the last sampled turn begins in ``e.token_ids``."""
+        k = len(e.action_mask)
+        while k > 0 and e.action_mask[k - 1] == 1:
+            k -= 1
+        return k
+
+    def _close(self, episodes: list[Episode]) -> None:
+        coros = [self.environment.close(e.state) for e in episodes]
+        results = self.loop.run([(c, self.limits.turn_timeout) for c in coros])
+        for e, (_, cause, _) in zip(episodes, results, strict=True):
+            if cause is not None:
+                logger.warning(
+                    "environment %r: close of an episode (row %d) %s",
+                    self.environment_name,
+                    e.prompt_index,
+                    cause,
+                )
+
+    # ------------------------------------------------------------------ tokens
+
+    def _render(self, messages: list[dict[str, Any]], tools: Any, *, generation: bool) -> str:
+        kwargs = dict(self.template_kwargs)
+        if tools:
+            kwargs["tools"] = tools
+        return str(
+            self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=generation, **kwargs
+            )
+        )
+
+    def _tokens(self, text: str) -> list[int]:
+        # The template writes its own special tokens, as for single-turn prompts.
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def drifted(self, e: Episode) -> bool:
+        """Whether re-rendering ``e``'s conversation and tokenizing it gives other tokens than
+        the ones sampled and appended (what a re-tokenizing trainer would train on)."""
+        if not e.token_ids:
+            return False
+        try:
+            upto = self._messages_through_last_assistant(e)
+            text = self._render(e.messages[:upto], e.tools, generation=False)
+        except Exception:
+            return True
+        ids = self._tokens(text)
+        sequence = e.prompt_ids + e.token_ids
+        return ids[: len(sequence)] != sequence
+
+    @staticmethod
+    def _messages_through_last_assistant(e: Episode) -> int:
+        for k in range(len(e.messages) - 1, -1, -1):
+            if e.messages[k].get("role") == "assistant":
+                return k + 1
+        return len(e.messages)
+
+    def _counts(self, episodes: list[Episode]) -> dict[str, float]:
+        ok = [e for e in episodes if e.failed is None]
+        out = {
+            "env/episodes": float(len(episodes)),
+            "env/failed": float(len(episodes) - len(ok)),
+            "env/truncated_frac": sum(e.truncated for e in ok) / max(len(ok), 1),
+            "env/turns_mean": sum(e.turns for e in ok) / max(len(ok), 1),
+            "env/tool_calls_mean": sum(e.tool_calls for e in ok) / max(len(ok), 1),
+            "env/tool_call_rate": sum(e.tool_calls > 0 for e in ok) / max(len(ok), 1),
+            "env/prefix_drift": float(sum(self.drifted(e) for e in ok)),
+            "env/env_token_frac": (
+                sum(e.action_mask.count(0) for e in ok)
+                / max(sum(len(e.action_mask) for e in ok), 1)
+            ),
+        }
+        names = sorted({k for e in ok for k in e.rewards})
+        for name in names:
+            values = [e.rewards[name] for e in ok if name in e.rewards]
+            out[f"env/reward/{name}"] = sum(values) / max(len(values), 1)
+        return out
+
+
+__all__ = ["Episode", "EpisodeLimits", "EpisodeRunner", "EnvironmentLoop"]
