@@ -66,7 +66,8 @@ def _data(
         try:
             rows = _quiet(load_rows, data)
         except RlvrError as exc:
-            return [*problems, ("data.path", str(exc).removeprefix("data.path "))]
+            where = "data.path" if data.reasoning_gym is None else "data.reasoning_gym"
+            return [*problems, (where, str(exc).removeprefix(f"{where} "))]
     guidance = config.training.guidance
     return problems + field_problems(
         rows,
