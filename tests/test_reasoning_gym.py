@@ -23,6 +23,7 @@ from rlvr.data.prompts import load_rows  # noqa: E402
 from rlvr.evaluation.evaluate import eval_data  # noqa: E402
 from rlvr.plugins.rewards.params import ReasoningGymParams  # noqa: E402
 from rlvr.plugins.rewards.reasoning_gym import ReasoningGymReward  # noqa: E402
+from rlvr.training.preflight import preflight  # noqa: E402
 
 PRODUCTS = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}
 #: Two one-digit terms: 10 x 10 operands x 2 operators = 200 questions (issue #38: 1,000
@@ -252,3 +253,18 @@ def test_a_run_trains_and_evaluates_on_a_task(tmp_path, tiny_model_dir):
     samples = [json.loads(x) for x in Path(summary["samples"]).read_text().splitlines()]
     held_out = {r["question"] for r in rg.make_split(cfg(eval_size=4), "test").rows}
     assert {s["row"]["question"] for s in samples} == held_out
+
+
+def test_validate_reports_a_held_out_split_too_small_before_any_model_loads():
+    section = {"task": "chain_sum", "params": SMALL_SUMS, "train_size": 100, "eval_size": 100}
+    config = load_config(
+        {"data": {"reasoning_gym": section}}, create_host(), require=("data",), training=False
+    )
+    problems = preflight(config, create_host())
+    assert [where for where, _ in problems] == ["data.reasoning_gym"]
+    assert "distinct questions in the eval share" in problems[0][1]
+    section["eval_size"] = 10
+    config = load_config(
+        {"data": {"reasoning_gym": section}}, create_host(), require=("data",), training=False
+    )
+    assert preflight(config, create_host()) == []

@@ -68,6 +68,11 @@ def _data(
         except RlvrError as exc:
             where = "data.path" if data.reasoning_gym is None else "data.reasoning_gym"
             return [*problems, (where, str(exc).removeprefix(f"{where} "))]
+    if data.reasoning_gym is not None:  # its held-out split is made now too: cheap, and may fail
+        try:
+            _quiet(lambda: load_rows(data, split=data.eval_split or "test"))
+        except RlvrError as exc:
+            problems.append(("data.reasoning_gym", str(exc)))
     guidance = config.training.guidance
     return problems + field_problems(
         rows,
