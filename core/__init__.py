@@ -64,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "rlvr.config.schema",
     "RunConfig": "rlvr.config.schema",
     "load_config": "rlvr.config.schema",
+    "reasoning_gym_dataset": "rlvr.data.reasoning_gym",
     "calculations": "rlvr.rewards.calculations",
     "evaluate_arithmetic": "rlvr.rewards.calculations",
     "parse_tool_calls": "rlvr.rollout.tools",
@@ -164,6 +165,7 @@ if TYPE_CHECKING:
         check_request,
     )
     from rlvr.config.schema import ConfigError, RunConfig, load_config
+    from rlvr.data.reasoning_gym import reasoning_gym_dataset
     from rlvr.model.loading import autocast, eos_token_ids, load_policy
     from rlvr.model.logprobs import completion_logprobs
     from rlvr.model.tiny import build_tiny_model
@@ -278,6 +280,7 @@ __all__ = [
     "row_field",
     "gold_from_row",
     "gold_from_gsm8k",
+    "reasoning_gym_dataset",
     "calculations",
     "link_holds",
     "results",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import math
@@ -81,6 +82,7 @@ def test_hook_registers_the_builtin_rewards_with_fields(tiny_model_dir) -> None:
         "format",
         "length_penalty",
         "numbers",
+        "reasoning_gym",
         "reward_model",
         "steps",
     ]
@@ -90,6 +92,8 @@ def test_hook_registers_the_builtin_rewards_with_fields(tiny_model_dir) -> None:
         "reward_model": {"model": str(tiny_model_dir)},  # a causal LM: a new one-label head
     }
     for record in records.values():
+        if record.name == "reasoning_gym" and importlib.util.find_spec("reasoning_gym") is None:
+            continue  # the optional extra rlvr[reasoning-gym]; tests/test_reasoning_gym.py
         assert record.description and record.factory(
             record.params.model_validate(needed.get(record.name, {}))
         )

@@ -31,6 +31,7 @@ from rlvr.config.schema import (
     json_schema,
     load_config,
 )
+from rlvr.data import reasoning_gym
 from rlvr.model.installation import check_installation
 from rlvr.parallel.launcher import LAUNCHER_ENV, die_with_parent
 from rlvr.runs import evaluate, plugin_host, train, validate
@@ -275,6 +276,24 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", default=None, help="the config to write (default: SCRIPT.rlvr.yaml)"
     )
     p.add_argument("--force", action="store_true", help="replace an existing file")
+
+    p = _command(
+        sub,
+        "data",
+        "write a config's generated data (data.reasoning_gym) to train.jsonl and test.jsonl",
+        "The same rows, split and seed as rlvr train and rlvr eval use; prints each split's "
+        "size, its distinct questions and the task space's estimated size, and checks that no "
+        "question is in both splits.",
+    )
+    _add_config(p)
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for the two files")
+    p.add_argument(
+        "--space-draws",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="draws of the task's generator that estimate its space (0: skip)",
+    )
 
     p = _command(sub, "plot", "draw a run's curves to PNG")
     p.add_argument("output_dir", help="a run's output_dir (holds metrics.jsonl)")
@@ -536,6 +555,35 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data(args: argparse.Namespace) -> int:
+    config = load_config(args.config, _host(), overrides=args.overrides, training=False)
+    cfg = config.data.reasoning_gym if config.data is not None else None
+    if cfg is None:
+        raise RlvrError(
+            f"{args.config}: rlvr data writes generated data, and the config has no "
+            "data.reasoning_gym (a task name and its knobs)"
+        )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    splits = {name: reasoning_gym.make_split(cfg, name) for name in reasoning_gym.SPLITS}
+    shared = reasoning_gym.overlap(splits["train"].rows, splits["test"].rows)
+    if shared:  # the hash split makes this impossible: a bug, not a config problem
+        raise RlvrError(f"{shared} questions are in both splits; please report this")
+    print(f"reasoning-gym task {cfg.task!r} {cfg.params}, seed {cfg.seed}:")
+    for name, split in splits.items():
+        path = out / f"{name}.jsonl"
+        with path.open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row) + "\n" for row in split.rows)
+        print(
+            f"  {path}: {len(split.rows)} rows; their side of the split: {split.space.describe()}"
+        )
+    print("  train/test overlap: 0 questions")
+    if args.space_draws > 0:
+        space = reasoning_gym.task_space(cfg.task, cfg.params, seed=cfg.seed, n=args.space_draws)
+        print(f"  task space: {space.describe()}")
+    return 0
+
+
 def cmd_plot(args: argparse.Namespace) -> int:
     # Loads tqdm and the reward worker pool with rlvr.outputs.metrics: see cmd_rewards.
     from rlvr.outputs.plot import plot_run
@@ -587,6 +635,7 @@ _COMMANDS = {
     "eval": cmd_eval,
     "export": cmd_export,
     "plot": cmd_plot,
+    "data": cmd_data,
     "new": cmd_new,
     "init": cmd_init,
     "import-trl": cmd_import_trl,

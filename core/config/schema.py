@@ -130,13 +130,81 @@ class ModelConfig(Section):
     )
 
 
+class ReasoningGymConfig(Section):
+    """A reasoning-gym task as the data source (:mod:`rlvr.data.reasoning_gym`).
+
+    One seeded stream of the task's generator is split by a hash of each normalised question:
+    a question is held out for evaluation iff its hash falls in ``eval_share``, so the
+    training rows and the eval rows are disjoint by construction, whatever the seeds.
+    """
+
+    task: str = Field(min_length=1, description="reasoning-gym task name, e.g. products, chain_sum")
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the task's generator knobs (its config dataclass fields, e.g. "
+        "{min_terms: 2, max_digits: 2}); seed and size are set by rlvr",
+    )
+    seed: int = Field(0, description="seed of the generator stream (train and eval alike)")
+    train_size: int = Field(
+        10_000,
+        ge=1,
+        description="training rows: the first N draws outside the eval share (repeats "
+        "kept, as the generator draws them); an epoch is N prompts",
+    )
+    eval_size: int = Field(
+        500, ge=1, description="held-out problems: the first N distinct questions in the eval share"
+    )
+    eval_share: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="share of the question space (by hash) held out for evaluation",
+    )
+    template: str = Field(
+        "{question}",
+        description="the prompt made of a question: a string with a {question} placeholder "
+        "(instructions, a worked example)",
+    )
+
+    @field_validator("params")
+    @classmethod
+    def _no_seed_or_size(cls, value: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted({"seed", "size"} & set(value))
+        if taken:
+            raise ValueError(
+                f"{' and '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by rlvr "
+                "(data.reasoning_gym.seed, train_size and eval_size), not a generator knob"
+            )
+        return value
+
+    @field_validator("template")
+    @classmethod
+    def _has_question(cls, value: str) -> str:
+        try:
+            value.format(question="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"the template must hold only the {{question}} placeholder (write a literal "
+                f"brace as {{{{ or }}}}): {type(exc).__name__}: {exc}"
+            ) from None
+        if "{question}" not in value:
+            raise ValueError("the template must contain the {question} placeholder")
+        return value
+
+
 class DataConfig(Section):
     """Where prompts come from; every field of a row reaches the rewards."""
 
     path: str | None = Field(
         None,
         description="a .json/.jsonl/.parquet file or directory, or a hub dataset; required, "
-        "unless the rows are given in Python (rlvr.Trainer(dataset=...))",
+        "unless the rows are given in Python (rlvr.Trainer(dataset=...)) or come from "
+        "reasoning_gym",
+    )
+    reasoning_gym: ReasoningGymConfig | None = Field(
+        None,
+        description="generate the training and eval rows from a reasoning-gym task instead of "
+        "path (needs rlvr[reasoning-gym]); splits: train and test",
     )
     split: str = Field(
         "train", description="split of a hub dataset or directory (a single file has none)"
@@ -158,6 +226,17 @@ class DataConfig(Section):
         description="extra keyword arguments of the tokenizer's apply_chat_template (e.g. "
         "{enable_thinking: false}); TRL's chat_template_kwargs",
     )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataConfig:
+        if self.reasoning_gym is not None:
+            given = [k for k in ("path", "eval_path") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(
+                    f"data.reasoning_gym generates the rows: unset data.{' and data.'.join(given)}"
+                    " (or drop data.reasoning_gym to read files)"
+                )
+        return self
 
 
 class GuidanceConfig(Section):
@@ -947,12 +1026,18 @@ def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tu
         if data.get(section) in (None, [], {}):
             problems.append((section, f"this command needs a `{section}:` section"))
     node = data.get("data")
-    if "data" in require and isinstance(node, dict) and node and node.get("path") is None:
+    if (
+        "data" in require
+        and isinstance(node, dict)
+        and node
+        and node.get("path") is None
+        and node.get("reasoning_gym") is None
+    ):
         problems.append(
             (
                 "data.path",
                 "required field is missing: a .json/.jsonl/.parquet file, a directory of them or "
-                "a hub dataset name",
+                "a hub dataset name (or data.reasoning_gym: a generated task)",
             )
         )
     for key in data:

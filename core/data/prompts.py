@@ -1,8 +1,9 @@
 """Prompts for training: load the rows, check the fields the rewards need, build and tokenise
 prompts, and hand them out in a deterministic, resumable order.
 
-- :func:`load_rows`: a local ``.json``/``.jsonl``/``.parquet`` file or directory, or a hub
-  dataset name, as a list of dicts (every field of a row later reaches the rewards);
+- :func:`load_rows`: a local ``.json``/``.jsonl``/``.parquet`` file or directory, a hub
+  dataset name or a reasoning-gym task (:mod:`rlvr.data.reasoning_gym`), as a list of dicts
+  (every field of a row later reaches the rewards);
   :func:`dataset_rows` the same for a dataset in memory (``rlvr.Trainer(dataset=...)``).
 - :func:`check_fields` / :func:`require_fields`: rows lacking a field that the prompt or a
   configured reward needs, reported before any model loads.
@@ -26,6 +27,7 @@ import datasets
 import numpy as np
 
 from rlvr.api.errors import ConfigWarning, RlvrError
+from rlvr.data import reasoning_gym
 
 logger = logging.getLogger("rlvr.data.prompts")
 
@@ -42,11 +44,17 @@ class DataError(RlvrError, ValueError):
 def load_rows(data: Any, *, split: str | None = None) -> list[dict[str, Any]]:
     """The rows of ``data`` (a :class:`rlvr.config.schema.DataConfig`) as a list of dicts.
 
+    With ``data.reasoning_gym`` the rows are generated (:mod:`rlvr.data.reasoning_gym`):
+    split ``train`` or ``test``, the held-out problems.
+
     A local file is loaded with the ``json`` or ``parquet`` builder (all its rows, whatever
     ``split`` says); a local directory or a hub name by ``load_dataset(path, split=...)``.
     ``data.max_samples`` keeps the first N rows.
     """
     split = split or data.split
+    if getattr(data, "reasoning_gym", None) is not None:
+        rows = reasoning_gym.rows(data.reasoning_gym, split)
+        return rows[: data.max_samples] if data.max_samples is not None else rows
     if data.path is None:
         raise DataError(
             "data.path is not set: give a .json/.jsonl/.parquet file, a directory of them or a "
@@ -92,6 +100,14 @@ def load_rows(data: Any, *, split: str | None = None) -> list[dict[str, Any]]:
     if not rows:
         raise DataError(f"data.path {data.path!r} (split {split!r}) has no rows")
     return rows
+
+
+def data_source(data: Any, split: str | None = None) -> str:
+    """How errors name the data ``data`` describes: ``data.path 'x.jsonl'``, or the task."""
+    rg = getattr(data, "reasoning_gym", None)
+    if rg is not None:
+        return f"reasoning-gym task {rg.task!r} [{split or data.split}]"
+    return f"data.path {data.path!r}"
 
 
 def dataset_rows(
@@ -484,6 +500,7 @@ __all__ = [
     "PromptSampler",
     "PromptSet",
     "check_fields",
+    "data_source",
     "dataset_rows",
     "format_prompt",
     "load_rows",

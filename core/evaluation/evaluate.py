@@ -19,6 +19,8 @@ generator, and :class:`rlvr.rewards.scoring.Scorer` for the rewards. Decisions, 
   path to a ``.json``/``.jsonl``/``.parquet`` file *is* the eval data
   (``rlvr eval run.yaml --split data/test.jsonl``). Asking a single file for a named split is
   an error; evaluating the training file because nothing else is configured only warns.
+  With ``data.reasoning_gym`` the eval data is the task's held-out split ``test``
+  (:mod:`rlvr.data.reasoning_gym`), disjoint from its training rows by construction.
   ``data.max_samples`` (a training setting) is ignored; ``limit`` keeps the first N prompts.
 - **Sampling**: the ``training`` section's temperature, top-p/top-k/min-p, repetition penalty
   and ``max_completion_length``, for every ``k`` (``k=1`` included), so pass@1 is the expected
@@ -78,7 +80,7 @@ from rlvr.api.errors import RlvrError
 from rlvr.api.host import build_generator, create_host
 from rlvr.api.runtime import RunInfo, SamplingParams, TrainerState
 from rlvr.config.schema import DEFAULT_BACKEND
-from rlvr.data.prompts import PromptSet, load_rows, require_fields
+from rlvr.data.prompts import PromptSet, data_source, load_rows, require_fields
 from rlvr.model import lora
 from rlvr.model.loading import load_policy, resolve_device_dtype
 from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
@@ -237,6 +239,9 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
     name: str | None = source
     if Path(source).suffix.lower() in _DATA_SUFFIXES or Path(source).expanduser().is_file():
         path, name, desc = source, None, source  # a file path is the split
+    elif data.reasoning_gym is not None:  # generated; the held-out problems are split "test"
+        cfg = data.model_copy(update={"split": source, "max_samples": None})
+        return cfg, source, data_source(data, source)
     else:
         path = data.eval_path or data.path
         if path is None:  # the training rows came from memory (rlvr.Trainer(dataset=...))
@@ -260,7 +265,12 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
             name, desc = None, path
         else:
             desc = f"{path} [{name}]"
-    update = {"path": str(path), "split": name or data.split, "max_samples": None}
+    update = {
+        "path": str(path),
+        "split": name or data.split,
+        "max_samples": None,
+        "reasoning_gym": None,
+    }
     cfg = data.model_copy(update=update)
     return cfg, name, desc
 

@@ -66,7 +66,13 @@ def _data(
         try:
             rows = _quiet(load_rows, data)
         except RlvrError as exc:
-            return [*problems, ("data.path", str(exc).removeprefix("data.path "))]
+            where = "data.path" if data.reasoning_gym is None else "data.reasoning_gym"
+            return [*problems, (where, str(exc).removeprefix(f"{where} "))]
+    if data.reasoning_gym is not None:  # its held-out split is made now too: cheap, and may fail
+        try:
+            _quiet(lambda: load_rows(data, split=data.eval_split or "test"))
+        except RlvrError as exc:
+            problems.append(("data.reasoning_gym", str(exc)))
     guidance = config.training.guidance
     return problems + field_problems(
         rows,

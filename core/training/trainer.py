@@ -66,7 +66,13 @@ from rlvr.api.errors import RlvrError, TrainingError
 from rlvr.api.host import Host, build_algorithm, build_environment, build_generator
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, multi_turn, requirements
-from rlvr.data.prompts import PromptSampler, PromptSet, load_rows, require_fields
+from rlvr.data.prompts import (
+    PromptSampler,
+    PromptSet,
+    data_source,
+    load_rows,
+    require_fields,
+)
 from rlvr.evaluation.evaluate import Evaluation, eval_prompt_rows
 from rlvr.model.loading import eos_token_ids, resolve_device_dtype
 from rlvr.outputs import checkpoint as ckpt
@@ -217,7 +223,7 @@ class Trainer:
             self.host,
             prompt_field=self.data_cfg.prompt_field,
             guide_field=t.guidance.field if t.guidance is not None else None,
-            source="the dataset" if self.rows is not None else f"data.path {self.data_cfg.path!r}",
+            source="the dataset" if self.rows is not None else data_source(self.data_cfg),
         )
         eval_rows = None
         if t.eval_steps is not None and self.eval_rows is not None:

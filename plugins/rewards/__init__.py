@@ -1,5 +1,5 @@
 """rlvr's built-in rewards: ``format``, ``answer``, ``numbers``, ``arithmetic``, ``steps``,
-``length_penalty``, ``callable``, ``reward_model``.
+``length_penalty``, ``callable``, ``reward_model``, ``reasoning_gym``.
 
 Registered through the ``rlvr`` entry-point group like any third-party plugin, laid out as every
 plugin family is: this module holds the hooks and one ``register(...)`` per reward; the params
@@ -23,6 +23,7 @@ from rlvr.plugins.rewards.params import (
     FormatParams,
     LengthPenaltyParams,
     NumbersParams,
+    ReasoningGymParams,
     RewardModelParams,
     StepsParams,
 )
@@ -42,6 +43,10 @@ def _function(params: CallableParams) -> str:
 
 def _gold_field(params: AnswerParams | NumbersParams | StepsParams) -> tuple[str, ...]:
     return (params.gold_field,)
+
+
+def _reasoning_gym_fields(params: ReasoningGymParams) -> tuple[str, ...]:
+    return ("task", "answer")
 
 
 @hookimpl
@@ -71,6 +76,18 @@ def rlvr_register_rewards(register: Callable[[Reward], None]) -> None:
             factory=LazyFactory("rlvr.plugins.rewards.numbers:NumbersReward"),
             description="Fast numeric check: the first/last number of the answer equals the gold.",
             fields=_gold_field,
+            correctness=True,
+        )
+    )
+    register(
+        Reward(
+            name="reasoning_gym",
+            params=ReasoningGymParams,
+            factory=LazyFactory("rlvr.plugins.rewards.reasoning_gym:ReasoningGymReward"),
+            description="A reasoning-gym task's own score_answer on the answer block (lenient: "
+            "the last number counts too); rows from data.reasoning_gym. Needs "
+            "rlvr[reasoning-gym].",
+            fields=_reasoning_gym_fields,
             correctness=True,
         )
     )

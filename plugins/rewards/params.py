@@ -134,6 +134,32 @@ class NumbersParams(ExtractionParams):
     percent: Percent = Field("number", description="'50%' reads as 50 (number) or 0.5 (fraction)")
 
 
+# --------------------------------------------------------------------------- reasoning_gym
+
+
+#: rlvr.rewards.extract.Strategy, which the public API does not export.
+_Strategy = Literal["answer_tag", "boxed", "hash", "answer_is", "last_number"]
+
+
+class ReasoningGymParams(ExtractionParams):
+    """Extraction and scores of the ``reasoning_gym`` reward (the task's own score_answer)."""
+
+    strategies: tuple[_Strategy, ...] = Field(
+        ("answer_tag",),
+        description="extraction strategies, tried in order (default: strict, the answer block "
+        "only)",
+    )
+    lenient: bool = Field(
+        False,
+        description="the last number of the completion also counts: the score is the better "
+        "of the extracted answer's and that number's",
+    )
+    correct: float = Field(
+        1.0, description="score_answer's value of a right answer (rlvr eval's threshold)"
+    )
+    no_answer: float = Field(0.0, description="score when nothing is extracted")
+
+
 # --------------------------------------------------------------------------- arithmetic
 
 
