@@ -5,22 +5,36 @@ rlvr's reward workers, and in a real training run."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import math
 import sys
 from pathlib import Path
 
 import pytest
+from transformers import AutoTokenizer
 
-pytest.importorskip("trl", reason="TRL's own reward functions need trl (pip install 'rlvr[test]')")
+import rlvr
+
+if importlib.util.find_spec("trl") is None:
+    pytest.skip(
+        "TRL's own reward functions need trl (pip install 'rlvr[test]')", allow_module_level=True
+    )
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))  # tests/ in the reward workers too (they get sys.path)
 
-import trl_own  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
 
-import rlvr  # noqa: E402
+@pytest.fixture
+def trl_own(monkeypatch):
+    """tests/trl_own.py, imported here only: importing trl sets ``VLLM_LOGGING_LEVEL=ERROR``
+    for the whole process (its patch against vLLM's noise), which would silence the warnings
+    the vLLM tests check; the variable is put back as it was afterwards."""
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "")
+    monkeypatch.delenv("VLLM_LOGGING_LEVEL")
+    return importlib.import_module("trl_own")
+
 
 ROWS = [
     {
@@ -72,7 +86,7 @@ def same(a: list[float], b: list[float | None]) -> bool:
     return all((math.isnan(x) and math.isnan(y)) or x == pytest.approx(y) for x, y in pairs)
 
 
-def test_trl_own_functions_score_the_same_through_callable(tmp_path, tiny_model_dir):
+def test_trl_own_functions_score_the_same_through_callable(tmp_path, tiny_model_dir, trl_own):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     batch = [(r, c) for r, cs in zip(ROWS, COMPLETIONS, strict=True) for c in cs]
     ids = [tokenizer(c, add_special_tokens=False)["input_ids"] for _, c in batch]
