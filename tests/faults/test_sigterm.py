@@ -87,7 +87,9 @@ def test_a_step_whose_rewards_failed_after_a_stop_request_is_discarded(write_run
     rewards = [{"name": "callable", "label": "shell", "params": {"function": "rewards.py:shell"}}]
     training = {"max_steps": 4, "reward_workers": 2, "max_reward_error_frac": 1.0}
     config = write_run(rewards=rewards, training=training)
-    text, code = _terminate_while_scoring_step_2(config, sleep=0.8)
+    # 3 s: the SIGTERM must land while step 2's one batched call still runs its `sleep`
+    # (per-sample calls gave 8 x 0.8 s of window; one call of 0.8 s was missed on a busy CI)
+    text, code = _terminate_while_scoring_step_2(config, sleep=3.0)
     assert code == 0, text
     assert "stopped at step 1 (checkpoint in " in text
     assert re.search(r"step 2 discarded: \d+ reward calls failed after the stop", text), text
