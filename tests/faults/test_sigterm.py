@@ -62,8 +62,7 @@ def test_sigterm_while_scoring_finishes_the_step_on_real_rewards(write_run, tmp_
     rewards = [{"name": "callable", "label": "slow", "params": {"function": "rewards.py:slow"}}]
     common = {"reward_workers": 2, "lr_scheduler_type": "constant"}
     config = write_run(rewards=rewards, training={"max_steps": 4, **common})
-    # 2 s: the window the old per-sample calls gave (8 x 0.4 s over 2 workers), now one call
-    text, code = _terminate_while_scoring_step_2(config, sleep=2.0)
+    text, code = _terminate_while_scoring_step_2(config, sleep=0.4)
     assert code == 0, text
     assert "stopped at step 2; continue with --resume" in text
     out = config.parent / "out"
