@@ -32,21 +32,25 @@ REWARDS = textwrap.dedent(
 
     SLEEP = os.environ.get("RLVR_TEST_SCORING_SLEEP", "0")
 
-    def _scoring():  # tells a test that a call is running (it then sends a signal)
+    def _scoring(trainer_state=None, **kwargs):
+        # tells a test which step's call is running (it then sends a signal): one batched
+        # call a step, so the marker names the step (steps done + 1) rather than being
+        # deleted and awaited again, which raced the next step's call
         marker = os.environ.get("RLVR_TEST_SCORING_MARKER")
         if marker:
-            open(marker, "a").close()
+            step = trainer_state.global_step + 1 if trainer_state is not None else 0
+            open(f"{marker}.{step}", "a").close()
 
     def slow(prompts, completions, **kwargs):
         # slow enough that a signal arrives while the step is being scored
-        _scoring()
+        _scoring(**kwargs)
         time.sleep(float(SLEEP))
         return [len(c) / 8 for c in completions]
 
     def shell(prompts, completions, **kwargs):
         # runs a program per call, as a code-execution reward does
         proc = subprocess.Popen(["sleep", SLEEP])
-        _scoring()  # once the program runs
+        _scoring(**kwargs)  # once the program runs
         if proc.wait():
             raise subprocess.CalledProcessError(proc.returncode, proc.args)
         return [len(c) / 8 for c in completions]
