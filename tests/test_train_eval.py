@@ -199,12 +199,13 @@ def test_max_minutes_keeps_room_for_the_closing_eval_and_runs_it(
     """Steps "take" 10 minutes and evals 5 (a fake clock); the budget is 45. The step-0 eval
     ends at 5, steps 1-3 at 15, 25 and 35; a fourth step would fit (45) but not the eval after
     it (50), so the run saves step 3, evaluates it (as a planned end would) and ends at 40."""
+    import rlvr.training.stopping as stopping
     import rlvr.training.trainer as trainer_module
     from rlvr.evaluation.evaluate import Evaluation
     from rlvr.outputs.checkpoint import latest_checkpoint
 
     now = {"t": 0.0}
-    monkeypatch.setattr(trainer_module, "_clock", lambda: now["t"])
+    monkeypatch.setattr(stopping, "_clock", lambda: now["t"])
     train_step, eval_run = trainer_module.Trainer.train_step, Evaluation.run
 
     def timed_step(self):

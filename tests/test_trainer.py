@@ -720,11 +720,11 @@ def test_max_minutes_saves_and_stops_before_a_step_that_would_not_fit(
     """Each step "takes" 10 minutes (a fake clock): with a 25-minute budget, step 2 ends at
     20 minutes and a third would end at 30, so the run saves checkpoint-2 and stops; --resume
     (a new process, a new budget) goes on to max_steps."""
-    import rlvr.training.trainer as trainer_module
+    import rlvr.training.stopping as stopping
     from rlvr.outputs.metrics import MetricsLogger
 
     now = {"t": 0.0}
-    monkeypatch.setattr(trainer_module, "_clock", lambda: now["t"])
+    monkeypatch.setattr(stopping, "_clock", lambda: now["t"])
     original = MetricsLogger.log
 
     def log(self, metrics):  # called once per step, inside the step

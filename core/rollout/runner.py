@@ -195,6 +195,25 @@ def sample_record(c: Completion, prompts: PromptSet, prompt_field: str) -> dict[
     return record | _episode_record(c)
 
 
+def step_sample_records(
+    ro: Rollout, advantages: Any, prompts: PromptSet, prompt_field: str
+) -> list[dict[str, Any]]:
+    """A training step's lines of ``samples.jsonl``: every completion (guides included), its
+    group, whether dynamic sampling kept it, and its advantage (for per-completion ones)."""
+    by_id = {}
+    if advantages is not None and advantages.dim() == 1:
+        by_id = {id(c): float(a) for c, a in zip(ro.kept, advantages.tolist(), strict=True)}
+    out = []
+    for c in ro.generated + ro.guides:
+        record = {"group": c.group, **sample_record(c, prompts, prompt_field), "kept": c.kept}
+        if c.guide:
+            record["guide"] = True
+        if id(c) in by_id:
+            record["advantage"] = by_id[id(c)]
+        out.append(record)
+    return out
+
+
 def _episode_record(c: Completion) -> dict[str, Any]:
     """What ``samples.jsonl`` adds for a multi-turn episode (nothing for a completion)."""
     if c.transcript is None:
@@ -492,5 +511,6 @@ __all__ = [
     "merge_episode_counts",
     "sample_record",
     "score",
+    "step_sample_records",
     "step_seed",
 ]

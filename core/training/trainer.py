@@ -51,9 +51,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -91,59 +89,26 @@ from rlvr.rewards.failures import RewardError, RewardErrorLog
 from rlvr.rewards.scoring import Scorer, score_entries
 from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
 from rlvr.rollout.guidance import Guides
-from rlvr.rollout.runner import Rollout, RolloutRunner, build_batch, sample_record, step_seed
+from rlvr.rollout.runner import (
+    Rollout,
+    RolloutRunner,
+    build_batch,
+    step_sample_records,
+    step_seed,
+)
 from rlvr.rollout.tools import tool_call_format
 from rlvr.training import memory
 from rlvr.training.models import load_run_models
+from rlvr.training.stopping import Discarded, StopFlag, TimeBudget
 from rlvr.training.update import PolicyUpdate, WeightsError, without_environment_tokens
 
 logger = logging.getLogger("rlvr.training.trainer")
 
 _T = TypeVar("_T")
 
-#: The wall clock ``max_minutes`` reads (a module attribute, so a test can make steps "long").
-_clock = time.monotonic
-
 
 def _seed_everything(seed: int) -> None:
     set_seed(seed)
-
-
-# --------------------------------------------------------------------------- stop requests
-
-
-class _StopFlag:
-    """First SIGINT/SIGTERM: finish the step, save, stop. Second SIGINT: abort at once."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> _StopFlag:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested and signum == signal.SIGINT:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            raise KeyboardInterrupt
-        self.requested = True
-        logger.warning(
-            "stop requested: finishing this step, then saving a checkpoint "
-            "(Ctrl-C again stops at once; the step in progress is then lost)"
-        )
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-class _Discarded(Exception):
-    """A step whose reward calls failed after a stop was requested: the shutdown may have
-    caused those failures (a signal to the process group reaches a reward's own processes),
-    so the step is not trained on; the run stops at the step before it."""
 
 
 def _section(value: _T | None, name: str) -> _T:
@@ -188,14 +153,11 @@ class Trainer:
         self._last_saved: int | None = None
         self._closers: list[Any] = []
         self._step_start = (0, 0)
-        self._stop: _StopFlag | None = None  # while run() runs
+        self._stop: StopFlag | None = None  # while run() runs
         self.dist = distributed.current()
         self.log: MetricsLogger | None = None
         self.evaluation: Evaluation | None = None
-        self._started = _clock()  # max_minutes counts from here (model loading included)
-        self._longest_step = 0.0  # seconds, evals excluded
-        self._longest_eval = 0.0  # seconds; max_minutes keeps room for one more eval
-        self._eval_seconds = 0.0  # all evals so far
+        self.budget = TimeBudget(self.t.max_minutes)  # counts from here, loading included
 
     # ------------------------------------------------------------------ setup
 
@@ -450,7 +412,7 @@ class Trainer:
         failed = sum(s.errors + s.timeouts for s in ro.summary.values())
         stopping = self._stop is not None and self._stop.requested
         if self.dist.any(stopping and failed > 0):  # every rank discards, or none
-            raise _Discarded(
+            raise Discarded(
                 f"{failed} reward calls failed after the stop was requested (a signal to the "
                 "process group reaches the rewards' own processes too)"
             )
@@ -501,7 +463,10 @@ class Trainer:
         self.last_metrics = m
         every = self.t.log_samples_steps
         if self.step % every == 0 or self.step == 1:
-            records = self.dist.gather(self._sample_records(ro, batch.advantages))
+            mine = step_sample_records(
+                ro, batch.advantages, self.rollout_runner.prompts, self.data_cfg.prompt_field
+            )
+            records = self.dist.gather(mine)
             if self.log is not None:
                 self.log.log_samples(self.step, [r for part in records for r in part])
         memory.return_freed_memory()
@@ -520,7 +485,7 @@ class Trainer:
         them; each generated its share of the prompts)."""
         assert self.evaluation is not None
         caps = self.host.backends[self.backend_cfg.name].capabilities
-        began = _clock()
+        began = self.budget.now()
         self.policy.eval()
         with distributed.gathered(self.policy):  # FSDP: whole weights while generating
             _, summary = self.evaluation.run(
@@ -532,9 +497,7 @@ class Trainer:
                 reward_errors=self.reward_errors,
                 step=self.step,
             )
-        took = _clock() - began
-        self._eval_seconds += took
-        self._longest_eval = max(self._longest_eval, took)
+        self.budget.eval_took(self.budget.now() - began)
         return eval_metrics(summary)
 
     def _eval_at_stop(self) -> None:
@@ -557,23 +520,6 @@ class Trainer:
             return m
         parts = self.dist.gather((m, len(ro.generated)))
         return reduce_metrics([p[0] for p in parts], [p[1] for p in parts])
-
-    def _sample_records(self, ro: Rollout, advantages: Any) -> list[dict[str, Any]]:
-        by_id = {}
-        if advantages is not None and advantages.dim() == 1:
-            by_id = {id(c): float(a) for c, a in zip(ro.kept, advantages.tolist(), strict=True)}
-        prompt_field = self.data_cfg.prompt_field
-        out = []
-        prompts = self.rollout_runner.prompts
-        for c in ro.generated + ro.guides:
-            record = {"group": c.group, **sample_record(c, prompts, prompt_field)}
-            record["kept"] = c.kept
-            if c.guide:
-                record["guide"] = True
-            if id(c) in by_id:
-                record["advantage"] = by_id[id(c)]
-            out.append(record)
-        return out
 
     # ------------------------------------------------------------------ saving
 
@@ -643,12 +589,12 @@ class Trainer:
                 m = {"step": 0, **self.evaluate()}
                 if self.log is not None:
                     self.log.log(m)
-            with _StopFlag() as stop:
+            with StopFlag() as stop:
                 self._stop = stop
                 while self.step < self.max_steps:
                     self._step_start = (self.step, self.sampler.position)
                     self.update.stepped = False
-                    step_began, evals_before = _clock(), self._eval_seconds
+                    self.budget.step_began()
                     try:
                         self.train_step()
                     except WeightsError as exc:  # the weights are lost: nothing to save
@@ -656,7 +602,7 @@ class Trainer:
                     except BaseException as exc:  # Ctrl-C, nothing to train on, out of memory...
                         step = self.step
                         # rewards that failed on the way to a requested stop: stop there
-                        discard = stop.requested and isinstance(exc, _Discarded | RewardError)
+                        discard = stop.requested and isinstance(exc, Discarded | RewardError)
                         self._save_after_interrupt(announce=not discard)
                         if discard:
                             self._stopped_discarding(step, exc)
@@ -673,9 +619,8 @@ class Trainer:
                         )
                     if self.step % self.t.save_steps == 0:
                         self.save()
-                    took = _clock() - step_began - (self._eval_seconds - evals_before)
-                    self._longest_step = max(self._longest_step, took)
-                    out_of_time = self.step < self.max_steps and self._out_of_time()
+                    self.budget.step_ended()
+                    out_of_time = self.step < self.max_steps and self.budget.out_of_time()
                     # every rank stops at the same step
                     if self.dist.any(stop.requested or out_of_time):
                         if self._last_saved != self.step:
@@ -683,7 +628,7 @@ class Trainer:
                         why = ""
                         if out_of_time and not stop.requested:
                             self._eval_at_stop()
-                            why = f" ({self._budget_used()})"
+                            why = f" ({self.budget.used()})"
                         if self.log is not None:
                             self.log.write(
                                 f"stopped at step {self.step}{why}; continue with --resume "
@@ -695,24 +640,6 @@ class Trainer:
             return self.last_metrics
         finally:
             self.close()
-
-    def _minutes(self) -> float:
-        return (_clock() - self._started) / 60
-
-    def _budget_used(self) -> str:
-        """Why a run stopped on its time budget, for the stop message."""
-        evals = f", an eval {self._longest_eval / 60:.1f} min" if self._longest_eval else ""
-        return (
-            f"training.max_minutes={self.t.max_minutes:g}: {self._minutes():.1f} min used, "
-            f"a step takes up to {self._longest_step / 60:.1f} min{evals}"
-        )
-
-    def _out_of_time(self) -> bool:
-        """Would one more step (as long as the longest so far), and the eval that ends a run
-        (as long as the longest so far), end past ``max_minutes``?"""
-        budget = self.t.max_minutes
-        needed = self._longest_step + self._longest_eval
-        return budget is not None and self._minutes() + needed / 60 > budget
 
     def _save_after_interrupt(self, announce: bool = True) -> None:
         """A step that did not finish (Ctrl-C, an error): before any weight changed, forget
@@ -781,27 +708,10 @@ def _saved_as_for_inference(model: Any) -> Iterator[None]:
             config.use_cache = before
 
 
-def train(
-    config: RunConfig,
-    host: Host,
-    *,
-    resume: bool = False,
-    progress: bool = True,
-    rows: list[dict[str, Any]] | None = None,
-    eval_rows: list[dict[str, Any]] | None = None,
-) -> dict:
-    """Train the policy ``config`` describes; return the last step's metrics.
-
-    ``config`` is a validated run config (``rlvr.config.schema.load_config`` with the model, data,
-    rewards, algorithm and backend sections). ``resume`` continues from the latest complete
-    checkpoint in ``training.output_dir``. Ctrl-C (or SIGTERM) finishes the current step, saves
-    a checkpoint and returns; a second Ctrl-C aborts without saving. ``rows`` and
-    ``eval_rows``: the training and eval rows, when they come from memory rather than
-    ``data.path`` and ``data.eval_path``.
-    """
-    return run(
-        config, host, resume=resume, progress=progress, rows=rows, eval_rows=eval_rows
-    ).metrics
+def train(config: RunConfig, host: Host, **options: Any) -> dict:
+    """Train the policy ``config`` describes; return the last step's metrics. ``options``
+    are :func:`run`'s."""
+    return run(config, host, **options).metrics
 
 
 @dataclass
@@ -822,7 +732,15 @@ def run(
     rows: list[dict[str, Any]] | None = None,
     eval_rows: list[dict[str, Any]] | None = None,
 ) -> RunResult:
-    """:func:`train`, returning the summary it prints as well."""
+    """Train the policy ``config`` describes; return its last step's metrics and summary.
+
+    ``config`` is a validated run config (``rlvr.config.schema.load_config`` with the model, data,
+    rewards, algorithm and backend sections). ``resume`` continues from the latest complete
+    checkpoint in ``training.output_dir``. Ctrl-C (or SIGTERM) finishes the current step, saves
+    a checkpoint and returns; a second Ctrl-C aborts without saving. ``rows`` and
+    ``eval_rows``: the training and eval rows, when they come from memory rather than
+    ``data.path`` and ``data.eval_path``.
+    """
     start = time.perf_counter()
     memory.cap_onednn_cache()
     with distributed.data_parallel() as dist:

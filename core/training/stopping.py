@@ -1,0 +1,106 @@
+"""How a run stops early without losing work: the stop signals and the time budget.
+
+- :class:`StopFlag`: the first SIGINT/SIGTERM asks the loop to finish its step, save and
+  return; a second SIGINT aborts at once.
+- :class:`Discarded`: a step whose reward calls failed once a stop was asked for is not trained
+  on (the signal reached the rewards' own processes too).
+- :class:`TimeBudget`: ``training.max_minutes``, stopping before a step (and the eval that ends a
+  run) would end past it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from typing import Any
+
+logger = logging.getLogger("rlvr.training.trainer")
+
+#: The wall clock ``max_minutes`` reads (a module attribute, so a test can make steps "long").
+_clock = time.monotonic
+
+
+class StopFlag:
+    """First SIGINT/SIGTERM: finish the step, save, stop. Second SIGINT: abort at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopFlag:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested and signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise KeyboardInterrupt
+        self.requested = True
+        logger.warning(
+            "stop requested: finishing this step, then saving a checkpoint "
+            "(Ctrl-C again stops at once; the step in progress is then lost)"
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class Discarded(Exception):
+    """A step whose reward calls failed after a stop was requested: the shutdown may have
+    caused those failures (a signal to the process group reaches a reward's own processes),
+    so the step is not trained on; the run stops at the step before it."""
+
+
+class TimeBudget:
+    """``training.max_minutes``, counted from the run's start (model loading included).
+
+    The loop stops before a step that would end past the budget, keeping room for the eval
+    that ends a run: the longest step (evals excluded) and the longest eval so far are the
+    estimates."""
+
+    def __init__(self, max_minutes: float | None) -> None:
+        self.max_minutes = max_minutes
+        self.started = _clock()
+        self.longest_step = 0.0  # seconds, evals excluded
+        self.longest_eval = 0.0  # seconds
+        self.eval_seconds = 0.0  # all evals so far
+        self._step: tuple[float, float] = (self.started, 0.0)
+
+    def step_began(self) -> None:
+        self._step = (_clock(), self.eval_seconds)
+
+    def step_ended(self) -> None:
+        began, evals_before = self._step
+        took = _clock() - began - (self.eval_seconds - evals_before)
+        self.longest_step = max(self.longest_step, took)
+
+    def now(self) -> float:
+        return _clock()
+
+    def eval_took(self, seconds: float) -> None:
+        self.eval_seconds += seconds
+        self.longest_eval = max(self.longest_eval, seconds)
+
+    def minutes(self) -> float:
+        return (_clock() - self.started) / 60
+
+    def out_of_time(self) -> bool:
+        """Would one more step, and the eval that ends a run, end past ``max_minutes``?"""
+        needed = self.longest_step + self.longest_eval
+        return self.max_minutes is not None and self.minutes() + needed / 60 > self.max_minutes
+
+    def used(self) -> str:
+        """Why a run stopped on its time budget, for the stop message."""
+        evals = f", an eval {self.longest_eval / 60:.1f} min" if self.longest_eval else ""
+        return (
+            f"training.max_minutes={self.max_minutes:g}: {self.minutes():.1f} min used, "
+            f"a step takes up to {self.longest_step / 60:.1f} min{evals}"
+        )
+
+
+__all__ = ["Discarded", "StopFlag", "TimeBudget"]
