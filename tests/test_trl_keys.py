@@ -378,6 +378,22 @@ def test_a_native_setting_wins_over_a_trl_default(host):
     assert pasted["training"]["per_device_train_batch_size"] == 2  # 8 completions / 4
 
 
+def test_a_set_on_the_command_line_wins_over_the_trl_block(host):
+    """``--set training.output_dir=...`` on a config with a ``trl:`` block: the command line
+    wins, as it does over any key of the file (it was "also set ...; keep only one")."""
+    extra = {"trl": {"output_dir": "from-trl", "learning_rate": 1e-5, "beta": 0.04}}
+    sets = ["training.output_dir=/tmp/from-cli", "algorithm.params.beta=0.2"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = load_config(merged(BASE, extra), host, require=TRAIN_SECTIONS, overrides=sets)
+    assert config.training.output_dir == "/tmp/from-cli"
+    assert config.algorithm is not None and config.algorithm.params.beta == 0.2
+    assert config.training.learning_rate == 1e-5  # the block's other keys still apply
+    # in the file, two values for one key stay a problem
+    found = problems(host, {**extra, "training": {"output_dir": "elsewhere"}})
+    assert "keep only one" in found["trl.output_dir"]
+
+
 def test_trl_algorithm_defaults_stay_off_another_algorithm(host):
     pasted = run_config(host, {"trl": {"learning_rate": 1e-5}, "algorithm": {"name": "dr_grpo"}})
     native = run_config(host, {"algorithm": {"name": "dr_grpo"}})

@@ -863,7 +863,10 @@ def validate(
         "environment": DEFAULT_ENVIRONMENT,
     }
     native = frozenset(TrainingConfig.model_fields)
-    moved = move_trl_keys(data, host, require=require, defaults=defaults, native=native)
+    given = frozenset(set_keys)  # a --set wins over a TRL block's value for the same key
+    moved = move_trl_keys(
+        data, host, require=require, defaults=defaults, native=native, overridden=given
+    )
     data = _with_defaults(data, require, host)
     problems = _missing_sections(data, require) + _unknown_names(data, host) + moved
     config = None

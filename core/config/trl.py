@@ -102,9 +102,13 @@ class _Paste:
         values: Mapping[str, Any],
         require: tuple[str, ...],
         defaults: Mapping[str, str],
+        overridden: frozenset[str] = frozenset(),
     ) -> None:
         self.data, self.host, self.block, self.values = data, host, block, dict(values)
         self.require, self.defaults = require, defaults
+        #: rlvr keys the command line set (``--set training.output_dir=...``): they win over
+        #: the block's value, as a --set wins over the file
+        self.overridden = overridden
         self.problems: list[tuple[str, str]] = []
         #: keys filled with TRL's default (:data:`TRL_DEFAULTS`): they yield to any value the
         #: config already has and are dropped, never a problem, where they cannot apply
@@ -172,6 +176,8 @@ class _Paste:
         different value already there is a problem. A section this command does not use (and
         that is absent) is left alone: the key only matters for another command."""
         section, *rest = target.split(".")
+        if target in self.overridden:
+            return
         node = self.data.get(section)
         if node is None:
             if section != "training" and section not in self.require:
@@ -1067,13 +1073,15 @@ def move_trl_keys(
     require: tuple[str, ...] = (),
     defaults: Mapping[str, str] | None = None,
     native: frozenset[str] = frozenset(),
+    overridden: frozenset[str] = frozenset(),
 ) -> list[tuple[str, str]]:
     """Translate the TRL keys of ``data`` (the ``trl:`` section, and the TRL keys of
     ``training:`` that are not ``native`` rlvr keys) into rlvr's sections, in place, as
     :data:`TRL_KEYS` decides; returns the problems (``(path, message)``), warns for the
     ignored keys. ``require``: the sections the command needs (a key whose home is a section
     the command neither needs nor has is dropped: it only matters to another command);
-    ``defaults``: the algorithm and backend names used when those sections are absent."""
+    ``defaults``: the algorithm and backend names used when those sections are absent;
+    ``overridden``: the keys ``--set`` gave (``training.output_dir``), which keep their value."""
     defaults = dict(defaults or {})
     problems: list[tuple[str, str]] = []
     training = data.get("training")
@@ -1082,7 +1090,7 @@ def move_trl_keys(
         training = data["training"] = dict(training)
         keys = [k for k in training if k in TRL_KEYS and (k not in native or _translates(k))]
         values = {k: training.pop(k) for k in keys}
-        paste = _Paste(data, host, "training", values, require, defaults)
+        paste = _Paste(data, host, "training", values, require, defaults, overridden)
         _translate(paste)
         problems += paste.problems
         markers = [k for k in values if k not in native and k not in TRL_ALGORITHM_KEYS]
@@ -1091,7 +1099,7 @@ def move_trl_keys(
     if block is not None and not isinstance(block, dict):
         problems.append((TRL_SECTION, "must be a mapping of TRL GRPOConfig keys"))
     elif block:
-        paste = _Paste(data, host, TRL_SECTION, block, require, defaults)
+        paste = _Paste(data, host, TRL_SECTION, block, require, defaults, overridden)
         for key in [k for k in block if k not in TRL_KEYS]:
             paste.values.pop(key)
             problems.append((f"{TRL_SECTION}.{key}", _not_trl(key, native)))
