@@ -191,7 +191,8 @@ def test_a_lora_script_becomes_a_config_that_validates(scripts, tiny_model_dir):
             "dropout": 0.05,
         },
     }
-    assert data["data"] == {"path": "openai/gsm8k", "split": "train"}
+    # the script's map(lambda x: {"prompt": x["question"], ...}) only renames: prompt_field
+    assert data["data"] == {"path": "openai/gsm8k", "split": "train", "prompt_field": "question"}
     # Importing the script would run it: its functions are copied to a module of their own.
     assert data["rewards"] == [
         {
@@ -232,13 +233,14 @@ def test_a_lora_script_becomes_a_config_that_validates(scripts, tiny_model_dir):
     text = config.read_text()
     assert "# bf16: true  # ignored: " in text
     assert "# steps_per_generation: 8  # TODO: " in text
-    assert "# TODO: the script changes the rows (dataset.map(" in text
+    assert "the script changes the rows" not in text
     report = proc.stdout
     assert "needs your attention" in report and "names a dataset config" in report
     assert "trl.steps_per_generation" in report
 
     # Valid for rlvr train once the model and the data are here (the hub's are not).
-    rows = scripts / "data" / "prompts.jsonl"
+    rows = scripts / "data" / "gsm8k.jsonl"
+    rows.write_text(json.dumps({"question": "What is 1 + 1?", "answer": "2"}) + "\n")
     proc = _rlvr(
         scripts,
         "validate",
@@ -409,6 +411,35 @@ def test_the_help_lists_both_commands():
         [sys.executable, "-m", "rlvr.cli.main", "--help"], capture_output=True, text=True
     ).stdout
     assert "import-trl" in out and "init" in out
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "todo"),
+    [
+        ('.rename_column("q", "prompt")', "q", False),
+        ('.rename_columns({"q": "prompt", "a": "a"})', "q", False),
+        ('.map(lambda r: {"prompt": r["q"]}).rename_column("a", "answer")', "q", True),
+        ('.rename_column("q", "text").map(lambda r: {"prompt": r["text"]})', "q", True),
+        ('.map(lambda r: {"prompt": [{"role": "user", "content": r["q"]}]})', None, True),
+        (".filter(lambda r: len(r['q']) < 200)", None, True),
+    ],
+)
+def test_a_renamed_prompt_column_becomes_prompt_field(tmp_path, change, field, todo):
+    """A rename of the prompt column is data.prompt_field; any other change of the rows (a
+    built chat prompt, a filter, another column renamed) stays a TODO: rlvr reads rows as
+    stored."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "from datasets import load_dataset\n"
+        "from trl import GRPOTrainer\n"
+        f"ds = load_dataset('json', data_files='/d/rows.jsonl', split='train'){change}\n"
+        "GRPOTrainer(model='m', reward_funcs=[], train_dataset=ds).train()\n"
+    )
+    assert main(["import-trl", str(script)]) == 0
+    text = (tmp_path / "train.rlvr.yaml").read_text()
+    data = yaml.safe_load(text)["data"]
+    assert data.get("prompt_field") == field
+    assert ("the script changes the rows" in text) is todo
 
 
 def test_an_absolute_data_file_stays_absolute_and_a_reward_model_says_what_it_is(tmp_path):

@@ -543,7 +543,7 @@ def _read_data(reader: _Reader, trainer: ast.Call | None, out: Script, config_di
             out.todo("data", "no dataset found: set data.path (a .jsonl file or hub dataset)")
             return
         node = loads[0]
-    changed: list[str] = []
+    changed: list[ast.Call] = []
     split: str | None = None
     for _ in range(20):  # walk back through .map(...), ds["train"] and names
         node, line = reader.resolve(node, line)
@@ -554,7 +554,7 @@ def _read_data(reader: _Reader, trainer: ast.Call | None, out: Script, config_di
             node = node.value
         elif isinstance(node, ast.Call) and _called(node) in DATASET_METHODS:
             assert isinstance(node.func, ast.Attribute)
-            changed.append(reader.text(node))
+            changed.append(node)
             node = node.func.value
         else:
             break
@@ -608,13 +608,65 @@ def _read_data(reader: _Reader, trainer: ast.Call | None, out: Script, config_di
             split = value
     if split is not None and out.data.get("path") == path:
         out.data["split"] = split
-    for change in reversed(changed):
+    source: dict[str, str] = {}  # a column's name after the script's renames -> as stored
+    for change in reversed(changed):  # in the order the script applies them
+        copies = _column_copies(change)
+        if copies is not None:
+            source |= {new: source.get(old, old) for new, old in copies.items()}
+            if all(new == "prompt" or new == old for new, old in copies.items()):
+                continue
         out.todo(
             "data",
-            f"the script changes the rows ({change}); rlvr reads them as "
+            f"the script changes the rows ({reader.text(change)}); rlvr reads them as "
             "stored: save the changed rows to a .jsonl file for data.path, or use "
             "rlvr.Trainer(dataset=...)",
         )
+    if source.get("prompt", "prompt") != "prompt":
+        out.data["prompt_field"] = source["prompt"]
+
+
+def _column_copies(call: ast.Call) -> dict[str, str] | None:
+    """``{new: old}`` when ``call`` only renames or copies columns (``rename_column("q",
+    "prompt")``, ``rename_columns({...})``, ``map(lambda x: {"prompt": x["q"]})``), else None:
+    a prompt column read under another name is ``data.prompt_field``, not a changed row."""
+    assert isinstance(call.func, ast.Attribute)
+    method, args = call.func.attr, call.args
+    strings = [a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    if method == "rename_column" and len(strings) == len(args) == 2 and not call.keywords:
+        return {strings[1]: strings[0]}
+    if method == "rename_columns" and len(args) == 1 and isinstance(args[0], ast.Dict):
+        pairs = _string_pairs(args[0])
+        return None if pairs is None else {new: old for old, new in pairs.items()}
+    if method != "map" or len(args) != 1 or call.keywords or not isinstance(args[0], ast.Lambda):
+        return None
+    fn = args[0]
+    if len(fn.args.args) != 1 or not isinstance(fn.body, ast.Dict):
+        return None
+    row, out = fn.args.args[0].arg, {}
+    for key, value in zip(fn.body.keys, fn.body.values, strict=True):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return None
+        if not (
+            isinstance(value, ast.Subscript)
+            and isinstance(value.value, ast.Name)
+            and value.value.id == row
+            and isinstance(value.slice, ast.Constant)
+            and isinstance(value.slice.value, str)
+        ):
+            return None
+        out[key.value] = value.slice.value
+    return out
+
+
+def _string_pairs(node: ast.Dict) -> dict[str, str] | None:
+    pairs: dict[str, str] = {}
+    for key, value in zip(node.keys, node.values, strict=True):
+        if not (isinstance(key, ast.Constant) and isinstance(value, ast.Constant)):
+            return None
+        if not (isinstance(key.value, str) and isinstance(value.value, str)):
+            return None
+        pairs[key.value] = value.value
+    return pairs
 
 
 # --------------------------------------------------------------------------- writing
