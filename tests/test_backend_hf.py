@@ -84,7 +84,7 @@ def test_registration_imports_no_torch():
 
 
 def test_params():
-    assert HFParams() == HFParams(batch_size=None, use_cache=True)
+    assert HFParams() == HFParams(batch_size=None, use_cache=True, share_prompt_prefill=True)
     with pytest.raises(pydantic.ValidationError):
         HFParams(batch_size=0)
     with pytest.raises(pydantic.ValidationError):
@@ -217,3 +217,109 @@ def test_edge_cases(policy, prompts):
     gen.sync_weights(model)  # a no-op: generation uses the training model itself
     assert gen.model is model
     gen.close()
+
+
+# --------------------------------------------------------------------------- shared prefill
+
+
+def forward_inputs(model, fn):
+    """The ``input_ids`` shapes of the model's forward passes while ``fn()`` runs."""
+    shapes = []
+
+    def hook(module, args, kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        fn()
+    finally:
+        handle.remove()
+    return shapes
+
+
+def test_shared_prefill_reads_each_prompt_once(policy, prompts):
+    """With n > 1 the prompts run once (all but their last token, in one pass over the
+    distinct prompts); generate() then runs only the last prompt token of each of the n * P
+    rows, where without sharing it runs every prompt token of every row."""
+    model, _ = policy
+    width = max(len(p) for p in prompts)
+    rows = len(prompts) * 3
+    sampling = SamplingParams(max_tokens=4, temperature=1.0, seed=0)
+    shared = forward_inputs(model, lambda: make(policy).generate(prompts, 3, sampling))
+    assert shared[:2] == [(len(prompts), width - 1), (rows, 1)]
+    assert all(shape == (rows, 1) for shape in shared[1:])
+    unshared = make(policy, share_prompt_prefill=False)
+    assert forward_inputs(model, lambda: unshared.generate(prompts, 3, sampling))[0] == (
+        rows,
+        width,
+    )
+    # nothing repeats with n = 1, and nothing is cached without use_cache: no extra pass
+    alone = forward_inputs(model, lambda: make(policy).generate(prompts, 1, sampling))
+    assert alone[0] == (len(prompts), width)
+    no_cache = make(policy, use_cache=False)
+    assert forward_inputs(model, lambda: no_cache.generate(prompts, 3, sampling))[0] == (
+        rows,
+        width,
+    )
+    # a chunk that splits a group (batch_size 5, n 3) prefills the prompts it holds
+    chunks = forward_inputs(
+        model, lambda: make(policy, batch_size=5).generate(prompts, 3, sampling)
+    )
+    assert (2, width - 1) in chunks
+
+
+SHARED_SAMPLINGS = [
+    SamplingParams(max_tokens=12, temperature=0.0, logprobs=True),
+    SamplingParams(max_tokens=12, temperature=1.0, seed=3, logprobs=True),
+    SamplingParams(
+        max_tokens=12,
+        temperature=0.7,
+        top_p=0.9,
+        top_k=20,
+        repetition_penalty=1.2,
+        seed=5,
+        logprobs=True,
+    ),
+]
+
+
+def assert_same_generation(a: Generation, b: Generation) -> None:
+    assert a.token_ids == b.token_ids
+    assert a.truncated == b.truncated
+    assert a.texts == b.texts
+    assert a.logprobs is not None and b.logprobs is not None
+    for la, lb in zip(a.logprobs, b.logprobs, strict=True):
+        assert la == pytest.approx(lb, abs=1e-5)
+
+
+@pytest.mark.parametrize("batch_size", [None, 5])
+@pytest.mark.parametrize("sampling", SHARED_SAMPLINGS, ids=["greedy", "sampled", "top_p"])
+def test_shared_prefill_gives_the_unshared_samples(policy, prompts, batch_size, sampling):
+    """Prompts of different lengths (left padding), n > 1, groups split across chunks: the
+    same tokens and log-probs as when every row runs its own prompt."""
+    assert len({len(p) for p in prompts}) > 2
+    unshared = make(policy, batch_size=batch_size, share_prompt_prefill=False)
+    expected = unshared.generate(prompts, 3, sampling)
+    assert_same_generation(
+        make(policy, batch_size=batch_size).generate(prompts, 3, sampling), expected
+    )
+
+
+def test_shared_prefill_with_lora_adapters(tmp_path, prompts):
+    """A peft model: the prefill pass runs through the adapters (random, non-zero ones here,
+    so the samples differ from the base model's)."""
+    peft = pytest.importorskip("peft")  # optional extra (rlvr[lora])
+    path = build_tiny_model(tmp_path / "model")
+    base, tok = load_policy(
+        ModelConfig(name_or_path=str(path)), device=torch.device("cpu"), dtype=torch.float32
+    )
+    sampling = SHARED_SAMPLINGS[1]
+    plain = HFGenerator(HFParams(), RUN, base, tok).generate(prompts, 3, sampling)
+    torch.manual_seed(0)
+    config = peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    model = peft.get_peft_model(base, config)
+    unshared = HFGenerator(HFParams(share_prompt_prefill=False), RUN, model, tok)
+    expected = unshared.generate(prompts, 3, sampling)
+    assert expected.token_ids != plain.token_ids
+    shared = HFGenerator(HFParams(), RUN, model, tok).generate(prompts, 3, sampling)
+    assert_same_generation(shared, expected)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 from transformers import (
+    DynamicCache,
     GenerationConfig,
     LogitsProcessor,
     LogitsProcessorList,
@@ -23,7 +25,16 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from rlvr import Generation, RunInfo, SamplingParams, autocast, check_request, eos_token_ids
+from rlvr import (
+    Generation,
+    RunInfo,
+    SamplingParams,
+    autocast,
+    check_request,
+    eos_token_ids,
+    is_peft,
+    unwrap,
+)
 from rlvr.plugins.backends.params import HFParams
 
 
@@ -93,6 +104,11 @@ class HFGenerator:
 
     - Prompts are left-padded; completion ``i`` belongs to prompt ``i // n``.
     - At most ``params.batch_size`` sequences go into one ``generate()`` call (all when None).
+    - With ``params.share_prompt_prefill`` (default), each distinct prompt of a call is run
+      through the model once and its KV cache copied to its rows before ``generate()``
+      decodes them all (see :meth:`_shared_prefill`): the prompt is read once per group, not
+      ``n`` times. The samples are those of the unshared path (same RNG draws, log-probs equal
+      to float tolerance).
     - Greedy when ``sampling.temperature == 0``; otherwise temperature/top-p/top-k/min-p
       sampling. ``repetition_penalty`` applies in both cases. Only the settings of
       ``sampling`` apply: the model's own ``generation_config`` defaults (e.g. a top_k in a
@@ -210,6 +226,10 @@ class HFGenerator:
             attention_mask[row, width - len(prompt) :] = 1
         recorder = _SampledLogprobs() if logprobs else None
         extra: dict[str, Any] = {}
+        if self.params.share_prompt_prefill and self.params.use_cache:
+            cache = self._shared_prefill(chunk, input_ids, attention_mask, device)
+            if cache is not None:
+                extra["past_key_values"] = cache
         if recorder is not None:
             config, warpers = _own_warpers(config)
             extra["logits_processor"] = LogitsProcessorList([*warpers, recorder])
@@ -231,6 +251,59 @@ class HFGenerator:
             else:
                 results.append((row[: end + 1], False, lp[: end + 1]))
         return results
+
+    def _shared_prefill(
+        self,
+        chunk: list[list[int]],
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        device: torch.device,
+    ) -> Any:
+        """The KV cache of every row's prompt but its last token, each distinct prompt computed
+        once (None when no prompt repeats, or a prompt is one token wide: nothing to share).
+
+        The distinct prompts run in one forward pass, left-padded to the chunk's width like
+        ``generate()`` would pad them, with the position ids ``generate()`` derives from the
+        mask; their cache is then indexed along the batch dim to one entry per row. Given this
+        cache, ``generate()`` only runs the last prompt token (it slices the input to what the
+        cache lacks) and decodes as usual: same logits processors, same draws from the RNG,
+        same early stop once every row has ended. The last token is left to ``generate()`` so
+        its first step is the one that produces the first token's scores."""
+        width = input_ids.shape[1]
+        if width < 2:
+            return None
+        distinct: dict[tuple[int, ...], int] = {}  # prompt -> its index among the distinct
+        first: list[int] = []  # the distinct prompts' first rows
+        owner: list[int] = []  # each row's distinct prompt
+        for row, prompt in enumerate(chunk):
+            if tuple(prompt) not in distinct:
+                distinct[tuple(prompt)] = len(first)
+                first.append(row)
+            owner.append(distinct[tuple(prompt)])
+        if len(first) == len(chunk):
+            return None
+        ids = input_ids[first, :-1].to(device)
+        mask = attention_mask[first, :-1].to(device)
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        # The transformers model itself (a peft model's base model carries the adapters), so
+        # its own keyword arguments are available: ``logits_to_keep=1`` skips the lm_head on
+        # all but one position (the logits of this pass are not used).
+        inner = unwrap(self.model)
+        model = inner.get_base_model() if is_peft(inner) else inner
+        extra = {}
+        if "logits_to_keep" in inspect.signature(model.forward).parameters:
+            extra["logits_to_keep"] = 1
+        cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+        model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            **extra,
+        )
+        cache.batch_select_indices(torch.tensor(owner, dtype=torch.long, device=device))
+        return cache
 
 
 __all__ = ["HFGenerator"]

@@ -17,6 +17,11 @@ class HFParams(Params):
         None, ge=1, description="most sequences per generate() call (None: all at once)"
     )
     use_cache: bool = Field(True, description="use the KV cache while generating")
+    share_prompt_prefill: bool = Field(
+        True,
+        description="run a prompt once and share its KV cache among its n completions (off: "
+        "each completion re-reads its prompt, as before; needs use_cache)",
+    )
 
 
 class VLLMParams(Params):
