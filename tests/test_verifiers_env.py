@@ -10,6 +10,7 @@ rubric's weighted rewards arrive as the episode's environment rewards.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -17,29 +18,31 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("verifiers.v1", reason="needs verifiers 0.4: pip install 'rlvr[verifiers]'")
-
-import rlvr  # noqa: E402
-from rlvr.api.runtime import RunInfo, SamplingParams  # noqa: E402
-from rlvr.config.schema import DataConfig, ModelConfig  # noqa: E402
-from rlvr.data.prompts import PromptSet  # noqa: E402
-from rlvr.model.loading import eos_token_ids, load_policy  # noqa: E402
-from rlvr.model.logprobs import completion_logprobs  # noqa: E402
-from rlvr.plugins.backends.hf import HFGenerator  # noqa: E402
-from rlvr.plugins.backends.params import HFParams  # noqa: E402
-from rlvr.plugins.environments import verifiers as adapter  # noqa: E402
-from rlvr.plugins.environments.params import VerifiersParams  # noqa: E402
-from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner  # noqa: E402
-from rlvr.rollout.runner import build_batch, episode_completion  # noqa: E402
+import rlvr
+from rlvr.api.runtime import RunInfo, SamplingParams
+from rlvr.config.schema import DataConfig, ModelConfig
+from rlvr.data.prompts import PromptSet
+from rlvr.model.loading import eos_token_ids, load_policy
+from rlvr.model.logprobs import completion_logprobs
+from rlvr.plugins.backends.hf import HFGenerator
+from rlvr.plugins.backends.params import HFParams
+from rlvr.plugins.environments import verifiers as adapter
+from rlvr.plugins.environments.params import VerifiersParams
+from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
+from rlvr.rollout.runner import build_batch, episode_completion
 
 RUN = RunInfo(max_completion_length=6, num_generations=2, seed=0)
 ENV_DIR = Path(__file__).parent / "verifiers_env"
 FOLLOW_UP = "Check it: reply with the number only."
 
-pytestmark = pytest.mark.slow  # verifiers.v1 alone takes seconds to import and load
+#: verifiers.v1 alone takes seconds to import, and an environment more to load.
+needs_verifiers = pytest.mark.skipif(
+    importlib.util.find_spec("verifiers") is None,
+    reason="needs verifiers 0.4: pip install 'rlvr[verifiers]'",
+)
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def env_package():
     """The local taskset package importable, as ``pip install`` would make it."""
     sys.path.insert(0, str(ENV_DIR))
@@ -69,7 +72,7 @@ def policy(tiny_model_dir):
 
 
 @pytest.fixture(scope="module")
-def environment():
+def environment(env_package):
     return adapter.VerifiersEnvironment(VerifiersParams(env="rlvr-vf-arith"), RUN)
 
 
@@ -103,14 +106,17 @@ def run_episodes(policy, env, rows, *, max_turns=4, n=2):
     return runner, spy, episodes
 
 
+@pytest.mark.usefixtures("env_package")
+@needs_verifiers
+@pytest.mark.slow
 def test_verifiers_episodes_train_the_sampled_tokens_and_get_the_rubrics_rewards(
     policy, environment
 ):
     model, tok = policy
     rows = environment.rows()[:2]
     assert rows == [
-        {"answer": "1", "prompt": "What is 0 + 1?", "task": 0},
-        {"answer": "3", "prompt": "What is 1 + 2?", "task": 1},
+        {"answer": "1", "broken": False, "prompt": "What is 0 + 1?", "task": 0},
+        {"answer": "3", "broken": False, "prompt": "What is 1 + 2?", "task": 1},
     ]
     runner, spy, episodes = run_episodes(policy, environment, rows)
     assert len(episodes) == 4 and all(e.failed is None for e in episodes), [
@@ -180,6 +186,46 @@ def test_verifiers_episodes_train_the_sampled_tokens_and_get_the_rubrics_rewards
     runner2.close()
 
 
+@pytest.mark.usefixtures("env_package")
+@needs_verifiers
+@pytest.mark.slow
+def test_a_failing_rubric_fails_its_episode_not_the_run(policy, caplog):
+    broken = adapter.VerifiersEnvironment(
+        VerifiersParams(env="rlvr-vf-arith", args={"broken": True}), RUN
+    )
+    runner, _, episodes = run_episodes(policy, broken, broken.rows()[:1], n=2)
+    finished = [e for e in episodes if e.turns == 2 and not e.truncated]
+    assert finished and all("the grader broke" in str(e.failed) for e in finished)
+    assert "the grader broke" in caplog.text and runner.last_counts["env/failed"] >= 1
+    runner.loop.run([(broken.aclose(), 30.0)])
+    runner.close()
+
+
+def test_without_verifiers_the_environment_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "verifiers.v1", None)  # import verifiers.v1 now fails
+    with pytest.raises(rlvr.RlvrError, match=r"pip install 'rlvr\[verifiers\]'"):
+        adapter.VerifiersEnvironment(VerifiersParams(env="anything"), RUN)
+
+
+def test_sampled_tool_calls_reach_the_harness_as_openai_tool_calls():
+    calls = [
+        {"type": "function", "function": {"name": "add", "arguments": {"a": 1, "b": 2}}},
+        {"type": "function", "function": {"name": "", "arguments": {}}, "error": "bad JSON"},
+    ]
+    reply = adapter._completion("m", '<tool_call>{"name": "add"}</tool_call>', calls)
+    choice = reply["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    [call] = choice["message"]["tool_calls"]  # the unreadable call is left out
+    assert call["type"] == "function" and call["id"].startswith("call_")
+    assert call["function"] == {"name": "add", "arguments": '{"a": 1, "b": 2}'}
+    # ... and the harness's echo of them and its tool results, as the chat template takes them
+    echoed = adapter._message(
+        {"role": "assistant", "content": [{"type": "text", "text": "x"}], "tool_calls": [call]}
+    )
+    assert echoed["content"] == "x"
+    assert echoed["tool_calls"][0]["function"]["arguments"] == {"a": 1, "b": 2}
+
+
 def test_a_harness_that_rewrites_the_conversation_fails_its_episode():
     sent = [
         {"role": "user", "content": "What is 1 + 2?"},
@@ -193,11 +239,16 @@ def test_a_harness_that_rewrites_the_conversation_fails_its_episode():
         adapter._added(sent, [sent[1]])
 
 
+@needs_verifiers
+@pytest.mark.slow
 def test_an_unknown_verifiers_environment_is_one_error_line():
     with pytest.raises(rlvr.RlvrError, match="cannot load verifiers environment 'no-such-env'"):
         adapter.VerifiersEnvironment(VerifiersParams(env="no-such-env"), RUN)
 
 
+@pytest.mark.usefixtures("env_package")
+@needs_verifiers
+@pytest.mark.slow
 def test_a_run_trains_on_a_verifiers_environment_by_name(tmp_path, policy):
     model, tok = policy
     model.save_pretrained(tmp_path / "model")

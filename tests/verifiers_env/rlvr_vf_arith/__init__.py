@@ -4,7 +4,8 @@ exports its Taskset and its Harness), for rlvr's adapter tests: two-turn arithme
 The harness is a chat loop run in-process (verifiers allows it: every model call goes through
 the interception ``endpoint`` with the rollout's ``secret``): it asks the task's question, then
 asks the model to check its answer, then ends. The task's rewards: ``correct`` (the last reply
-holds the answer) and ``turns`` (0.5 per model reply, a number the tests can predict).
+holds the answer; it raises with ``broken: true``) and ``turns`` (0.5 per model reply, a
+number the tests can predict).
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import verifiers.v1 as vf
 
 class ArithData(vf.TaskData):
     answer: str
+    broken: bool = False
 
 
 class ArithTask(vf.Task[ArithData, vf.State, vf.TaskConfig]):
     @vf.reward
     async def correct(self, task: ArithData, trace: vf.Trace) -> float:
+        if task.broken:
+            raise ValueError("the grader broke")
         return 1.0 if task.answer in trace.last_reply else 0.0
 
     @vf.reward(weight=0.5)
@@ -30,6 +34,7 @@ class ArithTask(vf.Task[ArithData, vf.State, vf.TaskConfig]):
 class ArithTasksetConfig(vf.TasksetConfig):
     size: int = 4
     system_prompt_text: str = "You add numbers."
+    broken: bool = False
 
 
 class ArithTaskset(vf.Taskset[ArithTask, ArithTasksetConfig]):
@@ -40,6 +45,7 @@ class ArithTaskset(vf.Taskset[ArithTask, ArithTasksetConfig]):
                     prompt=f"What is {a} + {a + 1}?",
                     system_prompt=self.config.system_prompt_text,
                     answer=str(2 * a + 1),
+                    broken=self.config.broken,
                 ),
                 self.config.task,
             )
