@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 import torch
 
 import rlvr
-from rlvr.api.runtime import RunInfo, SamplingParams
+from rlvr.api.runtime import Generation, RunInfo, SamplingParams
 from rlvr.config.schema import DataConfig, ModelConfig
 from rlvr.data.prompts import PromptSet
 from rlvr.model.loading import eos_token_ids, load_policy
@@ -187,6 +188,66 @@ def test_verifiers_episodes_train_the_sampled_tokens_and_get_the_rubrics_rewards
 
 
 @pytest.mark.usefixtures("env_package")
+class Scripted:
+    """A generator that "samples" the given assistant turns, in order, each ended by the
+    end-of-turn token (log-prob 0): a model that calls a tool, which the tiny one never does."""
+
+    def __init__(self, tok, eos, turns):
+        self.turns = [tok(t, add_special_tokens=False)["input_ids"] + [eos] for t in turns]
+        self.calls = 0
+
+    def generate(self, prompts, n, sampling):
+        ids = [list(self.turns[min(self.calls, len(self.turns) - 1)]) for _ in prompts]
+        self.calls += 1
+        return Generation(ids, ["" for _ in ids], [False] * len(ids), [[0.0] * len(i) for i in ids])
+
+
+@needs_verifiers
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("uv") is None, reason="verifiers' bash harness installs with uv")
+def test_verifiers_own_bash_harness_runs_a_tool_call_through_rlvr(policy):
+    """verifiers' built-in ``bash`` harness (its chat program, launched with uv in a
+    subprocess, streaming): the model's tool call runs in the runtime and its result comes
+    back as a tool message, appended as the template's tokens for it (mask 0)."""
+    model, tok = policy
+    sys.path.insert(0, str(ENV_DIR))
+    try:
+        env = adapter.VerifiersEnvironment(
+            VerifiersParams(env="rlvr-vf-arith", harness={"id": "bash"}), RUN
+        )
+    finally:
+        sys.path.remove(str(ENV_DIR))
+    call = (
+        '<tool_call>\n{"name": "bash", "arguments": {"command": "echo $((1 + 2))"}}\n</tool_call>'
+    )
+    gen = Scripted(tok, eos_token_ids(model, tok)[0], [call, "3"])
+    runner = EpisodeRunner(
+        environment=env,
+        environment_name="verifiers",
+        generator=gen,
+        tokenizer=tok,
+        prompts=PromptSet(env.rows()[1:2], DataConfig(path="x", chat_template=True), tok, None),
+        limits=EpisodeLimits(4, 400, 300.0, 600.0, "hermes"),
+        max_turn_tokens=64,
+        eos_ids=eos_token_ids(model, tok),
+    )
+    [e] = runner.run([0], 1, SamplingParams(max_tokens=64, seed=0))
+    runner.loop.run([(env.aclose(), 30.0)])
+    runner.close()
+    assert e.failed is None and not e.truncated and e.turns == 2
+    assert e.tools and e.tools[0]["function"]["name"] == "bash"
+    tool = [m for m in e.messages if m["role"] == "tool"]
+    assert [(m["name"], m["content"]) for m in tool] == [("bash", "3\n")]
+    assert e.rewards == {"correct": 1.0, "turns": 1.0}
+    # trained: the first scripted turn, the template's tokens for the tool result, the second
+    first, second = gen.turns
+    env_ids = e.token_ids[len(first) : len(e.token_ids) - len(second)]
+    assert e.token_ids == first + env_ids + second
+    assert e.action_mask == [1] * len(first) + [0] * len(env_ids) + [1] * len(second)
+    rendered = tok.apply_chat_template(e.messages[:-1], tokenize=False, add_generation_prompt=True)
+    assert rendered.endswith(tok.decode(env_ids)) and "3\n" in tok.decode(env_ids)
+
+
 @needs_verifiers
 @pytest.mark.slow
 def test_a_failing_rubric_fails_its_episode_not_the_run(policy, caplog):
@@ -218,6 +279,12 @@ def test_sampled_tool_calls_reach_the_harness_as_openai_tool_calls():
     [call] = choice["message"]["tool_calls"]  # the unreadable call is left out
     assert call["type"] == "function" and call["id"].startswith("call_")
     assert call["function"] == {"name": "add", "arguments": '{"a": 1, "b": 2}'}
+    # streamed (verifiers' own chat program streams): the whole turn in one chunk
+    first, last, usage = adapter._chunks(reply, usage=True)
+    assert first["object"] == "chat.completion.chunk"
+    assert first["choices"][0]["delta"]["tool_calls"] == [{"index": 0, **call}]
+    assert last["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "tool_calls"}
+    assert usage["choices"] == [] and "usage" in usage
     # ... and the harness's echo of them and its tool results, as the chat template takes them
     echoed = adapter._message(
         {"role": "assistant", "content": [{"type": "text", "text": "x"}], "tool_calls": [call]}

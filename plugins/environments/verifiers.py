@@ -24,6 +24,10 @@ become the environment's turn. A harness that rewrites earlier messages (compact
 re-rendered history) fails its episode: its conversation is no longer the tokens rlvr sampled.
 When the harness finishes, the trace's rewards (score x weight, by name) are the episode's
 environment rewards; an episode whose trace ends in an error fails (left out of the step).
+
+A streaming request (verifiers' own chat program streams) gets the whole turn as one chunk.
+Other dialects (Anthropic messages, the Responses API) are not served: their harnesses fail
+their episodes.
 """
 
 from __future__ import annotations
@@ -273,11 +277,6 @@ class VerifiersEnvironment:
                 {"error": {"message": f"no rlvr episode for model {body.get('model')!r}"}},
                 status=404,
             )
-        if body.get("stream"):
-            return web.json_response(
-                {"error": {"message": "rlvr's endpoint does not stream; set stream=false"}},
-                status=400,
-            )
         call = _Request(
             messages=[_message(m) for m in body.get("messages") or []],
             tools=body.get("tools") or None,
@@ -288,7 +287,20 @@ class VerifiersEnvironment:
             reply = await call.reply
         except ConnectionAbortedError as exc:
             return web.json_response({"error": {"message": str(exc)}}, status=499)
-        return web.json_response(reply)
+        if not body.get("stream"):
+            return web.json_response(reply)
+        # A streaming client (verifiers' own chat program streams) gets the whole turn as
+        # one chunk: rlvr samples a turn at once.
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        for chunk in _chunks(reply, usage):
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
 
 def _message(m: dict[str, Any]) -> Message:
@@ -365,6 +377,23 @@ def _completion(model: str, content: str, tool_calls: Any) -> dict[str, Any]:
         ],
         "usage": None,
     }
+
+
+def _chunks(reply: dict[str, Any], usage: bool) -> list[dict[str, Any]]:
+    """A ``chat.completion`` as the ``chat.completion.chunk`` events of a stream."""
+    choice = reply["choices"][0]
+    delta = dict(choice["message"])
+    if "tool_calls" in delta:
+        delta["tool_calls"] = [{"index": k, **c} for k, c in enumerate(delta["tool_calls"])]
+    head = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    chunks = [
+        head | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        head | {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+    ]
+    if usage:  # rlvr's token counts are not known here: the endpoint only sees text
+        counts = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        chunks.append(head | {"choices": [], "usage": counts})
+    return chunks
 
 
 def write_rows(env: str, path: str, args: dict[str, Any] | None = None) -> int:
