@@ -1,4 +1,5 @@
-"""rlvr's built-in environments: ``single_turn`` (the default) and ``tools``.
+"""rlvr's built-in environments: ``single_turn`` (the default), ``tools`` and
+``verifiers`` (an adapter for verifiers 0.4 environments).
 
 Laid out as every plugin family is: this module holds the hook and one ``register(...)`` per
 environment; the params models are in :mod:`rlvr.plugins.environments.params`; each
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rlvr import Environment, LazyFactory, hookimpl
-from rlvr.plugins.environments.params import SingleTurnParams, ToolsParams
+from rlvr.plugins.environments.params import SingleTurnParams, ToolsParams, VerifiersParams
 
 
 @hookimpl
@@ -33,6 +34,15 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
             factory=LazyFactory("rlvr.plugins.environments.tools:ToolsEnvironment"),
             description="the model calls Python functions as tools (a calculator built in) "
             "until it answers without a call",
+        )
+    )
+    register(
+        Environment(
+            name="verifiers",
+            params=VerifiersParams,
+            factory=LazyFactory("rlvr.plugins.environments.verifiers:VerifiersEnvironment"),
+            description="a verifiers 0.4 environment by its taskset id; its harness calls rlvr's "
+            "model through an OpenAI-compatible endpoint (needs rlvr[verifiers])",
         )
     )
 
