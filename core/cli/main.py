@@ -21,7 +21,7 @@ from typing import Any
 from rlvr import __version__
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, PluginError, create_host
-from rlvr.cli.scaffold import new_plugin
+from rlvr.cli.scaffold import KINDS, new_plugin
 from rlvr.cli.trl_import import STARTER, import_trl, write
 from rlvr.config.schema import (
     ALLOW_CODE_FLAG,
@@ -347,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = _command(new, "plugin", "write a ready-to-install plugin package")
     p.add_argument("name", help="plugin name, e.g. my_reward")
-    p.add_argument("--kind", choices=["reward", "algorithm", "backend"], required=True)
+    p.add_argument("--kind", choices=list(KINDS), required=True)
     p.add_argument("--dir", default=".", help="where to create the package")
     return parser
 
