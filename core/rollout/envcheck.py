@@ -440,7 +440,11 @@ def format_episode(e: Episode, tokenizer: Any, index: int = 0) -> str:
     for m in tail:
         lines.append(f"[environment, {m.get('role')} message after the last turn: no tokens]")
         lines.append(_indent(str(m.get("content"))))
-    ending = f"failed: {e.failed}" if e.failed else "truncated (a limit)" if e.truncated else "done"
+    ending = "done"
+    if e.truncated:
+        ending = "truncated (by max turns, the token budget or a turn cut short)"
+    if e.failed:
+        ending = f"failed: {e.failed}"
     sampled = sum(e.action_mask)
     rewards = ", ".join(f"{k}={v:g}" for k, v in sorted(e.rewards.items())) or "none"
     lines.append(
@@ -464,7 +468,7 @@ def _untokenized(e: Episode) -> int:
 
 
 def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.split("\n"))
+    return "\n".join("    " + line if line else "" for line in text.split("\n"))
 
 
 __all__ = [
