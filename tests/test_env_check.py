@@ -227,3 +227,30 @@ def test_env_check_bad_input_is_one_error_line(argv, message, fake_dist, capsys)
     assert cli.main(["env", "check", *argv]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+
+
+def test_env_check_of_a_run_config_scores_episodes_with_its_rewards(
+    tmp_path, capsys, tiny_model_dir
+):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"question": "What is 6 * 7?", "answer": "42"}\n')
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"model: {{name_or_path: {tiny_model_dir}}}\n"
+        f"data: {{path: {rows}, prompt_field: question, system_prompt: Use the calculator.}}\n"
+        "rewards: [{name: numbers}]\n"
+        "environment: {name: tools, max_turns: 3, tool_call_format: hermes}\n"
+    )
+    script = tmp_path / "script.yaml"
+    script.write_text(json.dumps([CALL, "It is 42."]))
+    argv = ["env", "check", "--config", str(config), "--script", str(script), "--episodes", "1"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "<|im_start|>system\n    Use the calculator.<|im_end|>" in out  # the data config's
+    assert "What is 6 * 7?" in out and "turns: 2, tool calls: 1" in out
+    assert "config rewards (of the last assistant message): numbers=1; weighted sum 1" in out
+    # --set reaches the config's environment params; NAME, if given, must be the config's
+    assert cli.main([*argv, "--set", "max_calls_per_turn=0"]) == 2
+    assert "environment.params.max_calls_per_turn" in capsys.readouterr().err
+    assert cli.main([*argv[:2], "single_turn", *argv[2:]]) == 1
+    assert "runs the environment 'tools', not 'single_turn'" in capsys.readouterr().err

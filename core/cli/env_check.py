@@ -23,10 +23,21 @@ from pydantic import ValidationError
 
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host, build_generator
+from rlvr.api.registration import Sample
 from rlvr.api.runtime import RunInfo, SamplingParams
-from rlvr.config.schema import ConfigError, ModelConfig, apply_overrides
+from rlvr.config.schema import (
+    ConfigError,
+    DataConfig,
+    EnvironmentEntry,
+    ModelConfig,
+    RunConfig,
+    apply_overrides,
+    load_config,
+)
+from rlvr.data.prompts import load_rows
 from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.model.tiny import build_tiny_model
+from rlvr.rewards.scoring import Scorer
 from rlvr.rollout.envcheck import (
     DEFAULT_ROWS,
     EpisodeRun,
@@ -35,7 +46,7 @@ from rlvr.rollout.envcheck import (
     format_episode,
     run_episodes,
 )
-from rlvr.rollout.episodes import EpisodeLimits
+from rlvr.rollout.episodes import Episode, EpisodeLimits
 from rlvr.rollout.tools import tool_call_format
 
 
@@ -102,9 +113,39 @@ def environment_params(host: Host, name: str, overrides: Sequence[str]) -> tuple
     return record, params
 
 
+def from_config(
+    host: Host,
+    path: str,
+    name: str | None,
+    overrides: Sequence[str],
+    *,
+    allow_code: bool = False,
+    trust_remote_code: bool = False,
+) -> RunConfig:
+    """The run config ``path`` with ``--set KEY=VALUE`` applied to its environment's params;
+    ``name``, when given, must be its environment."""
+    config = load_config(
+        path,
+        host,
+        overrides=[f"environment.params.{item}" for item in overrides],
+        require=("environment",),
+        training=False,
+        allow_code=allow_code,
+        trust_remote_code=trust_remote_code,
+    )
+    entry = config.environment
+    assert entry is not None  # required above
+    if name is not None and name != entry.name:
+        raise RlvrError(
+            f"{path} runs the environment {entry.name!r}, not {name!r}; leave NAME out to "
+            "check the config's"
+        )
+    return config
+
+
 def env_check(
     host: Host,
-    name: str,
+    name: str | None,
     *,
     overrides: Sequence[str] = (),
     episodes: int = 2,
@@ -116,15 +157,42 @@ def env_check(
     seed: int = 0,
     turn_timeout: float = 30.0,
     tool_format: str = "auto",
+    config: RunConfig | None = None,
 ) -> tuple[list[str], EpisodeRun]:
     """Check environment ``name`` and run ``episodes`` episodes; the lines to print and the
-    episodes. Raises :class:`~rlvr.api.errors.RlvrError` (conformance problems included)."""
+    episodes. Raises :class:`~rlvr.api.errors.RlvrError` (conformance problems included).
+
+    With a run ``config`` (:func:`from_config`), its environment entry (params and limits),
+    data (rows, prompt field, system prompt), model and sampling settings are used unless an
+    argument says otherwise, and its rewards score each episode's last assistant message."""
     if episodes < 1:
         raise RlvrError(f"--episodes must be at least 1 (got {episodes})")
-    record, params = environment_params(host, name, overrides)
-    rows = read_rows(data) if data is not None else list(DEFAULT_ROWS)
+    entry: EnvironmentEntry | None = None
+    data_cfg: DataConfig | None = None
+    if config is not None:
+        entry, data_cfg = config.environment, config.data
+        assert entry is not None
+        name, record, params = entry.name, host.get("environment", entry.name), entry.params
+        max_turns, turn_timeout = entry.max_turns, entry.turn_timeout
+        max_tokens = config.training.max_completion_length
+        if model is None and script is None and config.model is not None:
+            model = config.model.name_or_path
+        if tool_format == "auto":
+            tool_format = entry.tool_call_format
+    else:
+        if name is None:
+            raise RlvrError("give the environment's NAME, or a run config with --config")
+        record, params = environment_params(host, name, overrides)
+    if data is not None:
+        rows = read_rows(data)
+    elif data_cfg is not None:
+        rows = load_rows(data_cfg)[: max(episodes, 2)]
+    else:
+        rows = list(DEFAULT_ROWS)
     messages = read_script(script) if script is not None else None
-    checked = check_episodes(record, params, rows=rows, script=messages, timeout=turn_timeout)
+    checked = check_episodes(
+        record, params, rows=rows, script=messages, timeout=turn_timeout, data=data_cfg
+    )
     lines = [
         f"environment {name!r}" + (f" ({record.dist})" if record.dist else "") + f": {params!r}",
         f"conformance: OK ({len(checked)} episodes alone and two side by side, "
@@ -138,10 +206,11 @@ def env_check(
             directory = str(build_tiny_model(scratch / "model"))
         else:
             directory = model
+        model_cfg = ModelConfig(name_or_path=directory)
+        if config is not None and config.model is not None:
+            model_cfg = config.model.model_copy(update={"name_or_path": directory})
         try:
-            policy, tokenizer = load_policy(
-                ModelConfig(name_or_path=directory), device="cpu", dtype=torch.float32
-            )
+            policy, tokenizer = load_policy(model_cfg, device="cpu", dtype=torch.float32)
         except OSError as exc:
             raise RlvrError(f"--model {directory!r}: cannot load it ({exc})") from None
         eos = eos_token_ids(policy, tokenizer)
@@ -156,13 +225,17 @@ def env_check(
             generator = build_generator(hf, hf.params(), run, policy, tokenizer)
             turns, turn_tokens = max_turns, max_tokens
             what = f"the model {model}" if model else "a tiny random model (--model for yours)"
+        sampling = SamplingParams(max_tokens=turn_tokens, temperature=1.0, seed=seed)
+        if config is not None:
+            sampling = SamplingParams.from_training(config.training, seed)
         template = getattr(tokenizer, "chat_template", None)
         parse = tool_call_format(template, tool_format)
         if model is None and tool_format == "auto":
             parse = "hermes"  # the tiny model stands in for a model whose template has tools
+        budget = entry.max_episode_tokens if entry is not None else None
         limits = EpisodeLimits(
             max_turns=turns,
-            max_tokens=turns * turn_tokens + 4096,
+            max_tokens=budget or turns * turn_tokens + 4096,
             turn_timeout=turn_timeout,
             episode_timeout=turn_timeout * (turns + 2),
             tool_call_format=parse,
@@ -177,13 +250,18 @@ def env_check(
             episodes=episodes,
             limits=limits,
             max_turn_tokens=turn_tokens,
-            sampling=SamplingParams(max_tokens=turn_tokens, temperature=1.0, seed=seed),
+            sampling=sampling,
+            data=data_cfg,
         )
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     lines.append(f"{episodes} episode(s), policy: {what}, tool calls read as {parse}")
-    lines += [format_episode(e, tokenizer, k) for k, e in enumerate(result.episodes)]
+    scored = _score(config, host, result.episodes) if config and config.rewards else None
+    for k, e in enumerate(result.episodes):
+        lines.append(format_episode(e, tokenizer, k))
+        if scored is not None:
+            lines.append(f"config rewards (of the last assistant message): {scored[k]}")
     c = result.counts
     lines.append(
         f"summary: {c['env/episodes']:g} episodes, {c['env/failed']:g} failed, turns "
@@ -193,4 +271,31 @@ def env_check(
     return lines, result
 
 
-__all__ = ["env_check", "environment_params", "read_rows", "read_script"]
+def _score(config: RunConfig, host: Host, episodes: list[Episode]) -> list[str]:
+    """Each episode's config rewards, as the trainer scores its last assistant message."""
+    samples = [
+        Sample(
+            completion=e.final_text,
+            prompt=str(e.row.get(config.data.prompt_field if config.data else "prompt", "")),
+            row=e.row,
+            num_tokens=sum(e.action_mask),
+            group=e.prompt_index,
+        )
+        for e in episodes
+    ]
+    with Scorer.for_config(config, host, workers=0) as scorer:
+        scores = scorer.score(samples, by_group=True)
+    out = []
+    for i, e in enumerate(episodes):
+        if e.failed:
+            out.append("not scored (the episode failed)")
+            continue
+        each = ", ".join(
+            f"{label}={'None' if v[i] is None else f'{v[i]:g}'}"
+            for label, v in scores.per_reward.items()
+        )
+        out.append(f"{each}; weighted sum {scores.total[i]:g}")
+    return out
+
+
+__all__ = ["env_check", "environment_params", "from_config", "read_rows", "read_script"]

@@ -216,7 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
         "timing. The policy: --script (assistant messages, turn by turn), --model, or a tiny "
         "random model.",
     )
-    p.add_argument("name", metavar="NAME", help="the environment (rlvr plugins lists them)")
+    p.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        metavar="NAME",
+        help="the environment (rlvr plugins lists them); with --config, the config's",
+    )
     p.add_argument(
         "--set",
         dest="overrides",
@@ -224,6 +230,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="set one of the environment's params, e.g. --set max_calls_per_turn=2 (repeatable)",
+    )
+    p.add_argument(
+        "-c",
+        "--config",
+        dest="run_config",
+        default=None,
+        metavar="CONFIG",
+        help="a run config: its environment entry, data, model, sampling settings and rewards "
+        "(which score each episode)",
     )
     p.add_argument("--episodes", type=int, default=2, metavar="N", help="episodes to run")
     p.add_argument("--model", default=None, metavar="PATH", help="a local model to sample from")
@@ -246,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how tool calls are read from the policy's text (auto: from the model's chat "
         "template, as in training; hermes for the tiny model)",
     )
+    _add_opt_ins(p)
 
     p = _command(
         sub,
@@ -519,10 +535,21 @@ def cmd_rewards(args: argparse.Namespace) -> int:
 def cmd_env(args: argparse.Namespace) -> int:
     # Loads torch and transformers (a model samples the episodes), which `rlvr --help` and
     # `rlvr plugins` must not.
-    from rlvr.cli.env_check import env_check
+    from rlvr.cli.env_check import env_check, from_config
 
+    host = _host()
+    config = None
+    if args.run_config is not None:
+        config = from_config(
+            host,
+            args.run_config,
+            args.name,
+            args.overrides,
+            allow_code=args.allow_code,
+            trust_remote_code=args.trust_remote_code,
+        )
     lines, result = env_check(
-        _host(),
+        host,
         args.name,
         overrides=args.overrides,
         episodes=args.episodes,
@@ -533,6 +560,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         seed=args.seed,
         tool_format=args.tool_call_format,
+        config=config,
     )
     print("\n".join(lines))
     failed = [e for e in result.episodes if e.failed]
