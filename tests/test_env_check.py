@@ -3,6 +3,7 @@ checks (each failure says what to fix) and episodes printed with their loss mask
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 
@@ -140,6 +141,14 @@ def test_params_whose_defaults_do_not_validate_are_reported():
     check_environment(record(Echo, NeedsKey), params={"key": "x"})
 
 
+def test_it_runs_from_async_code_too():
+    async def inside_a_loop():
+        return check_environment("tools", rows=[{"prompt": "6 * 7?"}], script=[CALL, "42"])
+
+    (t,) = asyncio.run(inside_a_loop())
+    assert t.done and t.messages[2]["content"] == "42"
+
+
 def test_a_sync_environment_is_refused():
     class Sync:
         def __init__(self, params, run):
@@ -220,6 +229,7 @@ def test_env_check_with_a_model_and_rows(tmp_path, capsys, fake_dist, tiny_model
         (["flaky", "--set", "broke=1"], "error: environment 'flaky': bad params (broke: Extra"),
         (["flaky", "--set", "broken=true"], "start(row, prompt) on row 0 raised RuntimeError"),
         (["flaky", "--script", "nothing.yaml"], "error: --script 'nothing.yaml': no such file"),
+        ([], "error: give the environment's NAME, or a run config with --config"),
     ],
 )
 def test_env_check_bad_input_is_one_error_line(argv, message, fake_dist, capsys):

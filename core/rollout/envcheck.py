@@ -21,6 +21,7 @@ sampling from a model or replaying a script (:class:`ScriptedGenerator`), and
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import math
 import numbers
@@ -140,7 +141,13 @@ def check_episodes(
             f"{label}: factory(params, run) raised {type(exc).__name__}: {exc}"
         ) from exc
     checker = _Checker(label, env, script, timeout, data)
-    return asyncio.run(checker.all(given))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: no event loop in this thread
+        return asyncio.run(checker.all(given))
+    # called from async code (an async test): a loop of its own, in a thread of its own
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, checker.all(given)).result()
 
 
 class _Checker:
