@@ -25,6 +25,12 @@ its name (looked up among the installed plugins) and raises :class:`ConformanceE
 - :func:`check_backend`: builds it on a tiny model and checks that ``generate`` returns a
   well-formed :class:`~rlvr.api.runtime.Generation` (counts, group layout, lengths, EOS and
   truncation flags, texts, logprobs as its capabilities declare).
+- :func:`check_environment`: the params model's defaults validate; the environment builds, and
+  scripted assistant messages drive episodes on a few rows: ``start`` returns an
+  :class:`~rlvr.api.runtime.EpisodeStart` with messages (and valid tool schemas), ``respond``
+  an :class:`~rlvr.api.runtime.EnvResponse` with finite named rewards, ``close`` works even
+  right after ``start``, and two episodes run concurrently do not change each other (state
+  lives in ``state``, not on the object). Returns the transcripts.
 - :func:`validate_config`: a config dict validated against the installed plugins.
 
 Loading this module is cheap (no torch): the checks import torch when they run.
@@ -53,7 +59,16 @@ except ImportError:  # pragma: no cover - rlvr.testing used outside a test run
 
 if TYPE_CHECKING:
     from rlvr.api.host import Host
-    from rlvr.api.registration import Algorithm, Backend, Capabilities, Requirements, Reward, Sample
+    from rlvr.api.registration import (
+        Algorithm,
+        Backend,
+        Capabilities,
+        Environment,
+        Requirements,
+        Reward,
+        Sample,
+    )
+    from rlvr.rollout.envcheck import Transcript
 
 # pytest loads this module in every test session of an environment where rlvr is installed,
 # so it must cost nothing until used: what loads pydantic, torch or transformers (the host, the
@@ -403,6 +418,41 @@ def _check_in_pool(
     got = scores.per_reward[record.name]
     if got != expected:
         raise _fail(label, f"the worker pool scored {got}, in-process scoring gave {expected}")
+
+
+# --------------------------------------------------------------------------- environments
+
+
+def check_environment(
+    record_or_name: Environment | str,
+    params: Mapping[str, Any] | Any | None = None,
+    *,
+    rows: Sequence[Mapping[str, Any]] | None = None,
+    script: Sequence[str] | None = None,
+    host: Host | None = None,
+    timeout: float = 30.0,
+) -> list[Transcript]:
+    """Check an environment plugin without a model; return the episodes it ran (one per row).
+
+    ``rows`` are the dataset rows episodes start from (default: two rows with ``prompt`` and
+    ``answer``, :data:`rlvr.rollout.envcheck.DEFAULT_ROWS`); ``script`` the assistant messages
+    sent, one per turn, until the environment says ``done`` (default: text, a call to an
+    unknown tool, a malformed call, an answer; tool calls are parsed as ``hermes``). Each
+    :class:`~rlvr.rollout.envcheck.Transcript` holds the conversation, the environment's
+    rewards and whether it ended (``done``), so a test can assert on them. ``rlvr env check``
+    runs the same checks.
+    """
+    # loads pydantic: not when pytest loads this module (see the top)
+    from rlvr.rollout.envcheck import EnvironmentCheckError, check_episodes
+
+    record = _resolve("environment", record_or_name, host)
+    label = f"environment {record.name!r}"
+    p = _params(label, record, params)
+    _check_params_model(label, p)
+    try:
+        return check_episodes(record, p, rows=rows, script=script, timeout=timeout)
+    except EnvironmentCheckError as exc:
+        raise ConformanceError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- algorithms
@@ -900,6 +950,7 @@ __all__ = [
     "ConformanceError",
     "check_algorithm",
     "check_backend",
+    "check_environment",
     "check_reward",
     "default_samples",
     "synthetic_batch",

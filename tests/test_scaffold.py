@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from plugin_venv import install_editable, make_venv, rlvr, run  # noqa: E402
 
-KINDS = ("reward", "algorithm", "backend")
+KINDS = ("reward", "algorithm", "backend", "environment")
 
 
 def fake_install(package: Path, name: str, monkeypatch) -> None:
@@ -100,7 +100,7 @@ def test_generated_package_works(kind, tmp_path, monkeypatch, unload):
     assert "rlvr" in meta["project"]["dependencies"]
 
     # The plugin family's layout: the registration, the params model, the implementation.
-    impl = {"reward": "reward", "algorithm": "algorithm", "backend": "generator"}[kind]
+    impl = {"reward": "reward", "algorithm": "algorithm", "backend": "generator"}.get(kind, kind)
     layout = {f"rlvr_{name}/{m}.py" for m in ("__init__", "params", impl)}
     assert {f for f in files if f.startswith(f"rlvr_{name}/")} == layout
 

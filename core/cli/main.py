@@ -21,7 +21,7 @@ from typing import Any
 from rlvr import __version__
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, PluginError, create_host
-from rlvr.cli.scaffold import new_plugin
+from rlvr.cli.scaffold import KINDS, new_plugin
 from rlvr.cli.trl_import import STARTER, import_trl, write
 from rlvr.config.schema import (
     ALLOW_CODE_FLAG,
@@ -203,6 +203,66 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=256, help="rows per scoring batch")
     _add_opt_ins(p, model=False)
 
+    env = _command(sub, "env", "environment tools").add_subparsers(
+        dest="env_command", required=True, metavar="COMMAND"
+    )
+    p = _command(
+        env,
+        "check",
+        "check an environment and print a few of its episodes",
+        "Runs the environment's conformance checks (as rlvr.testing.check_environment), then "
+        "a few episodes through the trainer's episode runner, each printed with its loss mask "
+        "(the sampled tokens, trained, and the environment's, masked), its rewards, turns and "
+        "timing. The policy: --script (assistant messages, turn by turn), --model, or a tiny "
+        "random model.",
+    )
+    p.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        metavar="NAME",
+        help="the environment (rlvr plugins lists them); with --config, the config's",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set one of the environment's params, e.g. --set max_calls_per_turn=2 (repeatable)",
+    )
+    p.add_argument(
+        "-c",
+        "--config",
+        dest="run_config",
+        default=None,
+        metavar="CONFIG",
+        help="a run config: its environment entry, data, model, sampling settings and rewards "
+        "(which score each episode)",
+    )
+    p.add_argument("--episodes", type=int, default=2, metavar="N", help="episodes to run")
+    p.add_argument("--model", default=None, metavar="PATH", help="a local model to sample from")
+    p.add_argument(
+        "--script",
+        default=None,
+        metavar="FILE",
+        help="a YAML/JSON list of assistant messages, sent one per turn instead of sampling",
+    )
+    p.add_argument("--data", default=None, metavar="FILE", help="JSONL rows to start episodes from")
+    p.add_argument("--max-turns", type=int, default=4, metavar="N", help="turns per episode")
+    p.add_argument(
+        "--max-tokens", type=int, default=32, metavar="N", help="tokens per sampled turn"
+    )
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument(
+        "--tool-call-format",
+        choices=["auto", "hermes", "none"],
+        default="auto",
+        help="how tool calls are read from the policy's text (auto: from the model's chat "
+        "template, as in training; hermes for the tiny model)",
+    )
+    _add_opt_ins(p)
+
     p = _command(
         sub,
         "eval",
@@ -303,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = _command(new, "plugin", "write a ready-to-install plugin package")
     p.add_argument("name", help="plugin name, e.g. my_reward")
-    p.add_argument("--kind", choices=["reward", "algorithm", "backend"], required=True)
+    p.add_argument("--kind", choices=list(KINDS), required=True)
     p.add_argument("--dir", default=".", help="where to create the package")
     return parser
 
@@ -472,6 +532,48 @@ def cmd_rewards(args: argparse.Namespace) -> int:
     return 0 if report.scored else 1
 
 
+def cmd_env(args: argparse.Namespace) -> int:
+    # Loads torch and transformers (a model samples the episodes), which `rlvr --help` and
+    # `rlvr plugins` must not.
+    from rlvr.cli.env_check import env_check, from_config
+
+    host = _host()
+    config = None
+    if args.run_config is not None:
+        config = from_config(
+            host,
+            args.run_config,
+            args.name,
+            args.overrides,
+            allow_code=args.allow_code,
+            trust_remote_code=args.trust_remote_code,
+        )
+    lines, result = env_check(
+        host,
+        args.name,
+        overrides=args.overrides,
+        episodes=args.episodes,
+        model=args.model,
+        script=args.script,
+        data=args.data,
+        max_turns=args.max_turns,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        tool_format=args.tool_call_format,
+        config=config,
+    )
+    print("\n".join(lines))
+    failed = [e for e in result.episodes if e.failed]
+    if failed:
+        print(
+            f"error: {len(failed)} of {len(result.episodes)} episodes failed (see above): "
+            f"{failed[0].failed}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     host = _host()
     train(
@@ -632,6 +734,7 @@ _COMMANDS = {
     "schema": cmd_schema,
     "plugins": cmd_plugins,
     "rewards": cmd_rewards,
+    "env": cmd_env,
     "eval": cmd_eval,
     "export": cmd_export,
     "plot": cmd_plot,

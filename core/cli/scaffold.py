@@ -11,7 +11,8 @@ The files come from ``templates/plugin/`` (package data, linted with the rest of
 ``__DIST__``, ``__KIND__`` and ``__USE__`` (the kind's ``use.md``) are replaced in paths and
 texts. Every kind has the layout of rlvr's own plugin families: ``__init__.py`` registers the
 plugin (a ``LazyFactory`` names the implementation), ``params.py`` holds its params model, and
-one module holds the implementation (``reward.py``, ``algorithm.py``, ``generator.py``),
+one module holds the implementation (``reward.py``, ``algorithm.py``, ``generator.py``,
+``environment.py``),
 imported only when a run builds it: registering the plugin (what ``rlvr plugins`` and ``rlvr
 validate`` do) stays fast whatever the implementation imports.
 
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from rlvr.api.host import PluginError, create_host
 
-KINDS = ("reward", "algorithm", "backend")
+KINDS = ("reward", "algorithm", "backend", "environment")
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 
 
