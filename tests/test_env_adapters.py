@@ -96,7 +96,6 @@ def guess_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def guess_server(guess_file):
     """The environment served by OpenEnv's create_app with uvicorn on 127.0.0.1."""
-    import uvicorn  # noqa: PLC0415 (a dependency of openenv-core, not of rlvr)
     from openenv.core.env_server import create_app  # noqa: PLC0415 (optional package)
 
     from rlvr.plugins.rewards.callable import load_function
@@ -104,19 +103,9 @@ def guess_server(guess_file):
     env_cls = load_function(f"{guess_file}:GuessEnvironment")
     module = sys.modules[env_cls.__module__]
     app = create_app(env_cls, module.GuessAction, module.GuessObservation, max_concurrent_envs=16)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    yield f"http://127.0.0.1:{port}", module
-    server.should_exit = True
-    thread.join(10)
+    url, stop = serve(app)
+    yield url, module
+    stop()
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +198,136 @@ def test_openenv_episodes_carry_the_environments_observations_rewards_and_done(
         assert replies[:-1] == [reply for _, _, reply in expected[:-1]]
         assert e.rewards == {"guess": pytest.approx(sum(r for r, _, _ in expected))}
     assert {e.turns for e in episodes} - {1}, "no episode had several turns"
+
+
+#: An MCP environment (OpenEnv's MCPEnvironment over a FastMCP server): its tools are the
+#: model's; submit() ends the episode with a reward.
+SUM_ENV = '''
+from typing import Any, Optional
+
+from fastmcp import FastMCP
+from openenv.core.env_server import CallToolAction, Observation, State
+from openenv.core.env_server.mcp_environment import MCPEnvironment
+
+
+class SumObservation(Observation):
+    text: str = ""
+
+
+class SumEnvironment(MCPEnvironment):
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self):
+        mcp = FastMCP("sum")
+
+        @mcp.tool
+        def add(a: int, b: int) -> int:
+            """Add two integers."""
+            return a + b
+
+        @mcp.tool
+        def submit(answer: int) -> str:
+            """Submit the final answer."""
+            return f"submitted {answer}"
+
+        super().__init__(mcp)
+        self._state = State()
+        self.target = 0
+
+    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, **kwargs: Any):
+        self.target = int(kwargs.get("target", 0))
+        self._state = State(episode_id=episode_id)
+        return SumObservation(text=" Use the tools.")
+
+    async def step_async(self, action, timeout_s=None, **kwargs):
+        observation = await super().step_async(action, timeout_s=timeout_s, **kwargs)
+        if isinstance(action, CallToolAction) and action.tool_name == "submit":
+            observation.reward = 1.0 if action.arguments.get("answer") == self.target else 0.0
+            observation.done = True
+        return observation
+
+    def _step_impl(self, action, timeout_s=None, **kwargs):
+        return SumObservation(text="call a tool", reward=0.0)
+
+    @property
+    def state(self) -> State:
+        return self._state
+'''
+
+
+def serve(app):
+    """Run an ASGI app with uvicorn on 127.0.0.1 in a thread: ``(url, stop)``."""
+    import uvicorn  # noqa: PLC0415 (a dependency of openenv-core, not of rlvr)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    assert server.started
+
+    def stop():
+        server.should_exit = True
+        thread.join(10)
+
+    return f"http://127.0.0.1:{port}", stop
+
+
+@pytest.mark.parametrize("where", ["served", "in_process"])
+def test_openenv_mcp_tools_are_the_models_tools(policy, tmp_path, where):
+    pytest.importorskip("openenv.core.env_server", reason="needs rlvr[openenv] (openenv-core)")
+    from openenv.core.env_server import (  # noqa: PLC0415 (optional package)
+        CallToolAction,
+        CallToolObservation,
+        create_app,
+    )
+
+    from rlvr.plugins.rewards.callable import load_function
+
+    path = tmp_path / "sum_env.py"
+    path.write_text(SUM_ENV)
+    stop = None
+    if where == "served":
+        env_cls = load_function(f"{path}:SumEnvironment")
+        app = create_app(env_cls, CallToolAction, CallToolObservation, max_concurrent_envs=8)
+        url, stop = serve(app)
+        source = {"url": url}
+    else:
+        source = {"environment": f"{path}:SumEnvironment"}
+    env = openenv_env(**source, tools=True, reset_fields=["target"], reward_name="sum")
+    model, tok = policy
+    turns = [
+        [call("add", a=2, b=3), call("submit", answer=5)],  # right: reward 1, done
+        [call("add", a=1, b=1), "no idea"],  # an answer without a call ends it, no reward
+        [call("mul", a=1, b=2), call("submit", answer=4)],  # unknown tool; wrong answer
+    ]
+    rows = [{"prompt": "Add 2 and 3.", "target": 5}]
+    runner = make_runner(policy, env, rows, Scripted(tok, eos_token_ids(model, tok)[0], turns))
+    try:
+        episodes = runner.run([0], 3, SamplingParams(max_tokens=6, seed=0))
+    finally:
+        runner.close()
+        if stop is not None:
+            stop()
+    assert all(e.failed is None and e.done and not e.truncated for e in episodes), [
+        e.failed for e in episodes
+    ]
+    names = sorted(t["function"]["name"] for t in episodes[0].tools)
+    assert names == ["add", "submit"]
+    add = next(t for t in episodes[0].tools if t["function"]["name"] == "add")["function"]
+    assert set(add["parameters"]["properties"]) == {"a", "b"}
+    assert episodes[0].messages[0]["content"] == "Add 2 and 3. Use the tools."
+    replies = [[m["content"] for m in e.messages if m["role"] == "tool"] for e in episodes]
+    assert replies[0] == ["5", "submitted 5"]
+    assert replies[1] == ["2"]
+    assert replies[2][0].startswith("error:") and "mul" in replies[2][0]
+    assert replies[2][1] == "submitted 4"
+    assert [e.rewards for e in episodes] == [{"sum": 1.0}, {}, {"sum": 0.0}]
+    assert [e.turns for e in episodes] == [2, 2, 2]
 
 
 def test_openenv_params_are_checked_before_anything_runs(guess_file):

@@ -18,6 +18,9 @@ The mapping is by params: the assistant message's text goes into the action fiel
 ``action_field`` (with ``action_extra``); an observation becomes a user message
 (``observation_field``, or the only text field, or the observation as JSON); the step rewards
 become the named reward ``reward_name`` (summed, or the last); ``done`` ends the episode.
+With ``tools`` (an ``MCPEnvironment``), the environment's ``list_tools`` are the model's tools,
+each parsed tool call is a ``call_tool`` step answered by a ``tool`` message, and an answer
+without a call ends the episode.
 """
 
 from __future__ import annotations
@@ -41,14 +44,18 @@ from rlvr.plugins.environments.params import OpenEnvParams
 from rlvr.plugins.rewards.callable import load_function
 
 
-def action_class_of(env_cls: type) -> type[Action]:
-    """The ``Action`` type argument of ``env_cls``'s ``Environment[Act, Obs, State]`` base."""
+def action_class_of(env_cls: type, *, tools: bool = False) -> type[Action]:
+    """The ``Action`` type argument of ``env_cls``'s ``Environment[Act, Obs, State]`` base
+    (with ``tools``, the base ``Action`` when it has none: an MCP environment's actions are
+    OpenEnv's own ``list_tools``/``call_tool``, which ``deserialize_action`` then routes)."""
     for klass in env_cls.__mro__:
         for base in getattr(klass, "__orig_bases__", ()):
             if typing.get_origin(base) is Environment:
                 args = typing.get_args(base)
                 if args and isinstance(args[0], type) and issubclass(args[0], Action):
                     return args[0]
+    if tools:
+        return Action
     raise TypeError(
         f"{env_cls.__name__} does not subclass Environment[YourAction, YourObservation, State]; "
         "name its Action class in params.action_class"
@@ -70,6 +77,44 @@ def observation_text(observation: dict[str, Any], field: str | None) -> str:
     if len(texts) == 1:
         return texts[0]
     return json.dumps(fields, default=str)
+
+
+def tool_result_text(observation: dict[str, Any]) -> str:
+    """What a ``call_tool`` observation tells the model: the tool's text content (MCP's
+    ``CallToolResult``, as an object in process or a dict off the wire), or its error."""
+    error = observation.get("error")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else getattr(error, "message", "")
+        return f"error: {message or error}"
+    result = observation.get("result")
+    if result is None:
+        return ""
+    content = (
+        result.get("content") if isinstance(result, dict) else getattr(result, "content", None)
+    )
+    if isinstance(content, list) and content:
+        parts = [
+            p.get("text") if isinstance(p, dict) else getattr(p, "text", None) for p in content
+        ]
+        texts = [p for p in parts if isinstance(p, str)]
+        if len(texts) == len(parts):
+            return "".join(texts)
+    return result if isinstance(result, str) else json.dumps(result, default=str)
+
+
+def tool_schemas(observation: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``list_tools`` observation's tools as the chat template's function schemas."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool["name"],
+                "description": tool.get("description") or "",
+                "parameters": tool.get("input_schema") or {"type": "object", "properties": {}},
+            },
+        }
+        for tool in observation.get("tools") or []
+    ]
 
 
 class _Local:
@@ -144,7 +189,7 @@ class OpenEnvEnvironment:
                     raise TypeError(f"{params.action_class!r} is not an OpenEnv Action class")
                 self.action_cls = action_cls
             else:
-                self.action_cls = action_class_of(env_cls)
+                self.action_cls = action_class_of(env_cls, tools=params.tools)
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
 
@@ -182,6 +227,15 @@ class OpenEnvEnvironment:
                 raise KeyError(f"reset_fields {missing} are not columns of the dataset row")
             kwargs = {**p.reset_kwargs, **{f: row[f] for f in p.reset_fields}}
             result = await state["session"].reset(**kwargs)
+            tools = None
+            if p.tools:
+                listed = await state["session"].step({"type": "list_tools"})
+                tools = tool_schemas(listed["observation"])
+                if not tools:
+                    raise RuntimeError(
+                        "list_tools returned no tools; is it an MCP environment? "
+                        f"(its observation: {listed['observation']})"
+                    )
         except BaseException:
             await self._release(state)
             raise
@@ -191,23 +245,61 @@ class OpenEnvEnvironment:
             messages[-1]["content"] = f"{messages[-1]['content']}{text}"
         elif p.first_observation != "ignore":
             messages.append({"role": "user", "content": text})
-        return EpisodeStart(messages=messages, state=state)
+        return EpisodeStart(messages=messages, tools=tools, state=state)
 
     async def respond(self, state: Any, message: Message) -> EnvResponse:
         p = self.params
+        if p.tools:
+            return await self._tool_calls(state, message)
         action = {**p.action_extra, p.action_field: message["content"]}
         result = await state["session"].step(action)
-        if result["reward"] is not None:
-            state["rewards"].append(float(result["reward"]))
-        rewards = {}
-        if state["rewards"]:
-            values = state["rewards"]
-            rewards[p.reward_name] = sum(values) if p.reward == "sum" else values[-1]
         reply: Message = {
             "role": "user",
             "content": observation_text(result["observation"], p.observation_field),
         }
-        return EnvResponse(messages=[reply], done=bool(result["done"]), rewards=rewards)
+        return EnvResponse(
+            messages=[reply], done=bool(result["done"]), rewards=self._reward(state, result)
+        )
+
+    async def _tool_calls(self, state: Any, message: Message) -> EnvResponse:
+        """An MCP environment's turn: each tool call is a ``call_tool`` step; an answer
+        without a call ends the episode."""
+        calls = message.get("tool_calls") or []
+        if not calls:
+            return EnvResponse(done=True, rewards=self._reward(state, None))
+        replies: list[Message] = []
+        rewards: dict[str, float] = {}
+        done = False
+        for call in calls:
+            name = call["function"]["name"]
+            if "error" in call:
+                replies.append({"role": "tool", "name": name, "content": f"error: {call['error']}"})
+                continue
+            action = {
+                "type": "call_tool",
+                "tool_name": name,
+                "arguments": call["function"]["arguments"],
+            }
+            result = await state["session"].step(action)
+            rewards = self._reward(state, result)
+            replies.append(
+                {"role": "tool", "name": name, "content": tool_result_text(result["observation"])}
+            )
+            if result["done"]:
+                done = True
+                break
+        return EnvResponse(
+            messages=replies, done=done, rewards=rewards or self._reward(state, None)
+        )
+
+    def _reward(self, state: Any, result: dict[str, Any] | None) -> dict[str, float]:
+        """The episode's reward so far, after ``result``'s step (None: no new step)."""
+        if result is not None and result["reward"] is not None:
+            state["rewards"].append(float(result["reward"]))
+        values = state["rewards"]
+        if not values:
+            return {}
+        return {self.params.reward_name: sum(values) if self.params.reward == "sum" else values[-1]}
 
     async def close(self, state: Any) -> None:
         await self._release(state)
@@ -224,4 +316,10 @@ class OpenEnvEnvironment:
                 state["slots"] = None
 
 
-__all__ = ["OpenEnvEnvironment", "action_class_of", "observation_text"]
+__all__ = [
+    "OpenEnvEnvironment",
+    "action_class_of",
+    "observation_text",
+    "tool_result_text",
+    "tool_schemas",
+]

@@ -97,6 +97,11 @@ class OpenEnvParams(Params):
         description="the reset observation: appended to the prompt's last user message (as "
         "TRL does with reset()'s text), a user message of its own, or not shown",
     )
+    tools: bool = Field(
+        False,
+        description="an MCP environment: its tools (list_tools) are offered to the model, each "
+        "tool call is a call_tool action, and an answer without a call ends the episode",
+    )
     reward_name: str = Field(
         "openenv", description="the name the environment's reward gets (env/reward/<name>)"
     )
