@@ -330,6 +330,27 @@ def test_openenv_mcp_tools_are_the_models_tools(policy, tmp_path, where):
     assert [e.turns for e in episodes] == [2, 2, 2]
 
 
+def test_a_server_at_capacity_fails_the_episodes_it_turns_away(policy, guess_file):
+    from openenv.core.env_server import create_app  # noqa: PLC0415 (optional package)
+
+    from rlvr.plugins.rewards.callable import load_function
+
+    env_cls = load_function(f"{guess_file}:GuessEnvironment")
+    module = sys.modules[env_cls.__module__]
+    url, stop = serve(create_app(env_cls, module.GuessAction, module.GuessObservation))
+    env = openenv_env(url=url, reset_fields=["target"])  # the server allows one session
+    runner = make_runner(policy, env, [{"prompt": "Pick a digit.", "target": 3}])
+    try:
+        episodes = runner.run([0], 3, SamplingParams(max_tokens=6, seed=3))
+    finally:
+        runner.close()
+        stop()
+    failed = [e.failed for e in episodes if e.failed is not None]
+    assert len(failed) == 2 and all("Server at capacity" in f for f in failed), failed
+    (ok,) = [e for e in episodes if e.failed is None]
+    assert ok.done and "openenv" in ok.rewards
+
+
 def test_openenv_params_are_checked_before_anything_runs(guess_file):
     host = create_host()
     base = {"model": {"name_or_path": "m"}, "data": {"path": "d.jsonl"}, "rewards": []}

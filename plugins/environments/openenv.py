@@ -190,17 +190,6 @@ class OpenEnvEnvironment:
                 self.action_cls = action_cls
             else:
                 self.action_cls = action_class_of(env_cls, tools=params.tools)
-        self._slots: asyncio.Semaphore | None = None
-        self._slots_loop: asyncio.AbstractEventLoop | None = None
-
-    def _semaphore(self) -> asyncio.Semaphore | None:
-        """``max_sessions`` slots, on the running loop (rlvr may replace a blocked loop)."""
-        if self.params.max_sessions is None:
-            return None
-        loop = asyncio.get_running_loop()
-        if self._slots is None or self._slots_loop is not loop:
-            self._slots, self._slots_loop = asyncio.Semaphore(self.params.max_sessions), loop
-        return self._slots
 
     async def _open(self) -> _Local | _Remote:
         if self.env_cls is not None:
@@ -216,10 +205,7 @@ class OpenEnvEnvironment:
 
     async def start(self, row: dict[str, Any], prompt: list[Message]) -> EpisodeStart:
         p = self.params
-        slots = self._semaphore()
-        if slots is not None:
-            await slots.acquire()
-        state: dict[str, Any] = {"session": None, "slots": slots, "rewards": []}
+        state: dict[str, Any] = {"session": None, "rewards": []}
         try:
             state["session"] = await self._open()
             missing = [f for f in p.reset_fields if f not in row]
@@ -307,13 +293,8 @@ class OpenEnvEnvironment:
     @staticmethod
     async def _release(state: dict[str, Any]) -> None:
         session, state["session"] = state["session"], None
-        try:
-            if session is not None:
-                await session.close()
-        finally:
-            if state["slots"] is not None:
-                state["slots"].release()
-                state["slots"] = None
+        if session is not None:
+            await session.close()
 
 
 __all__ = [

@@ -108,12 +108,6 @@ class OpenEnvParams(Params):
     reward: Literal["sum", "last"] = Field(
         "sum", description="the episode's reward: the sum of its step rewards, or the last one"
     )
-    max_sessions: int | None = Field(
-        None,
-        ge=1,
-        description="most episodes open at once (a server's max_concurrent_envs); others wait "
-        "in start(), within turn_timeout",
-    )
     message_timeout: float = Field(
         60.0, gt=0, description="seconds the client waits for one server reply"
     )
