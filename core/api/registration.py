@@ -219,7 +219,9 @@ class Environment:
 
     ``multi_turn`` False marks an environment whose episode is one completion of the dataset
     prompt (``single_turn``): training then samples it on the single-completion path, exactly
-    as without environments, and never calls the built object.
+    as without environments, and never calls the built object. ``runs_code(params)`` names the
+    Python code the entry makes the environment import and run (an adapter given a user's
+    class), None when it runs none: as for a reward, that needs the user's ``--allow-code``.
     """
 
     name: str
@@ -228,6 +230,7 @@ class Environment:
     description: str
     multi_turn: bool = True
     dist: str | None = None
+    runs_code: Callable[[Any], str | None] = lambda params: None
 
 
 @dataclass(frozen=True)

@@ -795,7 +795,8 @@ def check_code_opt_ins(
 ) -> None:
     """Raise :class:`CodeOptInError` when ``config`` (in the ``sections`` a command uses) would
     run code that was not allowed: a reward entry whose record says it imports code named in
-    its params (``callable``), without ``allow_code``; ``model.trust_remote_code: true`` (the
+    its params (``callable``), or an environment entry whose record says so (a user's class
+    given to an adapter), without ``allow_code``; ``model.trust_remote_code: true`` (the
     model directory's Python files), or a reward whose record says it runs a model's own
     files (``reward_model``'s ``trust_remote_code``), without ``trust_remote_code``. A config
     may come from anyone; only the person running the command can say that its code may run."""
@@ -810,6 +811,15 @@ def check_code_opt_ins(
                     f"rewards[{i}] ({entry.name}{label}) imports and runs {code!r}: pass "
                     f"{ALLOW_CODE_FLAG} to allow it (allow_code=True in Python)"
                 )
+    env = config.environment
+    if "algorithm" in sections and env is not None and not allow_code:
+        env_record = host.environments.get(env.name)
+        code = env_record.runs_code(env.params) if env_record is not None else None
+        if code:
+            found.append(
+                f"environment ({env.name}) imports and runs {code!r}: pass {ALLOW_CODE_FLAG} "
+                "to allow it (allow_code=True in Python)"
+            )
     if "rewards" in sections and not trust_remote_code:
         for i, entry in enumerate(config.rewards):
             record = host.rewards.get(entry.name)

@@ -1,5 +1,6 @@
-"""rlvr's built-in environments: ``single_turn`` (the default), ``tools`` and
-``verifiers`` (an adapter for verifiers 0.4 environments).
+"""rlvr's built-in environments: ``single_turn`` (the default), ``tools``, and the adapters
+``verifiers`` (a verifiers 0.4 environment), ``openenv`` (an OpenEnv environment) and ``trl_env``
+(a TRL ``environment_factory`` class).
 
 Laid out as every plugin family is: this module holds the hook and one ``register(...)`` per
 environment; the params models are in :mod:`rlvr.plugins.environments.params`; each
@@ -10,10 +11,29 @@ environment answers each assistant message with messages of its own.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
+from typing import Any
 
 from rlvr import Environment, LazyFactory, hookimpl
-from rlvr.plugins.environments.params import SingleTurnParams, ToolsParams, VerifiersParams
+from rlvr.plugins.environments.params import (
+    OpenEnvParams,
+    SingleTurnParams,
+    ToolsParams,
+    TrlEnvParams,
+    VerifiersParams,
+)
+from rlvr.plugins.rewards.callable import check_function
+
+OPENENV_HINT = "the openenv environment needs OpenEnv: pip install 'rlvr[openenv]' (openenv-core)"
+
+
+def _openenv_code(params: OpenEnvParams) -> str | None:
+    return params.environment
+
+
+def _trl_env_code(params: TrlEnvParams) -> str | None:
+    return params.factory
 
 
 @hookimpl
@@ -45,6 +65,48 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
             "model through an OpenAI-compatible endpoint (needs rlvr[verifiers])",
         )
     )
+    register(
+        Environment(
+            name="openenv",
+            params=OpenEnvParams,
+            factory=LazyFactory("rlvr.plugins.environments.openenv:OpenEnvEnvironment"),
+            description="an OpenEnv environment (reset/step), at a server's url or run in "
+            "process; the assistant text is the action, the observation the reply",
+            runs_code=_openenv_code,
+        )
+    )
+    register(
+        Environment(
+            name="trl_env",
+            params=TrlEnvParams,
+            factory=LazyFactory("rlvr.plugins.environments.trl_env:TrlEnvironment"),
+            description="a class written for TRL's environment_factory, unchanged: its "
+            "methods are the tools, reset() the start, get_reward() a reward",
+            runs_code=_trl_env_code,
+        )
+    )
 
 
-__all__ = ["rlvr_register_environments"]
+@hookimpl
+def rlvr_validate_config(config: Any) -> list[tuple[str, str]]:
+    """Cheap checks of the adapters' entries: OpenEnv is installed, and the module or file
+    they name defines the class (read, not imported: the run imports it)."""
+    entry = getattr(config, "environment", None)
+    params = getattr(entry, "params", None)
+    problems = []
+    if isinstance(params, OpenEnvParams):
+        if importlib.util.find_spec("openenv") is None:
+            problems.append(("environment.name", OPENENV_HINT))
+        for key in ("environment", "action_class"):
+            spec = getattr(params, key)
+            problem = check_function(spec) if spec else None
+            if problem:
+                problems.append((f"environment.params.{key}", problem))
+    if isinstance(params, TrlEnvParams):
+        problem = check_function(params.factory)
+        if problem:
+            problems.append(("environment.params.factory", problem))
+    return problems
+
+
+__all__ = ["rlvr_register_environments", "rlvr_validate_config"]

@@ -3,11 +3,13 @@ and by ``rlvr validate``."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from rlvr import Params
+from rlvr.plugins.rewards.params import is_file_spec, split_spec
 
 #: The tools the ``tools`` environment has built in, by name.
 BUILTIN_TOOLS = ("calculator",)
@@ -64,4 +66,125 @@ class VerifiersParams(Params):
     )
 
 
-__all__ = ["BUILTIN_TOOLS", "SingleTurnParams", "ToolsParams", "VerifiersParams"]
+def code_spec(value: str, info: ValidationInfo) -> str:
+    """Check a ``"module:Class"`` / ``"path/to/file.py:Class"`` spec without importing it; a
+    relative file path resolves against the config file's directory (as ``callable``'s)."""
+    value = value.strip()
+    target, attr = split_spec(value)
+    if not all(part.isidentifier() for part in attr.split(".")):
+        raise ValueError(f"{attr!r} (after ':') is not a Python name or dotted attribute")
+    if is_file_spec(target):
+        path = Path(target).expanduser()
+        if not path.is_absolute():
+            path = Path((info.context or {}).get("config_dir") or Path.cwd()) / path
+        return f"{path}:{attr}"
+    if not all(part.isidentifier() for part in target.split(".")):
+        raise ValueError(
+            f"{target!r} (before ':') is neither a dotted module name nor a path ending in .py"
+        )
+    return value
+
+
+class OpenEnvParams(Params):
+    """``openenv``: where the OpenEnv environment is, and how messages map to its actions and
+    observations."""
+
+    url: str | None = Field(
+        None,
+        description="base URL of a running OpenEnv server (http://host:port, ws://...); one "
+        "WebSocket session per episode",
+    )
+    environment: str | None = Field(
+        None,
+        description="instead of url: 'module:Class' or 'path/to/file.py:Class' of an OpenEnv "
+        "Environment run in this process, one instance per episode (runs your code)",
+    )
+    action_class: str | None = Field(
+        None,
+        description="with environment: its Action class ('module:Class'); default: read from "
+        "the class's Environment[Action, Observation, State] base",
+    )
+    action_field: str = Field(
+        "message", description="the action field that gets the assistant message's text"
+    )
+    action_extra: dict[str, Any] = Field(
+        default_factory=dict, description="fixed fields added to every action"
+    )
+    observation_field: str | None = Field(
+        None,
+        description="the observation field whose text becomes the user message; null: the "
+        "only text field, else the observation as JSON",
+    )
+    reset_fields: list[str] = Field(
+        default_factory=list,
+        description="dataset columns passed to reset() as keyword arguments (seed, a task id)",
+    )
+    reset_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="fixed keyword arguments of every reset()"
+    )
+    first_observation: Literal["append", "message", "ignore"] = Field(
+        "append",
+        description="the reset observation: appended to the prompt's last user message (as "
+        "TRL does with reset()'s text), a user message of its own, or not shown",
+    )
+    tools: bool = Field(
+        False,
+        description="an MCP environment: its tools (list_tools) are offered to the model, each "
+        "tool call is a call_tool action, and an answer without a call ends the episode",
+    )
+    reward_name: str = Field(
+        "openenv", description="the name the environment's reward gets (env/reward/<name>)"
+    )
+    reward: Literal["sum", "last"] = Field(
+        "sum", description="the episode's reward: the sum of its step rewards, or the last one"
+    )
+    message_timeout: float = Field(
+        60.0, gt=0, description="seconds the client waits for one server reply"
+    )
+
+    @field_validator("environment", "action_class")
+    @classmethod
+    def _check_spec(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else code_spec(value, info)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> OpenEnvParams:
+        if (self.url is None) == (self.environment is None):
+            raise ValueError(
+                "give exactly one of url (a running OpenEnv server) or environment "
+                "('module:Class' of an OpenEnv Environment to run in this process)"
+            )
+        if self.action_class is not None and self.environment is None:
+            raise ValueError("action_class goes with environment (a url's server knows its own)")
+        return self
+
+
+class TrlEnvParams(Params):
+    """``trl_env``: a class written for TRL's ``GRPOTrainer(environment_factory=...)``."""
+
+    factory: str = Field(
+        description="'module:Class' or 'path/to/file.py:Class': what TRL's environment_factory "
+        "would be (called with no arguments; runs your code)"
+    )
+    system_prompt: str | None = Field(
+        None, description="a system message put first in every episode (after none in the row)"
+    )
+    max_calls_per_turn: int = Field(
+        8, ge=1, description="most tool calls of one assistant message that are run"
+    )
+
+    @field_validator("factory")
+    @classmethod
+    def _check_factory(cls, value: str, info: ValidationInfo) -> str:
+        return code_spec(value, info)
+
+
+__all__ = [
+    "BUILTIN_TOOLS",
+    "OpenEnvParams",
+    "SingleTurnParams",
+    "ToolsParams",
+    "TrlEnvParams",
+    "VerifiersParams",
+    "code_spec",
+]
