@@ -346,7 +346,8 @@ def test_a_server_at_capacity_fails_the_episodes_it_turns_away(policy, guess_fil
         runner.close()
         stop()
     failed = [e.failed for e in episodes if e.failed is not None]
-    assert len(failed) == 2 and all("Server at capacity" in f for f in failed), failed
+    # the refusal comes as the server's error or, by timing, as a bare close of the session
+    assert len(failed) == 2 and all("capacity" in f for f in failed), failed
     (ok,) = [e for e in episodes if e.failed is None]
     assert ok.done and "openenv" in ok.rewards
 

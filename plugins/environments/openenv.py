@@ -38,6 +38,7 @@ from openenv.core.env_server import (
     deserialize_action,
     serialize_observation,
 )
+from websockets.exceptions import ConnectionClosed
 
 from rlvr import EnvResponse, EpisodeStart, Message, RunInfo
 from rlvr.plugins.environments.params import OpenEnvParams
@@ -159,7 +160,13 @@ class _Remote:
         }
 
     async def reset(self, **kwargs: Any) -> dict[str, Any]:
-        return self._payload(await self.client.reset(**kwargs))
+        try:
+            return self._payload(await self.client.reset(**kwargs))
+        except ConnectionClosed as exc:  # the server's refusal may arrive as a bare close
+            raise RuntimeError(
+                f"the OpenEnv server closed the session at reset ({exc}); a server at capacity "
+                "does this: it must allow one session per episode of a step"
+            ) from None
 
     async def step(self, action: dict[str, Any]) -> dict[str, Any]:
         return self._payload(await self.client.step(action))
