@@ -62,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "SamplingParams": "rlvr.api.runtime",
     "check_request": "rlvr.api.runtime",
     "ConfigError": "rlvr.config.schema",
+    "ReasoningGymConfig": "rlvr.config.schema",
     "RunConfig": "rlvr.config.schema",
     "load_config": "rlvr.config.schema",
     "reasoning_gym_dataset": "rlvr.data.reasoning_gym",
@@ -164,7 +165,7 @@ if TYPE_CHECKING:
         TrainerState,
         check_request,
     )
-    from rlvr.config.schema import ConfigError, RunConfig, load_config
+    from rlvr.config.schema import ConfigError, ReasoningGymConfig, RunConfig, load_config
     from rlvr.data.reasoning_gym import reasoning_gym_dataset
     from rlvr.model.loading import autocast, eos_token_ids, load_policy
     from rlvr.model.logprobs import completion_logprobs
@@ -311,6 +312,7 @@ __all__ = [
     # errors
     "RlvrError",
     "ConfigError",
+    "ReasoningGymConfig",
     "ConfigWarning",
     "TrainingError",
     "__version__",
