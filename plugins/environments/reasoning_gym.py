@@ -37,7 +37,7 @@ class ReasoningGymEnvironment:
     async def respond(self, state: Any, message: Message) -> EnvResponse:
         sample = Sample(completion=str(message.get("content") or ""), row=state["row"])
         # score_answer may be slow (a symbolic check): off the episodes' event loop
-        score = float(await asyncio.to_thread(self.judge, sample))  # type: ignore[arg-type]
+        score = float(await asyncio.to_thread(self.judge, sample))
         state["answers"] += 1
         rewards = {SCORE_ANSWER: score}
         right = score >= self.scoring.correct
