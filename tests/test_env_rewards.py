@@ -293,3 +293,117 @@ def test_a_group_hook_that_misbehaves_fails_its_group(eos_model_dir):
     assert "finite number" in episodes[0].failed
     assert episodes[1].failed is None
     assert asyncio.iscoroutinefunction(Judge.group_rewards)
+
+
+# --------------------------------------------------------------------------- reasoning_gym
+
+PRODUCTS = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}
+RG_ENV = {
+    "name": "reasoning_gym",
+    "params": {"task": "products", "params": PRODUCTS, "train_size": 40, "eval_size": 10},
+}
+
+
+def test_the_reasoning_gym_environment_provides_the_rows_with_a_disjoint_held_out_split():
+    pytest.importorskip("reasoning_gym", reason="needs the optional extra rlvr[reasoning-gym]")
+    from rlvr.data import reasoning_gym as rg
+    from rlvr.data.prompts import load_rows
+
+    host = create_host()
+    config = load_config(
+        {"model": {"name_or_path": "m"}, "environment": RG_ENV},
+        host,
+        require=("model", "data", "algorithm"),
+    )
+    source = config.data.reasoning_gym
+    assert source is not None and config.data.path is None
+    assert (source.task, source.params, source.train_size) == ("products", PRODUCTS, 40)
+    train, test = load_rows(config.data, split="train"), load_rows(config.data, split="test")
+    assert len(train) == 40 and len(test) == 10
+    assert rg.overlap(train, test) == 0
+    # the config as the run saves it (data.reasoning_gym filled in) loads again
+    again = load_config(
+        config.model_dump(mode="json", exclude_none=True), host, require=("model", "data")
+    )
+    assert again.data.reasoning_gym == source
+    # two sources of rows are one too many
+    with pytest.raises(ConfigError) as info:
+        other = {"reasoning_gym": {"task": "chain_sum"}}
+        load_config(
+            {"model": {"name_or_path": "m"}, "data": other, "environment": RG_ENV},
+            host,
+            require=("model", "data"),
+        )
+    assert "provides the rows" in dict(info.value.problems)["data.reasoning_gym"]
+
+
+def test_the_reasoning_gym_environment_scores_with_the_tasks_score_answer():
+    reasoning_gym = pytest.importorskip("reasoning_gym", reason="needs rlvr[reasoning-gym]")
+    from rlvr.api.host import build_environment
+    from rlvr.data.prompts import load_rows
+
+    host = create_host()
+    env_cfg = RG_ENV | {"params": RG_ENV["params"] | {"feedback_turns": 1}}
+    config = load_config(
+        {"model": {"name_or_path": "m"}, "environment": env_cfg}, host, require=("model", "data")
+    )
+    env = build_environment(host.environments["reasoning_gym"], config.environment.params, RUN)
+    row = next(r for r in load_rows(config.data, split="train") if len(r["answer"]) > 1)
+    task = reasoning_gym.create_dataset("products", seed=0, size=1, **PRODUCTS)
+    entry = {"question": row["question"], "answer": row["answer"]}
+    entry["metadata"] = json.loads(row["metadata"])
+    gold = row["answer"]
+
+    async def episode(*answers):
+        start = await env.start(row, [{"role": "user", "content": row["prompt"]}])
+        out = []
+        for a in answers:
+            out.append(await env.respond(start.state, {"role": "assistant", "content": a}))
+        return out
+
+    (right,) = asyncio.run(episode(f"<answer>{gold}</answer>"))
+    assert right.done and right.rewards == {"score_answer": 1.0}
+    assert task.score_answer(answer=gold, entry=entry) == 1.0
+    partial, wrong = asyncio.run(episode(f"<answer>= {gold}</answer>", "<answer>7</answer>"))
+    # partial credit is score_answer's own (len(gold) / len(answer)): not right, so a retry
+    assert partial.rewards["score_answer"] == task.score_answer(answer=f"= {gold}", entry=entry)
+    assert 0 < partial.rewards["score_answer"] < 1 and not partial.done
+    assert partial.messages == [{"role": "user", "content": env.params.feedback}]
+    assert wrong.done and wrong.rewards["score_answer"] == task.score_answer("7", entry)
+    (none,) = asyncio.run(episode("no answer block"))
+    assert none.rewards == {"score_answer": 0.0}
+
+
+def test_a_reasoning_gym_environment_trains_by_name_without_a_data_file(tmp_path, eos_model_dir):
+    pytest.importorskip("reasoning_gym", reason="needs the optional extra rlvr[reasoning-gym]")
+    from rlvr.plugins.rewards.params import ReasoningGymParams
+    from rlvr.plugins.rewards.reasoning_gym import ReasoningGymReward
+
+    scoring = {"strategies": ["last_number"]}
+    params = RG_ENV["params"] | {"feedback_turns": 1, "scoring": scoring}
+    config = {
+        "model": {"name_or_path": str(eos_model_dir)},
+        "environment": {"name": "reasoning_gym", "params": params, "max_turns": 2},
+        "training": {
+            "output_dir": str(tmp_path / "out"),
+            "max_steps": 2,
+            "num_generations": 2,
+            "per_device_train_batch_size": 2,
+            "max_completion_length": 6,
+            "logging_steps": 1,
+            "report_to": [],
+        },
+    }
+    rlvr.train(config, progress=False)
+    metrics = rlvr.read_metrics(tmp_path / "out")
+    assert [m["env/episodes"] for m in metrics] == [4, 4]
+    assert all("rewards/score_answer/mean" in m for m in metrics)
+    samples = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").open()]
+    judge = ReasoningGymReward(ReasoningGymParams(**scoring))
+    scored = [s for s in samples if "score_answer" in s["env_rewards"]]
+    assert scored, "no episode was answered"
+    for s in scored:
+        row = s["row"]
+        value = judge(Sample(completion=s["completion"], row=row))
+        assert s["env_rewards"]["score_answer"] == value == s["reward"]
+        assert row["task"] == "products" and "metadata" in row

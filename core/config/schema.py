@@ -888,6 +888,9 @@ def validate(
     moved = move_trl_keys(data, host, require=require, defaults=defaults, native=native)
     data = _with_defaults(data, require, host)
     moved += _environment_data(data, host)
+    env = _environment_params(data, host)
+    if env is not None and env[0].rewards(env[1]):  # the environment scores its episodes
+        require = tuple(s for s in require if s != "rewards")
     problems = _missing_sections(data, require) + _unknown_names(data, host) + moved
     config = None
     try:
@@ -1043,19 +1046,31 @@ def _with_defaults(data: dict[str, Any], require: tuple[str, ...], host: Host) -
     return data
 
 
+def _environment_params(data: dict[str, Any], host: Host) -> tuple[Any, Params] | None:
+    """The environment entry's record and validated params, before the whole config is
+    validated (None when there is no such entry or its params are invalid: those problems
+    are reported with the entry)."""
+    entry = data.get("environment")
+    if not isinstance(entry, dict) or str(entry.get("name")) not in host.environments:
+        return None
+    record = host.environments[str(entry.get("name"))]
+    try:
+        params = record.params.model_validate(
+            entry.get("params") or {}, context={"config_dir": Path.cwd()}
+        )
+    except ValidationError:
+        return None
+    return record, params
+
+
 def _environment_data(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
     """Merge the ``data:`` keys an environment provides (``Environment.data``: it is its own
     task source) into ``data`` (in place), under the user's other ``data:`` keys. A key the
     user set to something else is a problem: the rows would have two sources."""
-    entry = data.get("environment")
-    if not isinstance(entry, dict) or str(entry.get("name")) not in host.environments:
+    env = _environment_params(data, host)
+    if env is None:
         return []
-    record = host.environments[str(entry.get("name"))]
-    raw = entry.get("params") or {}
-    try:
-        params = record.params.model_validate(raw, context={"config_dir": Path.cwd()})
-    except ValidationError:
-        return []  # reported with the entry's params
+    record, params = env
     provided = record.data(params)
     section = data.get("data") or {}
     if not provided or not isinstance(section, dict):
@@ -1071,6 +1086,8 @@ def _environment_data(data: dict[str, Any], host: Host) -> list[tuple[str, str]]
             )
         ]
     data["data"] = {**section, **provided}
+    if record.multi_turn and section.get("chat_template") is None:
+        data["data"]["chat_template"] = True  # what its episodes render with anyway
     return []
 
 
