@@ -17,6 +17,7 @@ from rlvr.api.registration import Sample
 from rlvr.api.runtime import EnvResponse, EpisodeStart, RunInfo, SamplingParams
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
 from rlvr.data.prompts import PromptSet
+from rlvr.evaluation.evaluate import correctness
 from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams
@@ -335,6 +336,9 @@ def test_the_reasoning_gym_environment_provides_the_rows_with_a_disjoint_held_ou
             require=("model", "data"),
         )
     assert "provides the rows" in dict(info.value.problems)["data.reasoning_gym"]
+    # evaluation samples single completions: it says which reward to add
+    with pytest.raises(rlvr.RlvrError, match="rewards of environment 'reasoning_gym' are not used"):
+        correctness(config, host=host)
 
 
 def test_the_reasoning_gym_environment_scores_with_the_tasks_score_answer():
