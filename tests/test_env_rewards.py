@@ -336,6 +336,10 @@ def test_the_reasoning_gym_environment_provides_the_rows_with_a_disjoint_held_ou
             require=("model", "data"),
         )
     assert "provides the rows" in dict(info.value.problems)["data.reasoning_gym"]
+    with pytest.raises(ConfigError) as info:
+        retries = RG_ENV | {"params": RG_ENV["params"] | {"feedback_turns": 2}, "max_turns": 2}
+        load_config({"model": {"name_or_path": "m"}, "environment": retries}, host)
+    assert "set environment.max_turns: 3" in dict(info.value.problems)["environment.max_turns"]
     # evaluation samples single completions: it says which reward to add
     with pytest.raises(rlvr.RlvrError, match="rewards of environment 'reasoning_gym' are not used"):
         correctness(config, host=host)

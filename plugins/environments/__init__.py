@@ -72,4 +72,24 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
     )
 
 
-__all__ = ["rlvr_register_environments"]
+@hookimpl
+def rlvr_validate_config(config: Any) -> list[tuple[str, str]]:
+    """``reasoning_gym``: its feedback turns fit in the entry's ``max_turns``."""
+    env = getattr(config, "environment", None)
+    params = getattr(env, "params", None)
+    if not isinstance(params, ReasoningGymEnvParams) or env is None:
+        return []  # not ours
+    need = params.feedback_turns + 1
+    if env.max_turns < need:
+        return [
+            (
+                "environment.max_turns",
+                f"{env.max_turns} turns leave no room for feedback_turns="
+                f"{params.feedback_turns} (an answer, then one per retry); set "
+                f"environment.max_turns: {need}",
+            )
+        ]
+    return []
+
+
+__all__ = ["rlvr_register_environments", "rlvr_validate_config"]
