@@ -36,6 +36,9 @@ _EXPORTS: dict[str, str] = {
     "TrainingError": "rlvr.api.errors",
     "Host": "rlvr.api.host",
     "create_host": "rlvr.api.host",
+    "check_function": "rlvr.api.usercode",
+    "code_spec": "rlvr.api.usercode",
+    "load_function": "rlvr.api.usercode",
     "Algorithm": "rlvr.api.registration",
     "Backend": "rlvr.api.registration",
     "Capabilities": "rlvr.api.registration",
@@ -62,6 +65,7 @@ _EXPORTS: dict[str, str] = {
     "SamplingParams": "rlvr.api.runtime",
     "check_request": "rlvr.api.runtime",
     "ConfigError": "rlvr.config.schema",
+    "ReasoningGymConfig": "rlvr.config.schema",
     "RunConfig": "rlvr.config.schema",
     "load_config": "rlvr.config.schema",
     "reasoning_gym_dataset": "rlvr.data.reasoning_gym",
@@ -164,7 +168,8 @@ if TYPE_CHECKING:
         TrainerState,
         check_request,
     )
-    from rlvr.config.schema import ConfigError, RunConfig, load_config
+    from rlvr.api.usercode import check_function, code_spec, load_function
+    from rlvr.config.schema import ConfigError, ReasoningGymConfig, RunConfig, load_config
     from rlvr.data.reasoning_gym import reasoning_gym_dataset
     from rlvr.model.loading import autocast, eos_token_ids, load_policy
     from rlvr.model.logprobs import completion_logprobs
@@ -308,9 +313,14 @@ __all__ = [
     "Scorer",
     "Scores",
     "build_tiny_model",
+    # code a config names ("module:attr" or "file.py:attr"; runs only with --allow-code)
+    "code_spec",
+    "check_function",
+    "load_function",
     # errors
     "RlvrError",
     "ConfigError",
+    "ReasoningGymConfig",
     "ConfigWarning",
     "TrainingError",
     "__version__",

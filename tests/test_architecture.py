@@ -42,6 +42,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "rlvr.model.lora": "torch, transformers (export)",
         "rlvr.rewards.score_file": "tqdm and the reward pool: a third of `rlvr --help`",
         "rlvr.outputs.plot": "tqdm and the reward pool, through rlvr.outputs.metrics",
+        "rlvr.cli.env_check": "torch, transformers (env check samples episodes)",
     },
     "rlvr.runs": {
         "rlvr.training.preflight": "torch, transformers, datasets (validate)",
@@ -57,6 +58,12 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "torch": "torch",
         "rlvr.model.loading": "torch, transformers",
         "rlvr.model.tiny": "torch, transformers",
+        "rlvr.rollout.envcheck": "pydantic, torch (check_environment)",
+    },
+    # verifiers: the environment says how to install it when a config names it
+    "rlvr.plugins.environments.verifiers": {
+        "verifiers.v1": "optional extra rlvr[verifiers]",
+        "aiohttp": "a dependency of the optional extra rlvr[verifiers]",
     },
     "rlvr.model.loading": {"gguf": "optional extra rlvr[gguf]"},
     "rlvr.model.tiny": {"gguf": "optional extra rlvr[gguf]"},

@@ -117,9 +117,15 @@ def test_trl_keys_section_lists_what_training_takes_from_trl():
 def test_plugin_reference_covers_every_registered_plugin_and_param():
     host = create_host()
     page = rlvr_reference.render_plugins()
-    sections = tables_by_heading(page, "###")
+    # by kind: a reward and an environment may share a name (reasoning_gym)
+    titles = {"Rewards": "reward", "Algorithms": "algorithm", "Backends": "backend"}
+    titles["Environments"] = "environment"
+    by_kind = {}
+    for part in page.split("\n## ")[1:]:
+        by_kind[titles[part.splitlines()[0].strip()]] = tables_by_heading(part, "###")
     seen = 0
     for kind, records in host.records.items():
+        sections = by_kind.get(kind, {})
         for name, record in records.items():
             if record.dist != "rlvr":
                 continue

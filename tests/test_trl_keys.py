@@ -392,6 +392,13 @@ def test_a_set_on_the_command_line_wins_over_the_trl_block(host):
     # in the file, two values for one key stay a problem
     found = problems(host, {**extra, "training": {"output_dir": "elsewhere"}})
     assert "keep only one" in found["trl.output_dir"]
+    # a --set of a training: key that is read as TRL's too (eval_steps) keeps its value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = load_config(
+            BASE, host, require=TRAIN_SECTIONS, overrides=["training.eval_steps=3"]
+        )
+    assert config.training.eval_steps == 3
 
 
 def test_trl_algorithm_defaults_stay_off_another_algorithm(host):

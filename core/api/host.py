@@ -36,7 +36,13 @@ from rlvr.api.registration import (
     Record,
     Reward,
 )
-from rlvr.api.runtime import AlgorithmImpl, EnvironmentImpl, Generator, missing_members
+from rlvr.api.runtime import (
+    GROUP_REWARDS,
+    AlgorithmImpl,
+    EnvironmentImpl,
+    Generator,
+    missing_members,
+)
 
 KINDS: dict[str, type] = {
     "reward": Reward,
@@ -250,7 +256,7 @@ def build_environment(record: Environment, params: Any, run: Any) -> Any:
     problems = missing_members(env, EnvironmentImpl)
     problems += [
         f"{name}() (must be async def)"
-        for name in ("start", "respond", "close")
+        for name in ("start", "respond", "close", GROUP_REWARDS)
         if callable(getattr(env, name, None))
         and not inspect.iscoroutinefunction(getattr(env, name))
     ]

@@ -40,6 +40,14 @@ class Sample:
     score`` of a file of texts). ``group`` tells which samples answer the same prompt (the
     prompt's group in training and eval, the prompt text when scoring a file): a batched
     reward's ``batch: group`` batches by it. ``state`` is where training stands.
+
+    A multi-turn episode (an environment) is seen through its reward entry's ``scope``:
+    ``"answer"`` (the default), ``completion`` is the last assistant message and
+    ``completion_ids``/``num_tokens`` that turn's sampled tokens; ``"transcript"``, they are
+    the whole episode after the first prompt (every turn, sampled and environment's, decoded
+    without special tokens). Either way ``messages`` is the whole conversation (prompt
+    included) and ``env_rewards`` the named rewards the environment returned; both are empty
+    for a single completion.
     """
 
     completion: str
@@ -49,6 +57,8 @@ class Sample:
     completion_ids: tuple[int, ...] | None = None
     group: int | str | None = None
     state: TrainerState = TrainerState()
+    messages: tuple[Mapping[str, Any], ...] = ()
+    env_rewards: Mapping[str, float] = field(default_factory=dict)
 
 
 class RewardFn(Protocol):
@@ -103,6 +113,9 @@ class Reward:
     prompt). Its ``timeout`` is per sample: a batch of ``n`` may take ``n x timeout``.
     ``in_process``: the reward runs in the scoring process itself (a reward model on the
     trainer's GPU), never in the reward workers; it has no timeout there.
+    ``scope``: what it scores of a multi-turn episode by default, the final answer
+    (``"answer"``) or the whole transcript (``"transcript"``); a config entry's ``scope``
+    overrides it (see :class:`Sample`). A single completion is both.
     """
 
     name: str
@@ -117,6 +130,7 @@ class Reward:
     batch: Callable[[Any], Literal["call", "group"]] = lambda params: "call"
     in_process: bool = False
     remote_code: Callable[[Any], str | None] = lambda params: None
+    scope: Literal["answer", "transcript"] = "answer"
 
 
 # --------------------------------------------------------------------------- algorithms
@@ -222,6 +236,13 @@ class Environment:
     as without environments, and never calls the built object. ``runs_code(params)`` names the
     Python code the entry makes the environment import and run (an adapter given a user's
     class), None when it runs none: as for a reward, that needs the user's ``--allow-code``.
+
+    ``rewards(params)`` names the rewards its episodes return (``EnvResponse.rewards`` and
+    the optional ``group_rewards``), so that ``environment.reward_weights`` is checked against
+    them before anything loads; None: not known before the run (any name is accepted).
+    ``data(params)`` is the ``data:`` section the environment provides when it is its own
+    task source (``reasoning_gym``: ``{"reasoning_gym": {...}}``), merged under the user's
+    ``data:`` keys; None: the rows come from ``data:`` as usual.
     """
 
     name: str
@@ -231,6 +252,8 @@ class Environment:
     multi_turn: bool = True
     dist: str | None = None
     runs_code: Callable[[Any], str | None] = lambda params: None
+    rewards: Callable[[Any], tuple[str, ...] | None] = lambda params: None
+    data: Callable[[Any], dict[str, Any] | None] = lambda params: None
 
 
 @dataclass(frozen=True)

@@ -141,8 +141,10 @@ class EnvResponse:
     ``messages`` (user feedback, tool results) are appended to the conversation as tokens the
     model did not sample (loss mask 0). ``done`` ends the episode (its messages, if any, are
     still recorded in the transcript but not tokenized: nothing samples after them).
-    ``rewards`` are named values added to the episode's score (see the environments concept
-    page); the last value given for a name counts.
+    ``rewards`` are named values added to the episode's score, each times its weight in
+    ``environment.reward_weights`` (1 when not listed) and logged as ``rewards/<name>`` like a
+    configured reward (see the environments concept page); the last value given for a name
+    counts.
     """
 
     messages: list[Message] = field(default_factory=list)
@@ -178,6 +180,22 @@ class EnvironmentImpl(Protocol):
     async def close(self, state: Any) -> None:
         """Release what the episode holds (always called once ``start`` succeeded)."""
         ...
+
+    # Optional, so not a member of the protocol (a class without it is complete):
+    #
+    # async def group_rewards(
+    #     self, states: list[Any], transcripts: list[list[Message]]
+    # ) -> list[dict[str, float]]
+    #
+    # The group-level hook: called once per prompt after all its episodes ended (before
+    # ``close``), with the states and conversations of those that did not fail, in order; it
+    # returns one dict of named rewards per episode, merged into that episode's rewards (a
+    # group's rank, a pairwise judge). A raise, a wrong number of dicts or a call past
+    # ``turn_timeout`` fails the episodes of that group. See :data:`GROUP_REWARDS`.
+
+
+#: The name of an environment's optional group-level reward hook (see :class:`EnvironmentImpl`).
+GROUP_REWARDS = "group_rewards"
 
 
 @runtime_checkable

@@ -462,6 +462,12 @@ class RewardEntry(PluginEntry):
     on_error: Literal["fallback", "raise"] = Field(
         "fallback", description="a call that raises: use the fallback, or stop the run"
     )
+    scope: Literal["answer", "transcript"] | None = Field(
+        None,
+        description="what it scores of a multi-turn episode: answer (the last assistant "
+        "message) or transcript (every turn, sampled and environment's); null: the reward's "
+        "own default (answer for the built-in rewards)",
+    )
     correctness: bool = Field(
         False,
         description="this reward decides whether a completion is correct when evaluating "
@@ -510,6 +516,22 @@ class EnvironmentEntry(PluginEntry):
         "</tool_call>, Qwen/Hermes), none, or auto (hermes when the chat template writes "
         "<tool_call>)",
     )
+    reward_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="weight of each named reward the environment returns, in the episode's "
+        "score (a name not listed: 1.0; 0: logged only); each is logged as rewards/<name>",
+    )
+
+    @field_validator("reward_weights")
+    @classmethod
+    def _sane_weights(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, weight in value.items():
+            if not math.isfinite(weight) or abs(weight) > REWARD_LIMIT:
+                raise ValueError(
+                    f"{weight!r} is not a usable weight for {name!r}: it must be a finite "
+                    f"number between -{REWARD_LIMIT:g} and {REWARD_LIMIT:g}"
+                )
+        return value
 
 
 class RunConfig(Section):
@@ -878,6 +900,10 @@ def validate(
         data, host, require=require, defaults=defaults, native=native, overridden=given
     )
     data = _with_defaults(data, require, host)
+    moved += _environment_data(data, host)
+    env = _environment_params(data, host)
+    if env is not None and env[0].rewards(env[1]):  # the environment scores its episodes
+        require = tuple(s for s in require if s != "rewards")
     problems = _missing_sections(data, require) + _unknown_names(data, host) + moved
     config = None
     try:
@@ -1033,6 +1059,51 @@ def _with_defaults(data: dict[str, Any], require: tuple[str, ...], host: Host) -
     return data
 
 
+def _environment_params(data: dict[str, Any], host: Host) -> tuple[Any, Params] | None:
+    """The environment entry's record and validated params, before the whole config is
+    validated (None when there is no such entry or its params are invalid: those problems
+    are reported with the entry)."""
+    entry = data.get("environment")
+    if not isinstance(entry, dict) or str(entry.get("name")) not in host.environments:
+        return None
+    record = host.environments[str(entry.get("name"))]
+    try:
+        params = record.params.model_validate(
+            entry.get("params") or {}, context={"config_dir": Path.cwd()}
+        )
+    except ValidationError:
+        return None
+    return record, params
+
+
+def _environment_data(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
+    """Merge the ``data:`` keys an environment provides (``Environment.data``: it is its own
+    task source) into ``data`` (in place), under the user's other ``data:`` keys. A key the
+    user set to something else is a problem: the rows would have two sources."""
+    env = _environment_params(data, host)
+    if env is None:
+        return []
+    record, params = env
+    provided = record.data(params)
+    section = data.get("data") or {}
+    if not provided or not isinstance(section, dict):
+        return []
+    clash = [k for k in ("path", "eval_path") if section.get(k) is not None]
+    clash += [k for k in provided if section.get(k) not in (None, provided[k])]
+    if clash:
+        return [
+            (
+                f"data.{clash[0]}",
+                f"environment {record.name!r} provides the rows (data.{', data.'.join(provided)} "
+                f"from its params); remove data.{clash[0]}",
+            )
+        ]
+    data["data"] = {**section, **provided}
+    if record.multi_turn and section.get("chat_template") is None:
+        data["data"]["chat_template"] = True  # what its episodes render with anyway
+    return []
+
+
 def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tuple[str, str]]:
     problems = []
     for section in require:
@@ -1120,6 +1191,7 @@ def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     if config.algorithm is not None:
         problems += _algorithm_checks(config, host)
     problems += _environment_checks(config, host)
+    problems += _environment_reward_checks(config, host)
     problems += _lora_checks(config)
     problems += _learning_rate_checks(config.training)
     problems += host.validate_hooks(config)
@@ -1130,6 +1202,39 @@ def multi_turn(config: RunConfig, host: Host) -> bool:
     """Whether ``config``'s episodes have turns (an environment that is not ``single_turn``)."""
     env = config.environment
     return env is not None and host.environments[env.name].multi_turn
+
+
+def _environment_reward_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+    """``environment.reward_weights`` names rewards the environment returns (when its record
+    declares them), none of them a ``rewards[]`` label: both are logged as ``rewards/<name>``."""
+    env = config.environment
+    if env is None:
+        return []
+    record = host.environments[env.name]
+    declared = record.rewards(env.params)
+    labels = {entry.key for entry in config.rewards}
+    problems = []
+    for name in dict.fromkeys([*env.reward_weights, *(declared or ())]):
+        path = f"environment.reward_weights.{name}"
+        if name not in env.reward_weights:
+            path = "environment.name"
+        if declared is not None and name not in declared:
+            have = f"it returns: {', '.join(declared)}" if declared else "it returns no rewards"
+            hint = difflib.get_close_matches(name, declared, n=1)
+            mean = f"did you mean {hint[0]!r}? " if hint else ""
+            problems.append(
+                (path, f"environment {env.name!r} returns no reward {name!r}; {mean}{have}")
+            )
+        elif name in labels:
+            problems.append(
+                (
+                    path,
+                    f"environment {env.name!r} returns a reward {name!r}, which is also a "
+                    f"rewards[] label: both would be logged as rewards/{name}; give that "
+                    "entry another `label`",
+                )
+            )
+    return problems
 
 
 def _environment_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:

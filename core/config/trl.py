@@ -176,7 +176,7 @@ class _Paste:
         different value already there is a problem. A section this command does not use (and
         that is absent) is left alone: the key only matters for another command."""
         section, *rest = target.split(".")
-        if target in self.overridden:
+        if self.trl and target in self.overridden:  # under training: the --set value is this one
             return
         node = self.data.get(section)
         if node is None:

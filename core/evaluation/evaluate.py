@@ -170,7 +170,16 @@ def correctness(
     ``host`` says which plugins check answers (default: the installed plugins)."""
     entries = list(config.rewards)
     if not entries:
-        raise EvalError("evaluation needs at least one reward in the config's `rewards:`")
+        env = getattr(config, "environment", None)
+        why = ""
+        if env is not None and env.name != "single_turn":
+            why = (
+                f"; the rewards of environment {env.name!r} are not used by evaluation, which "
+                "samples single completions: add a reward that scores the answer, with "
+                "`weight: 0.0` to leave training as it is (for reasoning_gym: "
+                "{name: reasoning_gym, label: rg_eval, weight: 0.0})"
+            )
+        raise EvalError(f"evaluation needs at least one reward in the config's `rewards:`{why}")
     if metric is not None:
         found = [e for e in entries if e.key == metric]
         if not found:

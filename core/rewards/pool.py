@@ -103,7 +103,9 @@ class PoolSpec:
     invalid. ``batch``: the reward is batched (:class:`rlvr.BatchRewardFn`), called once per
     batch: ``"call"`` (every sample of a :meth:`RewardPool.score` call) or ``"group"`` (the
     samples sharing a ``Sample.group``); None: once per sample. ``in_process``: it runs in
-    the calling process (built there, not in the workers; no timeout).
+    the calling process (built there, not in the workers; no timeout). ``scope``: the view of
+    a multi-turn episode it gets, ``"answer"`` (the ``samples`` of :meth:`RewardPool.score`)
+    or ``"transcript"`` (its ``transcripts``).
     """
 
     label: str
@@ -113,6 +115,7 @@ class PoolSpec:
     fallback: float | None = 0.0
     batch: str | None = None
     in_process: bool = False
+    scope: str = "answer"
 
 
 @dataclass
@@ -522,9 +525,17 @@ class _Job:
         *,
         by_group: bool = False,
         local: Callable[[int], bool] = lambda i: False,
+        transcripts: Sequence[Sample] | None = None,
     ) -> None:
         self.specs = specs
         self.samples = samples
+        if transcripts is not None and len(transcripts) != len(samples):
+            raise ValueError(f"{len(transcripts)} transcripts for {len(samples)} samples")
+        #: what each reward sees, by reward index: its scope's samples
+        self.views = [
+            transcripts if transcripts is not None and spec.scope == "transcript" else samples
+            for spec in specs
+        ]
         self.tasks: list[tuple[int, Any]] = []
         for i, spec in enumerate(specs):
             if spec.batch is not None:
@@ -560,9 +571,10 @@ class _Job:
     def task(self, t: int) -> tuple[int, int, Any]:
         """What a worker gets for task ``t``: ``(t, reward index, sample or [samples])``."""
         i, which = self.tasks[t]
+        view = self.views[i]
         if isinstance(which, list):
-            return t, i, [self.samples[j] for j in which]
-        return t, i, self.samples[which]
+            return t, i, [view[j] for j in which]
+        return t, i, view[which]
 
     def spec(self, t: int) -> PoolSpec:
         return self.specs[self.tasks[t][0]]
@@ -775,8 +787,13 @@ class RewardPool:
         *,
         max_error_frac: float | None = None,
         by_group: bool = False,
+        transcripts: Sequence[Sample] | None = None,
     ) -> PoolResult:
         """Run every reward on every sample; never raises for a reward's misbehaviour.
+
+        ``transcripts`` (as many as ``samples``): what the rewards whose ``scope`` is
+        ``"transcript"`` get instead of ``samples`` (a multi-turn episode's whole
+        conversation); None: every reward gets ``samples``.
 
         A batched reward is called once per batch (``PoolSpec.batch``); ``by_group`` makes
         every batch the samples of one ``Sample.group`` whatever the reward asks (``rlvr
@@ -792,7 +809,15 @@ class RewardPool:
                 raise RuntimeError("the reward pool is closed")
             stuck = max(STUCK_AFTER, 2 * len(self._workers))
             here = self._local.__contains__
-            job = _Job(self.specs, samples, max_error_frac, stuck, by_group=by_group, local=here)
+            job = _Job(
+                self.specs,
+                samples,
+                max_error_frac,
+                stuck,
+                by_group=by_group,
+                local=here,
+                transcripts=transcripts,
+            )
             if self._all_local:
                 self._run_local(job)
                 return job.result

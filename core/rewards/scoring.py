@@ -36,6 +36,8 @@ class ScoreEntry:
     #: a batched reward's batches (``"call"`` or ``"group"``), None for a per-sample one
     batch: str | None = None
     in_process: bool = False
+    #: what it scores of a multi-turn episode: ``"answer"`` or ``"transcript"``
+    scope: str = "answer"
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ def score_entries(config: Any, host: Any) -> list[ScoreEntry]:
                 on_error=e.on_error,
                 batch=record.batch(e.params) if record.batched else None,
                 in_process=record.in_process,
+                scope=e.scope or record.scope,
             )
         )
     return entries
@@ -180,7 +183,9 @@ class Scorer:
     ) -> None:
         self.entries = list(entries)
         specs = [
-            PoolSpec(e.label, e.factory, e.params, e.timeout, e.fallback, e.batch, e.in_process)
+            PoolSpec(
+                e.label, e.factory, e.params, e.timeout, e.fallback, e.batch, e.in_process, e.scope
+            )
             for e in entries
         ]
         self.pool = RewardPool(specs, workers=workers, **pool_options)
@@ -191,11 +196,16 @@ class Scorer:
         *,
         max_error_frac: float | None = None,
         by_group: bool = False,
+        transcripts: Sequence[Sample] | None = None,
     ) -> Scores:
         """Score ``samples``; with ``max_error_frac`` scoring stops early once a reward's
         failures make that share certain to be exceeded, and ``by_group`` batches every
-        batched reward by ``Sample.group`` (:meth:`RewardPool.score`)."""
-        result = self.pool.score(samples, max_error_frac=max_error_frac, by_group=by_group)
+        batched reward by ``Sample.group`` (:meth:`RewardPool.score`). ``transcripts``: the
+        same samples as the rewards whose scope is ``"transcript"`` see them (multi-turn
+        episodes); None: every reward sees ``samples``."""
+        result = self.pool.score(
+            samples, max_error_frac=max_error_frac, by_group=by_group, transcripts=transcripts
+        )
         total = [
             sum((e.weight * (result.values[e.label][i] or 0.0) for e in self.entries), 0.0)
             for i in range(len(samples))

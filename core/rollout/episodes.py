@@ -32,13 +32,23 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
+import math
+import numbers
 import threading
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlvr.api.runtime import EnvironmentImpl, EnvResponse, EpisodeStart, Generator, SamplingParams
+from rlvr.api.runtime import (
+    GROUP_REWARDS,
+    REWARD_LIMIT,
+    EnvironmentImpl,
+    EnvResponse,
+    EpisodeStart,
+    Generator,
+    SamplingParams,
+)
 from rlvr.data.prompts import PromptSet, prompt_messages
 from rlvr.rollout.tools import parse_tool_calls
 
@@ -88,6 +98,9 @@ class Episode:
     #: the text the chat template rendered for ``messages`` (with the generation prompt when
     #: the model is to answer next).
     rendered: str = ""
+    #: the whole episode after its first prompt, decoded (what a reward whose scope is
+    #: ``transcript`` scores); set when the episode ends.
+    transcript_text: str = ""
 
     @property
     def final_text(self) -> str:
@@ -205,6 +218,9 @@ class EpisodeRunner:
     eos_ids: Sequence[int]
     #: ``data.chat_template_kwargs``.
     template_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: ``environment.reward_weights``: the weight of each named reward in an episode's score
+    #: (1.0 for a name not listed); applied by the rollout (:mod:`rlvr.rollout.runner`).
+    reward_weights: dict[str, float] = field(default_factory=dict)
     loop: EnvironmentLoop = field(default_factory=EnvironmentLoop)
     #: counts of the last :meth:`run` (``env/<name>`` metrics).
     last_counts: dict[str, float] = field(default_factory=dict)
@@ -232,7 +248,11 @@ class EpisodeRunner:
             self._sample(live, dataclasses.replace(sampling, logprobs=True), turn)
             self._respond([e for e in live if not e.done])
             turn += 1
+        if callable(getattr(self.environment, GROUP_REWARDS, None)):
+            self._group_rewards(episodes)
         self._close([e for e in episodes if e.started])
+        for e in episodes:
+            e.transcript_text = self.tokenizer.decode(e.token_ids, skip_special_tokens=True)
         for e in episodes:
             if e.failed is not None:
                 logger.warning(
@@ -340,7 +360,11 @@ class EpisodeRunner:
                 e.failed = f"respond returned {type(response).__name__}, not EnvResponse"
                 e.done = True
                 continue
-            e.rewards.update({k: float(v) for k, v in response.rewards.items()})
+            values, why = _reward_values(response.rewards)
+            if why is not None:
+                e.failed, e.done = f"respond {why}", True
+                continue
+            e.rewards.update(values)
             if response.done:
                 e.messages += response.messages
                 e.done = True
@@ -350,6 +374,37 @@ class EpisodeRunner:
                 e.truncated, e.done = True, True
                 continue
             self._append(e, response.messages)
+
+    def _group_rewards(self, episodes: list[Episode]) -> None:
+        """The environment's group-level hook: once per prompt, on the episodes of its group
+        that did not fail; its rewards are merged into theirs. A failure of the call fails
+        those episodes (their rewards are unknown)."""
+        groups: dict[int, list[Episode]] = {}
+        for e in episodes:
+            if e.failed is None and e.started:
+                groups.setdefault(e.group, []).append(e)
+        hook = getattr(self.environment, GROUP_REWARDS)
+        members = list(groups.values())
+        calls = [
+            (hook([e.state for e in g], [list(e.messages) for e in g]), self.limits.turn_timeout)
+            for g in members
+        ]
+        for g, (value, cause, _) in zip(members, self.loop.run(calls), strict=True):
+            if cause is None and (not isinstance(value, list | tuple) or len(value) != len(g)):
+                got = f"{len(value)} values" if isinstance(value, list | tuple) else repr(value)
+                cause = (
+                    f"returned {got[:80]} for a group of {len(g)} episodes; it returns one "
+                    "dict of named rewards per episode, in order"
+                )
+            for k, e in enumerate(g):
+                why = cause
+                if why is None:
+                    found = value[k] if isinstance(value[k], dict) else None
+                    values, why = _reward_values(found)
+                    if why is None:
+                        e.rewards.update(values)
+                if why is not None:
+                    e.failed, e.done = f"{GROUP_REWARDS} {why}", True
 
     def _append(self, e: Episode, new: list[dict[str, Any]]) -> None:
         """The environment's messages as tokens: the template's delta for them."""
@@ -462,11 +517,30 @@ class EpisodeRunner:
                 / max(sum(len(e.action_mask) for e in ok), 1)
             ),
         }
-        names = sorted({k for e in ok for k in e.rewards})
-        for name in names:
-            values = [e.rewards[name] for e in ok if name in e.rewards]
-            out[f"env/reward/{name}"] = sum(values) / max(len(values), 1)
         return out
+
+
+def _reward_values(rewards: Any) -> tuple[dict[str, float], str | None]:
+    """``(rewards as floats, None)``, or ``({}, why they are not rewards)``: a mapping of
+    names to finite numbers at most :data:`REWARD_LIMIT` in magnitude (a NaN would make every
+    advantage of the step NaN)."""
+    if not isinstance(rewards, dict):
+        return {}, f"gave rewards {str(rewards)[:80]!r}, not a dict of named values"
+    out: dict[str, float] = {}
+    for name, value in rewards.items():
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        real = isinstance(value, numbers.Real) and math.isfinite(number)
+        if real and abs(number) <= REWARD_LIMIT:
+            out[str(name)] = number
+            continue
+        return {}, (
+            f"gave reward {name!r} the value {str(value)[:80]!r}; a reward is a finite number "
+            f"of at most {REWARD_LIMIT:g} in magnitude"
+        )
+    return out, None
 
 
 __all__ = ["Episode", "EpisodeLimits", "EpisodeRunner", "EnvironmentLoop"]

@@ -16,6 +16,7 @@ the rounds stop on the global count of kept groups, so every rank runs the same 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -80,8 +81,12 @@ class Completion:
     failed: str | None = None
     #: multi-turn episodes: the whole conversation (``text`` is the last assistant message).
     transcript: list[dict[str, Any]] | None = None
-    #: multi-turn episodes: the named rewards the environment returned (added to ``score``).
+    #: multi-turn episodes: the named rewards the environment returned (added to ``score``
+    #: with their ``environment.reward_weights``; also in ``rewards``).
     env_rewards: dict[str, float] = field(default_factory=dict)
+    #: multi-turn episodes: the whole episode after its first prompt, decoded (what a reward
+    #: whose scope is ``transcript`` scores).
+    transcript_text: str | None = None
 
 
 def episode_completion(e: Episode) -> Completion:
@@ -99,7 +104,49 @@ def episode_completion(e: Episode) -> Completion:
         failed=e.failed,
         transcript=e.messages,
         env_rewards=dict(e.rewards),
+        transcript_text=e.transcript_text,
     )
+
+
+def answer_ids(c: Completion) -> list[int]:
+    """The tokens of ``c``'s final answer: all of a single completion, the last sampled turn
+    of an episode (the run of 1s that ends its action mask)."""
+    if c.action_mask is None:
+        return c.token_ids
+    end = len(c.action_mask)
+    while end > 0 and c.action_mask[end - 1] == 0:
+        end -= 1
+    start = end
+    while start > 0 and c.action_mask[start - 1] == 1:
+        start -= 1
+    return c.token_ids[start:end]
+
+
+def env_reward_key(name: str, labels: Sequence[str]) -> str:
+    """The component name of an environment's reward ``name``: itself, or ``env/<name>`` when
+    a configured reward has that label (config validation refuses such a clash when the
+    environment declares its rewards; an undeclared one is kept apart here)."""
+    return f"env/{name}" if name in labels else name
+
+
+def add_env_rewards(
+    items: Sequence[Completion], labels: Sequence[str], weights: dict[str, float]
+) -> dict[str, RewardStats]:
+    """Add the environment's named rewards of ``items`` to their scores (each times its
+    weight, 1.0 when not listed) and to their ``rewards``; an episode with one is scored.
+    Returns each name's statistics over ``items``, keyed as ``rewards/<key>`` logs them (a
+    weighted name no episode returned is there too, its mean NaN)."""
+    names = dict.fromkeys([*weights, *(k for c in items for k in c.env_rewards)])
+    for c in items:
+        for name, value in c.env_rewards.items():
+            c.score += weights.get(name, 1.0) * value
+            c.rewards[env_reward_key(name, labels)] = value
+        if c.env_rewards:
+            c.scored = True
+    return {
+        env_reward_key(name, labels): RewardStats.of([c.env_rewards.get(name) for c in items])
+        for name in names
+    }
 
 
 # --------------------------------------------------------------------------- shared steps
@@ -151,21 +198,41 @@ def score(
 ) -> Scores:
     """Score ``items`` with every reward; sets each one's ``score``, ``rewards``, ``scored``
     and ``extra``. ``reward_errors`` reports what failed (and may stop the run,
-    :mod:`rlvr.rewards.failures`); ``state`` is where training stands, for the rewards."""
-    samples = [
-        Sample(
-            completion=c.text,
-            prompt=prompts[c.prompt_index].text,
-            row=prompts[c.prompt_index].row,
-            num_tokens=len(c.token_ids),
-            completion_ids=tuple(c.token_ids),
-            group=c.group,
-            state=state or TrainerState(),
+    :mod:`rlvr.rewards.failures`); ``state`` is where training stands, for the rewards.
+    A multi-turn episode is its final answer to a reward whose scope is ``answer``, and its
+    whole transcript to one whose scope is ``transcript`` (:class:`rlvr.Sample`)."""
+    samples = []
+    for c in items:
+        ids = answer_ids(c)
+        samples.append(
+            Sample(
+                completion=c.text,
+                prompt=prompts[c.prompt_index].text,
+                row=prompts[c.prompt_index].row,
+                num_tokens=len(ids),
+                completion_ids=tuple(ids),
+                group=c.group,
+                state=state or TrainerState(),
+                messages=tuple(c.transcript or ()),
+                env_rewards=dict(c.env_rewards),
+            )
         )
-        for c in items
-    ]
+    transcripts = None
+    if any(c.transcript_text is not None for c in items):
+        transcripts = [
+            s
+            if c.transcript_text is None
+            else dataclasses.replace(
+                s,
+                completion=c.transcript_text,
+                num_tokens=len(c.token_ids),
+                completion_ids=tuple(c.token_ids),
+            )
+            for s, c in zip(samples, items, strict=True)
+        ]
     frac = reward_errors.max_error_frac if reward_errors is not None else None
-    scores = scorer.score(samples, max_error_frac=frac)  # stops early past that share
+    # stops early past that share
+    scores = scorer.score(samples, max_error_frac=frac, transcripts=transcripts)
     if reward_errors is not None:
         reward_errors.report(scores, samples, step=step)
     for i, c in enumerate(items):
@@ -253,12 +320,14 @@ def build_batch(
     """The tensors of ``items`` (CPU): prompts left-padded, completions right-padded."""
     p = max((len(c.prompt_ids) for c in items), default=1)
     t = max(max((len(c.token_ids) for c in items), default=1), 1)
+    # the configured rewards, then the environment's (their names are in ``rewards`` too)
+    names = dict.fromkeys([*labels, *(k for c in items for k in c.rewards)])
     components = {
         label: torch.tensor(
             [math.nan if (v := c.rewards.get(label)) is None else v for c in items],
             dtype=torch.float32,
         )
-        for label in labels
+        for label in names
     }
     sampler_logp = None
     rows = [c.sampler_logp for c in items]
@@ -420,10 +489,10 @@ class RolloutRunner:
             for label, metrics in scores.metrics.items():
                 for name, values in metrics.items():
                     logged.setdefault(logged_metric(label, name), []).extend(values)
-            for c in scored:
-                c.score += sum(c.env_rewards.values())
+            weights = self.episodes.reward_weights if self.episodes is not None else {}
+            env_stats = add_env_rewards(scored, self.labels, weights) if self.episodes else {}
             # The step's reward statistics describe the policy's samples, not the guides.
-            summaries.append(scores.summary(first=len(scored)))
+            summaries.append(scores.summary(first=len(scored)) | env_stats)
             gen_time, score_time = gen_time + t1 - t0, score_time + time.perf_counter() - t1
             rounds += 1
             generated += items
@@ -504,7 +573,10 @@ __all__ = [
     "Completion",
     "Rollout",
     "RolloutRunner",
+    "add_env_rewards",
+    "answer_ids",
     "build_batch",
+    "env_reward_key",
     "episode_completion",
     "generate",
     "logged_metric",

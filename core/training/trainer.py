@@ -342,6 +342,7 @@ class Trainer:
             max_turn_tokens=t.max_completion_length,
             eos_ids=eos_token_ids(self.policy, self.tokenizer),
             template_kwargs=dict(self.data_cfg.chat_template_kwargs),
+            reward_weights=dict(entry.reward_weights),
         )
         self._closers.append(runner)
         return runner

@@ -1,6 +1,6 @@
-"""rlvr's built-in environments: ``single_turn`` (the default), ``tools``, and the adapters
-``verifiers`` (a verifiers 0.4 environment), ``openenv`` (an OpenEnv environment) and ``trl_env``
-(a TRL ``environment_factory`` class).
+"""rlvr's built-in environments: ``single_turn`` (the default), ``tools``, ``reasoning_gym``,
+and the adapters ``verifiers`` (a verifiers 0.4 environment), ``openenv`` (an OpenEnv
+environment) and ``trl_env`` (a TRL ``environment_factory`` class).
 
 Laid out as every plugin family is: this module holds the hook and one ``register(...)`` per
 environment; the params models are in :mod:`rlvr.plugins.environments.params`; each
@@ -15,15 +15,17 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from rlvr import Environment, LazyFactory, hookimpl
+from rlvr import Environment, LazyFactory, check_function, hookimpl
 from rlvr.plugins.environments.params import (
+    SCORE_ANSWER,
+    TASK_FIELDS,
     OpenEnvParams,
+    ReasoningGymEnvParams,
     SingleTurnParams,
     ToolsParams,
     TrlEnvParams,
     VerifiersParams,
 )
-from rlvr.plugins.rewards.callable import check_function
 
 OPENENV_HINT = "the openenv environment needs OpenEnv: pip install 'rlvr[openenv]' (openenv-core)"
 
@@ -32,8 +34,25 @@ def _openenv_code(params: OpenEnvParams) -> str | None:
     return params.environment
 
 
+def _openenv_rewards(params: OpenEnvParams) -> tuple[str, ...]:
+    return (params.reward_name,)
+
+
 def _trl_env_code(params: TrlEnvParams) -> str | None:
     return params.factory
+
+
+def _no_rewards(params: Any) -> tuple[str, ...]:
+    return ()
+
+
+def _score_answer(params: ReasoningGymEnvParams) -> tuple[str, ...]:
+    return (SCORE_ANSWER,)
+
+
+def _task_source(params: ReasoningGymEnvParams) -> dict[str, Any]:
+    """The rows: ``data.reasoning_gym`` made of the task fields (one generator, one split)."""
+    return {"reasoning_gym": params.model_dump(mode="json", include=set(TASK_FIELDS))}
 
 
 @hookimpl
@@ -45,6 +64,7 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
             factory=LazyFactory("rlvr.plugins.environments.single_turn:SingleTurnEnvironment"),
             description="one completion per prompt, scored by the rewards (the default)",
             multi_turn=False,
+            rewards=_no_rewards,
         )
     )
     register(
@@ -54,6 +74,19 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
             factory=LazyFactory("rlvr.plugins.environments.tools:ToolsEnvironment"),
             description="the model calls Python functions as tools (a calculator built in) "
             "until it answers without a call",
+            rewards=_no_rewards,
+        )
+    )
+    register(
+        Environment(
+            name="reasoning_gym",
+            params=ReasoningGymEnvParams,
+            factory=LazyFactory("rlvr.plugins.environments.reasoning_gym:ReasoningGymEnvironment"),
+            description="a reasoning-gym task by name: its generator gives the rows (as "
+            "data.reasoning_gym), its score_answer the reward score_answer; feedback_turns "
+            "lets the model retry. Needs rlvr[reasoning-gym].",
+            rewards=_score_answer,
+            data=_task_source,
         )
     )
     register(
@@ -73,6 +106,7 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
             description="an OpenEnv environment (reset/step), at a server's url or run in "
             "process; the assistant text is the action, the observation the reply",
             runs_code=_openenv_code,
+            rewards=_openenv_rewards,
         )
     )
     register(
@@ -89,11 +123,23 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
 
 @hookimpl
 def rlvr_validate_config(config: Any) -> list[tuple[str, str]]:
-    """Cheap checks of the adapters' entries: OpenEnv is installed, and the module or file
-    they name defines the class (read, not imported: the run imports it)."""
-    entry = getattr(config, "environment", None)
-    params = getattr(entry, "params", None)
+    """Cheap checks of the entries: ``reasoning_gym``'s feedback turns fit in ``max_turns``;
+    the adapters' package is installed, and the module or file they name defines the class
+    (read, not imported: the run imports it)."""
+    env = getattr(config, "environment", None)
+    params = getattr(env, "params", None)
     problems = []
+    if isinstance(params, ReasoningGymEnvParams) and env is not None:
+        need = params.feedback_turns + 1
+        if env.max_turns < need:
+            problems.append(
+                (
+                    "environment.max_turns",
+                    f"{env.max_turns} turns leave no room for feedback_turns="
+                    f"{params.feedback_turns} (an answer, then one per retry); set "
+                    f"environment.max_turns: {need}",
+                )
+            )
     if isinstance(params, OpenEnvParams):
         if importlib.util.find_spec("openenv") is None:
             problems.append(("environment.name", OPENENV_HINT))

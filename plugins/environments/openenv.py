@@ -40,9 +40,8 @@ from openenv.core.env_server import (
 )
 from websockets.exceptions import ConnectionClosed
 
-from rlvr import EnvResponse, EpisodeStart, Message, RunInfo
+from rlvr import EnvResponse, EpisodeStart, Message, RunInfo, load_function
 from rlvr.plugins.environments.params import OpenEnvParams
-from rlvr.plugins.rewards.callable import load_function
 
 
 def action_class_of(env_cls: type, *, tools: bool = False) -> type[Action]:

@@ -3,13 +3,11 @@ and by ``rlvr validate``."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from rlvr import Params
-from rlvr.plugins.rewards.params import is_file_spec, split_spec
+from rlvr import Params, ReasoningGymConfig, code_spec, create_host
 
 #: The tools the ``tools`` environment has built in, by name.
 BUILTIN_TOOLS = ("calculator",)
@@ -64,25 +62,6 @@ class VerifiersParams(Params):
     max_tasks: int = Field(
         10_000, ge=1, description="tasks taken from an infinite taskset (a finite one is whole)"
     )
-
-
-def code_spec(value: str, info: ValidationInfo) -> str:
-    """Check a ``"module:Class"`` / ``"path/to/file.py:Class"`` spec without importing it; a
-    relative file path resolves against the config file's directory (as ``callable``'s)."""
-    value = value.strip()
-    target, attr = split_spec(value)
-    if not all(part.isidentifier() for part in attr.split(".")):
-        raise ValueError(f"{attr!r} (after ':') is not a Python name or dotted attribute")
-    if is_file_spec(target):
-        path = Path(target).expanduser()
-        if not path.is_absolute():
-            path = Path((info.context or {}).get("config_dir") or Path.cwd()) / path
-        return f"{path}:{attr}"
-    if not all(part.isidentifier() for part in target.split(".")):
-        raise ValueError(
-            f"{target!r} (before ':') is neither a dotted module name nor a path ending in .py"
-        )
-    return value
 
 
 class OpenEnvParams(Params):
@@ -145,7 +124,7 @@ class OpenEnvParams(Params):
     @field_validator("environment", "action_class")
     @classmethod
     def _check_spec(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else code_spec(value, info)
+        return None if value is None else code_spec(value, (info.context or {}).get("config_dir"))
 
     @model_validator(mode="after")
     def _one_source(self) -> OpenEnvParams:
@@ -176,15 +155,75 @@ class TrlEnvParams(Params):
     @field_validator("factory")
     @classmethod
     def _check_factory(cls, value: str, info: ValidationInfo) -> str:
-        return code_spec(value, info)
+        return code_spec(value, (info.context or {}).get("config_dir"))
+
+
+class ReasoningGymEnvParams(Params, ReasoningGymConfig):
+    """``reasoning_gym``: a reasoning-gym task as the episodes' source and judge.
+
+    The task's fields are ``data.reasoning_gym``'s (task, params, seed, train_size, eval_size,
+    eval_share, template): the environment hands them to ``data:`` (one generator and one
+    held-out split for both forms). ``scoring`` is the ``reasoning_gym`` reward's params.
+    """
+
+    feedback_turns: int = Field(
+        0,
+        ge=0,
+        description="after a wrong answer, tell the model so and let it answer again, this "
+        "many times (0: one answer per episode); needs environment.max_turns >= "
+        "feedback_turns + 1. The score is the last answer's",
+    )
+    feedback: str = Field(
+        "That is not right. Try again, and give your final answer in the same format.",
+        min_length=1,
+        description="the user message after a wrong answer (feedback_turns > 0)",
+    )
+    scoring: dict[str, Any] = Field(
+        default_factory=dict,
+        description="how the answer is read and scored: the params of the reasoning_gym "
+        "reward, which scores it (strategies, lenient, correct, no_answer)",
+    )
+
+    @field_validator("scoring")
+    @classmethod
+    def _reward_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if value:  # checked now, against the reward that will score (its params model)
+            scoring_params(value)
+        return value
+
+
+#: The reward whose scoring the ``reasoning_gym`` environment uses (found by name, so one
+#: plugin family never imports another's modules).
+SCORING_REWARD = "reasoning_gym"
+
+
+def scoring_reward() -> Any:
+    """The registered ``reasoning_gym`` reward record."""
+    return create_host().rewards[SCORING_REWARD]
+
+
+def scoring_params(value: dict[str, Any]) -> Any:
+    """``value`` validated as the ``reasoning_gym`` reward's params."""
+    return scoring_reward().params.model_validate(value)
+
+
+#: The named reward of the ``reasoning_gym`` environment (the task's score_answer).
+SCORE_ANSWER = "score_answer"
+#: The ``data.reasoning_gym`` keys of :class:`ReasoningGymEnvParams`.
+TASK_FIELDS = tuple(ReasoningGymConfig.model_fields)
 
 
 __all__ = [
     "BUILTIN_TOOLS",
     "OpenEnvParams",
+    "ReasoningGymEnvParams",
+    "SCORE_ANSWER",
+    "SCORING_REWARD",
     "SingleTurnParams",
+    "TASK_FIELDS",
     "ToolsParams",
     "TrlEnvParams",
     "VerifiersParams",
-    "code_spec",
+    "scoring_params",
+    "scoring_reward",
 ]

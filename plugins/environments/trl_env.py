@@ -27,9 +27,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from rlvr import EnvResponse, EpisodeStart, Message, RunInfo, tool_schema
+from rlvr import EnvResponse, EpisodeStart, Message, RunInfo, load_function, tool_schema
 from rlvr.plugins.environments.params import TrlEnvParams
-from rlvr.plugins.rewards.callable import load_function
 
 #: The methods TRL does not expose as tools.
 NOT_TOOLS = ("reset", "get_reward")

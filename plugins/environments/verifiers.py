@@ -268,7 +268,7 @@ class VerifiersEnvironment:
         return f"http://127.0.0.1:{port}/v1"
 
     async def _handle(self, request: Any) -> Any:
-        from aiohttp import web
+        from aiohttp import web  # a dependency of verifiers, as in _open
 
         body = await request.json()
         state = self.episodes.get(str(body.get("model", "")))

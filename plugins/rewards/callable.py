@@ -59,57 +59,8 @@ config with a ``callable`` entry runs only with ``--allow-code`` on the command 
 
 from __future__ import annotations
 
-import ast
-import difflib
-import hashlib
-import importlib
-import importlib.util
-import os
-import sys
-from collections.abc import Callable
-from importlib.machinery import PathFinder
-from pathlib import Path
-from typing import Any
-
-from rlvr import BatchOutput, Sample, call_trl_batch
-from rlvr.plugins.rewards.params import CallableParams, is_file_spec, split_spec
-
-
-def load_function(spec: str) -> Callable[..., Any]:
-    """Import the function named by ``spec`` (``module:function`` or ``file.py:function``)."""
-    target, attr = split_spec(spec)
-    if is_file_spec(target):
-        path = Path(target)
-        if not path.is_file():
-            raise FileNotFoundError(f"no file {str(path)!r} (from function {spec!r})")
-        digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
-        name = f"rlvr_callable_{path.stem}_{digest}"
-        module = sys.modules.get(name)
-        if module is None:
-            loader_spec = importlib.util.spec_from_file_location(name, path)
-            if loader_spec is None or loader_spec.loader is None:
-                raise ImportError(f"cannot import {str(path)!r}")
-            module = importlib.util.module_from_spec(loader_spec)
-            sys.modules[name] = module  # so dataclasses/pickle inside it find the module
-            try:
-                loader_spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
-    else:
-        cwd = os.getcwd()
-        if cwd not in sys.path:
-            sys.path.append(cwd)  # like `python script.py` next to the rewards module
-        module = importlib.import_module(target)
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise AttributeError(f"{target!r} has no attribute {attr!r}") from None
-    if not callable(obj):
-        raise TypeError(f"{spec!r} is {type(obj).__name__}, not a callable")
-    return obj
+from rlvr import BatchOutput, Sample, call_trl_batch, check_function, load_function
+from rlvr.plugins.rewards.params import CallableParams
 
 
 class CallableReward:
@@ -122,83 +73,6 @@ class CallableReward:
     def __call__(self, samples: list[Sample]) -> BatchOutput:
         p = self.params
         return call_trl_batch(self.fn, samples, format=p.format, kwargs=p.kwargs, name=p.function)
-
-
-# --------------------------------------------------------------------------- config check
-
-
-def _defined_names(tree: ast.Module) -> set[str] | None:
-    """Top-level names a module defines (also inside top-level ``if``/``try``/``with``
-    blocks), or None when that cannot be told without running it (a star import, a module
-    ``__getattr__``)."""
-    names: set[str] = set()
-    pending = list(tree.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-        elif isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            for alias in node.names:
-                if alias.name == "*":
-                    return None
-                names.add(alias.asname or alias.name.split(".")[0])
-        elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                pending.extend(getattr(node, field, None) or [])
-        elif isinstance(node, ast.ExceptHandler):
-            pending.extend(node.body)
-    return None if "__getattr__" in names else names
-
-
-def _source_of(target: str) -> tuple[str | None, str | None]:
-    """``(path of the source, problem)`` for a module or file target, without importing it
-    (only the top-level package of a dotted module is located, never executed)."""
-    if is_file_spec(target):
-        path = Path(target)
-        return (str(path), None) if path.is_file() else (None, f"no file {str(path)!r}")
-    top = target.split(".")[0]
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None:
-        spec = PathFinder.find_spec(top, [os.getcwd()])
-    if spec is None:
-        return None, (
-            f"module {top!r} is not importable (not on sys.path nor in the current directory "
-            f"{os.getcwd()!r})"
-        )
-    if "." in target or not spec.origin or not spec.origin.endswith(".py"):
-        return None, None  # a submodule or compiled module: checked when a worker imports it
-    return spec.origin, None
-
-
-def check_function(spec: str) -> str | None:
-    """Why ``spec`` cannot be imported, as far as reading (not running) the source tells."""
-    target, attr = split_spec(spec)
-    origin, problem = _source_of(target)
-    if problem or origin is None:
-        return problem
-    try:
-        source = Path(origin).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"cannot read {origin!r}: {exc}"
-    try:
-        tree = ast.parse(source, filename=origin)
-    except SyntaxError as exc:  # else every call of the reward would fail with it, in training
-        return f"{origin!r} line {exc.lineno}: SyntaxError: {exc.msg}; fix the file"
-    names = _defined_names(tree)
-    head = attr.split(".")[0]
-    if names is None or head in names:
-        return None
-    close = difflib.get_close_matches(head, sorted(names), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{origin!r} defines no {head!r} at top level{hint}"
 
 
 __all__ = [

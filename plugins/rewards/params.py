@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from rlvr import ExtractionParams, Params, Percent
+from rlvr import ExtractionParams, Params, Percent, code_spec
 
 # --------------------------------------------------------------------------- format
 
@@ -233,21 +233,6 @@ class LengthPenaltyParams(Params):
 RESERVED = ("prompt", "completion", "completion_ids")
 
 
-def split_spec(spec: str) -> tuple[str, str]:
-    """``"a.b:c.d"`` -> ``("a.b", "c.d")``; ``"x/y.py:f"`` -> ``("x/y.py", "f")``."""
-    target, sep, attr = spec.rpartition(":")
-    if not sep or not target or not attr:
-        raise ValueError(
-            f"{spec!r} is not 'module:function' or 'path/to/file.py:function' "
-            "(e.g. 'my_rewards:accuracy_reward')"
-        )
-    return target, attr
-
-
-def is_file_spec(target: str) -> bool:
-    return target.endswith(".py")
-
-
 #: The keyword arguments TRL's call itself passes (a ``kwargs`` entry cannot replace them).
 TRL_ARGUMENTS = (
     "prompts",
@@ -282,22 +267,8 @@ class CallableParams(Params):
     @field_validator("function")
     @classmethod
     def _check_function(cls, value: str, info: ValidationInfo) -> str:
-        value = value.strip()
-        target, attr = split_spec(value)
-        if not all(part.isidentifier() for part in attr.split(".")):
-            raise ValueError(f"{attr!r} (after ':') is not a Python name or dotted attribute")
-        if is_file_spec(target):
-            path = Path(target).expanduser()
-            if (
-                not path.is_absolute()
-            ):  # against the config file's directory (see rlvr.config.schema)
-                path = Path((info.context or {}).get("config_dir") or Path.cwd()) / path
-            return f"{path}:{attr}"
-        if not all(part.isidentifier() for part in target.split(".")):
-            raise ValueError(
-                f"{target!r} (before ':') is neither a dotted module name nor a path ending in .py"
-            )
-        return value
+        # a relative file against the config file's directory (see rlvr.config.schema)
+        return code_spec(value, (info.context or {}).get("config_dir"))
 
     @field_validator("kwargs")
     @classmethod
