@@ -264,7 +264,13 @@ class Trainer:
         _seed_everything(t.seed)
         device, dtype = resolve_device_dtype(self.model_cfg.dtype)
         # Built (and checked against its protocol) before any model loads.
-        run = RunInfo.from_config(config, max_steps=self.max_steps, device=device, dtype=dtype)
+        run = RunInfo.from_config(
+            config,
+            max_steps=self.max_steps,
+            device=device,
+            dtype=dtype,
+            multi_turn=multi_turn(config, self.host),
+        )
         if self.dist.is_main:  # auto depends on the machine: say what it chose
             print(
                 f"rlvr: {run.device}, computing in {run.dtype} "

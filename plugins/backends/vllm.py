@@ -32,6 +32,20 @@ How it works:
   they equal ``rlvr.model.logprobs.completion_logprobs(..., temperature=T)`` of the same weights
   (greedy: ``temperature=1``) up to kernel rounding; with top-k/top-p they are larger by the
   renormalisation. ``raw`` gives the plain log-softmax of the logits (no temperature).
+- **Multi-turn episodes** (an environment with turns, :mod:`rlvr.rollout.episodes`): each turn
+  is one :meth:`~VLLMGenerator.generate` call holding every live episode's exact token ids so
+  far, one request each, so the engine batches the episodes of the step. Each request's seed
+  derives from the turn's seed (the episode runner changes it every turn) and the request's
+  place in the call; it stops at the end-of-sequence ids like any completion, and its
+  sampled-token log-probabilities come back as for one completion. ``max_model_len`` (when
+  not set) makes room for the whole episode: ``max_prompt_length`` plus the episode's token
+  budget (:attr:`rlvr.api.runtime.RunInfo.max_episode_tokens`). **Prefix caching**
+  (``enable_prefix_caching``, on by default, vLLM's own) keeps the KV blocks of the
+  conversation so far, so a turn computes only the environment's new tokens and what it
+  samples; the cache is reset at every weight sync, so no turn reuses keys and values of
+  older weights. It works in whole KV blocks (128 tokens on CPU, 16 on GPU by default):
+  ``cached_prompt_tokens`` says how many prompt tokens of each request of the last call it
+  served.
 - **Weight sync.** :meth:`VLLMGenerator.sync_weights` streams the model's ``state_dict`` (Hugging
   Face names) into the engine through vLLM's in-place ``reload_weights`` and resets the prefix
   cache. Tied embeddings: ``lm_head.weight`` is always sent too (vLLM's layerwise reload
@@ -220,6 +234,9 @@ class VLLMGenerator:
         self._sleeping: set[str] = set()
         self._tmp: tempfile.TemporaryDirectory | None = None
         self.llm: Any = None
+        #: the prompt tokens of each request of the last generate() that the prefix cache
+        #: served (a multi-turn episode's earlier turns, a group's shared prompt).
+        self.cached_prompt_tokens: list[int] = []
 
         source = None if is_peft(model) else _local_model_dir(base)
         load_format = "auto"
@@ -247,7 +264,9 @@ class VLLMGenerator:
 
         max_model_len = params.max_model_len
         if max_model_len is None and run.max_prompt_length:
-            max_model_len = run.max_prompt_length + run.max_completion_length
+            # A multi-turn episode's turn continues from its whole conversation so far.
+            completion = max(run.max_completion_length, run.max_episode_tokens or 0)
+            max_model_len = run.max_prompt_length + completion
         kwargs: dict[str, Any] = {
             "model": str(source),
             "tokenizer": str(tokenizer_dir),
@@ -260,6 +279,7 @@ class VLLMGenerator:
             "enforce_eager": self.on_cpu if params.enforce_eager is None else params.enforce_eager,
             "logprobs_mode": f"{params.logprobs_mode}_logprobs",
             "gpu_memory_utilization": params.gpu_memory_utilization,
+            "enable_prefix_caching": params.enable_prefix_caching,
         }
         if params.max_num_batched_tokens is not None:
             kwargs["max_num_batched_tokens"] = params.max_num_batched_tokens
@@ -338,6 +358,7 @@ class VLLMGenerator:
         token_ids: list[list[int]] = []
         truncated: list[bool] = []
         logprobs: list[list[float]] = []
+        self.cached_prompt_tokens = [int(out.num_cached_tokens or 0) for out in outputs]
         for out in outputs:
             c = out.outputs[0]
             ids = [int(t) for t in c.token_ids]
