@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import time
 from pathlib import Path
 
@@ -20,9 +21,10 @@ import torch
 
 import rlvr
 from rlvr.api.host import PluginError, build_environment, create_host
-from rlvr.api.runtime import EnvResponse, EpisodeStart, RunInfo, SamplingParams
+from rlvr.api.runtime import EnvResponse, EpisodeStart, Generation, RunInfo, SamplingParams
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
 from rlvr.data.prompts import PromptSet
+from rlvr.evaluation.evaluate import report
 from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.model.logprobs import completion_logprobs
 from rlvr.plugins.backends.hf import HFGenerator
@@ -495,6 +497,9 @@ def test_a_multi_turn_run_trains_with_the_tools_environment(tmp_path, tiny_model
             "logging_steps": 1,
             "save_steps": 100,
             "report_to": [],
+            # in-training eval (at the start and after step 2) runs episodes too
+            "eval_steps": 2,
+            "eval_limit": 3,
         },
     }
     if backend_name == "vllm":
@@ -509,6 +514,9 @@ def test_a_multi_turn_run_trains_with_the_tools_environment(tmp_path, tiny_model
     assert all(m["sampler/logp_gap_max"] < 1e-4 for m in steps), [
         (m["sampler/logp_gap_max"], m["sampler/logp_gap_mean"]) for m in steps
     ]
+    evals = [m for m in metrics if "eval/reward_mean" in m]
+    assert [m["step"] for m in evals] == [0, 2]
+    assert all(m["eval/env/episodes"] == 3 and m["eval/env/turns_mean"] >= 1 for m in evals)
     samples = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").open()]
     assert samples and all("transcript" in s for s in samples)
     # every env/ metric the run wrote is on the metrics reference page
@@ -569,3 +577,63 @@ def test_failed_episodes_are_logged_and_left_out_of_the_step(tmp_path, tiny_mode
     assert all(s["failed"] == "start raised RuntimeError: task server offline" for s in failed)
     assert all(s["kept"] for s in samples if "failed" not in s)
     assert "failed: start raised RuntimeError: task server offline" in caplog.text
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def tool_using(tok):
+    """``HFGenerator.generate`` replaced by a policy that uses its calculator: a first turn
+    calls it on the question's product, the next answers with the tool's result (what a
+    trained model does; the tiny random one never writes a tool call)."""
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+
+    def generate(self, prompts, n, sampling):
+        ids = []
+        for p in prompts:
+            text = tok.decode(p)
+            if "<|im_start|>tool\n" in text:
+                result = text.rsplit("<|im_start|>tool\n", 1)[1].split("<|im_end|>")[0]
+                out = f"The answer is {result}."
+            else:
+                a, b = re.findall(r"What is (\d+) \* (\d+)\?", text)[-1]
+                call = {"name": "calculator", "arguments": {"expression": f"{a} * {b}"}}
+                out = f"<tool_call>{json.dumps(call)}</tool_call>"
+            ids += [tok(out, add_special_tokens=False)["input_ids"] + [end]] * n
+        return Generation(
+            token_ids=ids,
+            texts=[tok.decode(i, skip_special_tokens=True) for i in ids],
+            truncated=[False] * len(ids),
+            logprobs=[[0.0] * len(i) for i in ids] if sampling.logprobs else None,
+        )
+
+    return generate
+
+
+def test_eval_runs_the_environments_episodes_and_scores_their_final_answer(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    rows = tmp_path / "rows.jsonl"
+    cases = [(6, 7, "42"), (3, 5, "15"), (2, 8, "17")]  # the last label is wrong
+    rows.write_text(
+        "\n".join(json.dumps({"prompt": f"What is {a} * {b}?", "answer": c}) for a, b, c in cases)
+    )
+    config = {
+        "model": {"name_or_path": str(tiny_model_dir)},
+        "data": {"path": str(rows), "chat_template": True},
+        "rewards": [{"name": "numbers"}],
+        "environment": {"name": "tools", "max_turns": 3, "tool_call_format": "hermes"},
+        "training": {"output_dir": str(tmp_path / "out"), "max_completion_length": 96},
+    }
+    _, tok = load_policy(ModelConfig(name_or_path=str(tiny_model_dir)), device="cpu")
+    monkeypatch.setattr(HFGenerator, "generate", tool_using(tok))
+    summary = rlvr.evaluate(config, greedy=True, output=tmp_path / "eval")
+    assert summary["accuracy"] == pytest.approx(2 / 3)  # the answers after the tool's result
+    assert summary["env/episodes"] == 3 and summary["env/failed"] == 0
+    assert summary["env/turns_mean"] == 2 and summary["env/tool_calls_mean"] == 1
+    samples = [json.loads(line) for line in (tmp_path / "eval" / "samples.jsonl").open()]
+    assert [s["completion"] for s in samples] == [f"The answer is {a * b}." for a, b, _ in cases]
+    roles = [m["role"] for m in samples[0]["transcript"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert samples[0]["transcript"][2]["content"] == "42"  # the calculator's
+    assert "episodes: 3, 2.00 turns and 1.00 tool calls on average" in report(summary)

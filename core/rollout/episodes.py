@@ -38,9 +38,18 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlvr.api.runtime import EnvironmentImpl, EnvResponse, EpisodeStart, Generator, SamplingParams
+from rlvr.api.host import build_environment
+from rlvr.api.runtime import (
+    EnvironmentImpl,
+    EnvResponse,
+    EpisodeStart,
+    Generator,
+    RunInfo,
+    SamplingParams,
+)
+from rlvr.config.schema import RunConfig
 from rlvr.data.prompts import PromptSet, prompt_messages
-from rlvr.rollout.tools import parse_tool_calls
+from rlvr.rollout.tools import parse_tool_calls, tool_call_format
 
 logger = logging.getLogger("rlvr.rollout.episodes")
 
@@ -469,4 +478,56 @@ class EpisodeRunner:
         return out
 
 
-__all__ = ["Episode", "EpisodeLimits", "EpisodeRunner", "EnvironmentLoop"]
+def episode_limits(config: RunConfig, tokenizer: Any) -> EpisodeLimits:
+    """The limits of ``config``'s environment entry (its token budget resolved; the tool-call
+    format read from ``tokenizer``'s chat template when ``auto``)."""
+    entry = config.environment
+    assert entry is not None  # a multi-turn config has an environment entry
+    template = getattr(tokenizer, "chat_template", None)
+    return EpisodeLimits(
+        max_turns=entry.max_turns,
+        max_tokens=entry.max_episode_tokens
+        or entry.max_turns * config.training.max_completion_length,
+        turn_timeout=entry.turn_timeout,
+        episode_timeout=entry.episode_timeout,
+        tool_call_format=tool_call_format(template, entry.tool_call_format),
+    )
+
+
+def episode_runner(
+    config: RunConfig,
+    host: Any,
+    run: RunInfo,
+    generator: Generator,
+    prompts: PromptSet,
+    eos_ids: Sequence[int],
+    environment: EnvironmentImpl | None = None,
+) -> EpisodeRunner:
+    """The runner of ``config``'s multi-turn episodes over ``prompts`` (the evaluation's; the
+    trainer builds its own the same way). ``environment``: one already built (None: built
+    from ``host``'s record and the entry's params). Close it after use (its event loop)."""
+    entry = config.environment
+    assert entry is not None  # a multi-turn config has an environment entry
+    if environment is None:
+        environment = build_environment(host.environments[entry.name], entry.params, run)
+    return EpisodeRunner(
+        environment=environment,
+        environment_name=entry.name,
+        generator=generator,
+        tokenizer=prompts.tokenizer,
+        prompts=prompts,
+        limits=episode_limits(config, prompts.tokenizer),
+        max_turn_tokens=config.training.max_completion_length,
+        eos_ids=eos_ids,
+        template_kwargs=dict(getattr(prompts.data, "chat_template_kwargs", None) or {}),
+    )
+
+
+__all__ = [
+    "Episode",
+    "EpisodeLimits",
+    "EpisodeRunner",
+    "EnvironmentLoop",
+    "episode_limits",
+    "episode_runner",
+]
