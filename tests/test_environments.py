@@ -10,6 +10,7 @@ equal the sampler's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import re
@@ -457,6 +458,33 @@ def test_a_misbehaving_environment_fails_its_episodes_only(policy, mode, cause, 
     runner.close()
 
 
+def test_a_rollout_holds_a_sleeping_backend_awake_for_all_its_turns(policy):
+    """A backend with ``awake()`` (vllm in sleep mode) is held awake across the turns, so its
+    KV cache (and prefix cache) is not freed between them."""
+
+    class Sleepy(Spy):
+        held = False
+        during: list[bool] = []
+
+        @contextlib.contextmanager
+        def awake(self):
+            self.held = True
+            yield
+            self.held = False
+
+        def generate(self, prompts, n, sampling):
+            self.during.append(self.held)
+            return super().generate(prompts, n, sampling)
+
+    model, tok = policy
+    runner, _ = make_runner(policy, Scripted(turns=3), [{"prompt": "What is 1 + 1?"}])
+    sleepy = Sleepy(HFGenerator(HFParams(), RUN, model, tok))
+    runner.generator = sleepy
+    (e,) = runner.run([0], 1, SamplingParams(max_tokens=6, seed=11))
+    runner.close()
+    assert e.turns >= 2 and sleepy.during == [True] * e.turns and not sleepy.held
+
+
 def test_limits_end_episodes_as_truncated(policy):
     env = Scripted(turns=10)
     runner, _ = make_runner(policy, env, [{"prompt": "hi"}], max_turns=2)
@@ -521,7 +549,8 @@ def test_a_multi_turn_run_trains_with_the_tools_environment(tmp_path, tiny_model
     assert samples and all("transcript" in s for s in samples)
     # every env/ metric the run wrote is on the metrics reference page
     page = (Path(__file__).parents[1] / "docs" / "reference" / "metrics.md").read_text()
-    written = {k for m in metrics for k in m if k.startswith("env/")}
+    # (the eval's as eval/env/<name>: the same figures)
+    written = {k.removeprefix("eval/") for m in metrics for k in m if "env/" in k}
     assert written and all(f"`{k}`" in page for k in written), written
 
 

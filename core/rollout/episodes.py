@@ -15,13 +15,14 @@ before and after them, take the new suffix. After the sampled end-of-turn token,
 may write more of the assistant turn (Qwen's newline after ``<|im_end|>``): that bridge belongs
 to the environment's tokens too.
 
-The live episodes of a call sample together (one ``generate`` per turn). Environment calls run
-on an event loop in a thread of their own, concurrently; each is bounded by the entry's
-``turn_timeout`` and what is left of its ``episode_timeout``. A call that raises (``SystemExit``
-included) or runs out of time fails its episode, and so does one that blocks the event loop
-(the loop is then replaced; calls still waiting on that loop fail with it): the failure is
-logged with its cause and counted, and the episode is left out of the step (not credited: its
-reward would say nothing about the policy). A crash that ends the process itself
+The live episodes of a call sample together (one ``generate`` per turn, on any backend; a
+generator with an ``awake()`` context manager, vllm's, is held awake across the turns).
+Environment calls run on an event loop in a thread of their own, concurrently; each is bounded
+by the entry's ``turn_timeout`` and what is left of its ``episode_timeout``. A call that raises
+(``SystemExit`` included) or runs out of time fails its episode, and so does one that blocks
+the event loop (the loop is then replaced; calls still waiting on that loop fail with it): the
+failure is logged with its cause and counted, and the episode is left out of the step (not
+credited: its reward would say nothing about the policy). A crash that ends the process itself
 (``os._exit``, a segfault) is out of reach of a thread; such an environment must run its work
 in a process of its own.
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -234,13 +236,17 @@ class EpisodeRunner:
         ]
         self._start(episodes)
         turn = 0
-        while True:
-            live = [e for e in episodes if not e.done]
-            if not live:
-                break
-            self._sample(live, dataclasses.replace(sampling, logprobs=True), turn)
-            self._respond([e for e in live if not e.done])
-            turn += 1
+        # A backend that frees its memory between calls (vllm's sleep mode) stays awake for
+        # all the turns, so each turn finds the conversation so far in its prefix cache.
+        awake = getattr(self.generator, "awake", None)
+        with awake() if callable(awake) else contextlib.nullcontext():
+            while True:
+                live = [e for e in episodes if not e.done]
+                if not live:
+                    break
+                self._sample(live, dataclasses.replace(sampling, logprobs=True), turn)
+                self._respond([e for e in live if not e.done])
+                turn += 1
         self._close([e for e in episodes if e.started])
         for e in episodes:
             if e.failed is not None:

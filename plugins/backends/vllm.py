@@ -72,7 +72,9 @@ How it works:
 - **Sleep mode** (GPU only): with ``sleep_mode: true`` the engine sleeps (level 1: weights
   offloaded to CPU RAM, KV cache freed) between rollouts, so training has the GPU memory; it
   wakes for :meth:`~VLLMGenerator.generate`; :meth:`~VLLMGenerator.sync_weights` wakes only
-  the weights (the KV cache stays freed until the next ``generate``). Ignored on CPU (vLLM has
+  the weights (the KV cache stays freed until the next ``generate``). A multi-turn rollout
+  holds it awake for all its turns (:meth:`~VLLMGenerator.awake`), so its prefix cache lives
+  from one turn to the next. Ignored on CPU (vLLM has
   no sleep mode there). Untested here (no GPU).
 - The sampled tokens' log-probabilities are returned; the trainer logs their gap to its own
   (``sampler/logp_gap_mean``/``_max``), and the algorithms' ``importance_sampling_correction``
@@ -232,6 +234,7 @@ class VLLMGenerator:
             raise ValueError("the tokenizer and model define no end-of-sequence token")
         self.sleep_mode = params.sleep_mode and not self.on_cpu
         self._sleeping: set[str] = set()
+        self._awake_holds = 0
         self._tmp: tempfile.TemporaryDirectory | None = None
         self.llm: Any = None
         #: the prompt tokens of each request of the last generate() that the prefix cache
@@ -354,7 +357,8 @@ class VLLMGenerator:
             with _torch_threads(self.params.cpu_threads if self.on_cpu else None):
                 outputs = self.llm.generate(requests, params, use_tqdm=False)
         finally:
-            self._sleep()
+            if not self._awake_holds:
+                self._sleep()
         token_ids: list[list[int]] = []
         truncated: list[bool] = []
         logprobs: list[list[float]] = []
@@ -405,6 +409,19 @@ class VLLMGenerator:
 
                 cleanup_dist_env_and_memory()
         self._cleanup_tmp()
+
+    @contextlib.contextmanager
+    def awake(self) -> Iterator[None]:
+        """Keep the engine awake across the ``generate`` calls inside (sleep mode): the turns
+        of a multi-turn rollout then keep the KV cache, and their prefix cache, instead of
+        freeing it after each turn. The episode runner holds it for a rollout's turns."""
+        self._awake_holds += 1
+        try:
+            yield
+        finally:
+            self._awake_holds -= 1
+            if not self._awake_holds:
+                self._sleep()
 
     # ------------------------------------------------------------------ internals
 
