@@ -666,3 +666,33 @@ def test_eval_runs_the_environments_episodes_and_scores_their_final_answer(
     assert roles == ["user", "assistant", "tool", "assistant"]
     assert samples[0]["transcript"][2]["content"] == "42"  # the calculator's
     assert "episodes: 3, 2.00 turns and 1.00 tool calls on average" in report(summary)
+
+
+def test_eval_leaves_failed_episodes_unscored_and_counts_them_not_correct(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    rows = tmp_path / "rows.jsonl"
+    cases = [(6, 7, "42"), (0, 7, "0"), (3, 5, "15")]  # Flaky's start fails on answer "0"
+    rows.write_text(
+        "\n".join(json.dumps({"prompt": f"What is {a} * {b}?", "answer": c}) for a, b, c in cases)
+    )
+    config = {
+        "model": {"name_or_path": str(tiny_model_dir)},
+        "data": {"path": str(rows), "chat_template": True},
+        "rewards": [{"name": "numbers"}],
+        "environment": {"name": "flaky", "max_turns": 2},
+        "training": {"output_dir": str(tmp_path / "out"), "max_completion_length": 96},
+    }
+    _, tok = load_policy(ModelConfig(name_or_path=str(tiny_model_dir)), device="cpu")
+    monkeypatch.setattr(HFGenerator, "generate", tool_using(tok))
+    host = create_host(plugins=[FlakyPlugin()])
+    summary = rlvr.evaluate(config, greedy=True, output=tmp_path / "eval", host=host)
+    samples = [json.loads(line) for line in (tmp_path / "eval" / "samples.jsonl").open()]
+    failed = samples[1]
+    assert failed["failed"] == "start raised RuntimeError: task server offline"
+    assert failed["reward"] is None and failed["correct"] is False
+    assert summary["env/failed"] == 1 and summary["env/episodes"] == 3
+    # Flaky answers with feedback, not the calculator: the final answers are tool calls, not
+    # correct; the failed episode is left out of the mean reward and counted not correct.
+    assert summary["accuracy"] == 0 and summary["rewards/numbers/mean"] is not None
+    assert sum(1 for s in samples if "failed" not in s) == 2

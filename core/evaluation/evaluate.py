@@ -818,7 +818,7 @@ def _sample_and_score(
                 if c.failed is not None:
                     record["reward"] = None
                 if label is not None and threshold is not None:
-                    value = c.rewards[label]
+                    value = c.rewards.get(label)  # none: a failed episode
                     record["correct"] = value is not None and value >= threshold
                 if checks:
                     record["format_ok"] = is_format_ok(c.rewards, checks)
