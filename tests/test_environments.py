@@ -32,7 +32,7 @@ from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams
 from rlvr.plugins.environments.params import ToolsParams
 from rlvr.plugins.environments.tools import ToolsEnvironment, calculator
-from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
+from rlvr.rollout.episodes import EnvironmentLoop, EpisodeLimits, EpisodeRunner
 from rlvr.rollout.runner import build_batch, episode_completion
 from rlvr.rollout.tools import parse_tool_calls, tool_call_format, tool_schema
 from rlvr.training.update import without_environment_tokens
@@ -483,6 +483,23 @@ def test_a_rollout_holds_a_sleeping_backend_awake_for_all_its_turns(policy):
     (e,) = runner.run([0], 1, SamplingParams(max_tokens=6, seed=11))
     runner.close()
     assert e.turns >= 2 and sleepy.during == [True] * e.turns and not sleepy.held
+
+
+def test_a_call_that_ended_is_not_failed_by_the_next_one_blocking_the_loop():
+    """A call that finished before another blocked the event loop keeps its result (its
+    task's own future would complete only after the blocking call: queued behind it)."""
+
+    async def quick():
+        return "ok"
+
+    async def blocking():
+        time.sleep(2.0)  # past the timeout and its grace: the loop is blocked
+
+    loop = EnvironmentLoop()
+    (value, cause, _), (_, why, _) = loop.run([(quick(), 0.5), (blocking(), 0.5)])
+    loop.close()
+    assert (value, cause) == ("ok", None)
+    assert why is not None and "blocked the event loop" in why
 
 
 def test_limits_end_episodes_as_truncated(policy):

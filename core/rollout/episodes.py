@@ -139,18 +139,31 @@ class EnvironmentLoop:
         ``(None, cause, seconds)`` for each, in order."""
         if not calls:
             return []
+        # Each call reports its outcome itself, as it ends: a task's own future completes
+        # through a callback queued behind the loop's other ready work, so a call that had
+        # finished would look blocked when the next one blocks the loop.
+        done: list[concurrent.futures.Future] = [concurrent.futures.Future() for _ in calls]
         futures = [
-            asyncio.run_coroutine_threadsafe(_bounded(coro, timeout), self.loop)
-            for coro, timeout in calls
+            asyncio.run_coroutine_threadsafe(_bounded(coro, timeout, report), self.loop)
+            for (coro, timeout), report in zip(calls, done, strict=True)
         ]
         limit = max(timeout for _, timeout in calls) + _GRACE
         deadline = time.perf_counter() + limit
-        pending: Any = futures
-        while pending and self.thread.is_alive() and time.perf_counter() < deadline:
-            _, pending = concurrent.futures.wait(pending, timeout=0.05)
+        pending: Any = [f for pair in zip(done, futures, strict=True) for f in pair]
+        while (
+            any(not (d.done() or f.done()) for d, f in zip(done, futures, strict=True))
+            and self.thread.is_alive()
+            and time.perf_counter() < deadline
+        ):
+            _, pending = concurrent.futures.wait(
+                pending, timeout=0.05, return_when=concurrent.futures.FIRST_COMPLETED
+            )
         out: list[tuple[Any, str | None, float]] = []
         blocked = False
-        for future, (_, timeout) in zip(futures, calls, strict=True):
+        for report, future, (_, timeout) in zip(done, futures, calls, strict=True):
+            if report.done():
+                out.append(report.result())
+                continue
             if not future.done():
                 blocked = True
                 future.cancel()
@@ -183,22 +196,27 @@ class EnvironmentLoop:
             self.thread.join(timeout=1.0)
 
 
-async def _bounded(coro: Coroutine[Any, Any, Any], timeout: float) -> tuple[Any, str | None, float]:
+async def _bounded(
+    coro: Coroutine[Any, Any, Any], timeout: float, report: concurrent.futures.Future | None = None
+) -> tuple[Any, str | None, float]:
     """``(value, None, seconds)``, or ``(None, why, seconds)`` when the call raised or ran
-    past ``timeout``."""
+    past ``timeout``; also set on ``report`` the moment the call ends."""
     t0 = time.perf_counter()
     try:
         # In this task, not a task of its own (as wait_for would): a SystemExit in a task of
         # its own would propagate out of the loop and end every episode's calls with it.
         async with asyncio.timeout(timeout):
             value = await coro
+        outcome: tuple[Any, str | None, float] = (value, None, time.perf_counter() - t0)
     except TimeoutError:
-        return None, f"timed out after {timeout:g}s", time.perf_counter() - t0
+        outcome = None, f"timed out after {timeout:g}s", time.perf_counter() - t0
     except asyncio.CancelledError:
         raise
     except BaseException as exc:  # SystemExit, KeyboardInterrupt raised by the environment
-        return None, f"raised {type(exc).__name__}: {exc}", time.perf_counter() - t0
-    return value, None, time.perf_counter() - t0
+        outcome = None, f"raised {type(exc).__name__}: {exc}", time.perf_counter() - t0
+    if report is not None and not report.done():
+        report.set_result(outcome)
+    return outcome
 
 
 @dataclass
