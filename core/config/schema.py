@@ -1244,14 +1244,7 @@ def _environment_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     assert config.environment is not None
     name = config.environment.name
     problems = []
-    if config.backend is not None and config.backend.name != "hf":
-        problems.append(
-            (
-                "backend.name",
-                f"environment {name!r} has multi-turn episodes, which only the hf backend runs "
-                "so far; set backend.name: hf (or environment.name: single_turn)",
-            )
-        )
+    # Every backend runs them: a turn is a generate() call on the episode's token ids so far.
     if config.training.guidance is not None:
         problems.append(
             (

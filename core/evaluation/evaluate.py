@@ -49,6 +49,15 @@ generator, and :class:`rlvr.rewards.scoring.Scorer` for the rewards. Decisions, 
   two ``j < k`` (more useful than pass@k alone when ``k`` is large).
 - **In training**: the trainer evaluates with the same :class:`Evaluation` every
   ``training.eval_steps`` (``eval_sampling: greedy`` sets temperature 0 for it).
+- **Multi-turn environments** (an ``environment:`` whose episodes have turns): each sample is
+  an episode, run by the same :class:`rlvr.rollout.episodes.EpisodeRunner` as in training
+  (same limits and tool-call parsing, the sampling above for every turn), and the rewards
+  score its final assistant message, plus the named rewards the environment returned, as in
+  training. An episode the environment failed (raised, timed out) is not scored: its record
+  says why (``failed``), it counts as not correct (a user would have got no answer) and is
+  left out of the mean rewards. The summary adds the episodes' ``env/...`` figures (turns,
+  tool calls, truncated and failed episodes; :mod:`rlvr.rollout.episodes`), the samples their
+  ``transcript``.
 - **Output**: ``output`` is the samples JSONL (one line per completion); the summary JSON is
   written beside it as ``<stem>.summary.json``. When ``output`` is a directory (or has no
   suffix) the files are ``samples.jsonl`` and ``summary.json`` inside it. Default:
@@ -79,17 +88,26 @@ from transformers import set_seed
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import build_generator, create_host
 from rlvr.api.runtime import RunInfo, SamplingParams, TrainerState
-from rlvr.config.schema import DEFAULT_BACKEND
+from rlvr.config.schema import DEFAULT_BACKEND, multi_turn
 from rlvr.data.prompts import PromptSet, data_source, load_rows, require_fields
 from rlvr.model import lora
-from rlvr.model.loading import load_policy, resolve_device_dtype
+from rlvr.model.loading import eos_token_ids, load_policy, resolve_device_dtype
 from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
 from rlvr.outputs.metrics import length_metrics, reward_metrics
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import ERRORS_FILE, RewardErrorLog
 from rlvr.rewards.functions import FUNCTION_REWARD
 from rlvr.rewards.scoring import RewardStats, Scorer, merge_summaries, score_entries
-from rlvr.rollout.runner import generate, sample_record, score, step_seed
+from rlvr.rollout.episodes import EpisodeRunner, episode_runner
+from rlvr.rollout.runner import (
+    Completion,
+    episode_completion,
+    generate,
+    merge_episode_counts,
+    sample_record,
+    score,
+    step_seed,
+)
 
 logger = logging.getLogger("rlvr.evaluation.evaluate")
 
@@ -330,6 +348,10 @@ class Evaluation:
     sampling settings with ``k`` completions per prompt. Each call of :meth:`run` draws the same
     seeds (from ``training.seed``, never a training step's), so repeated evaluations of a
     changing policy differ by the policy alone, and :meth:`run` leaves the global RNGs alone.
+
+    With a multi-turn environment each sample is an episode (module docstring). ``run``: the
+    run facts its environment is built with (default: the config's); ``eos_ids``: the ids that
+    end a turn (default: the generator's ``eos_ids``, else the tokenizer's end-of-sequence).
     """
 
     def __init__(
@@ -342,9 +364,18 @@ class Evaluation:
         metric: str | None = None,
         threshold: float | None = None,
         host: Any = None,
+        run: RunInfo | None = None,
+        eos_ids: Sequence[int] | None = None,
     ) -> None:
         if k < 1:
             raise EvalError(f"k must be >= 1 (got {k})")
+        if host is None and getattr(config, "environment", None) is not None:
+            host = create_host()  # which environments have turns
+        self.host = host
+        self.multi_turn = host is not None and multi_turn(config, host)
+        self.run_info = run
+        self.eos_ids = list(eos_ids) if eos_ids is not None else None
+        self._environment: Any = None  # built at the first run, kept for the next ones
         self.config = config
         self.prompts = prompts
         self.k = k
@@ -379,14 +410,49 @@ class Evaluation:
         reports the rewards' failures (``step``: the training step, for its records)."""
         start = time.perf_counter()
         sequences = eval_call_sequences(self.config.training, schedules_batches)
-        records, summaries, gen_time, score_time = _sample_and_score(
-            self, generator, scorer, sequences, progress, backend, dist, reward_errors, step
-        )
+        runner = self._episodes(generator) if self.multi_turn else None
+        try:
+            records, summaries, gen_time, score_time, env = _sample_and_score(
+                self,
+                generator,
+                scorer,
+                sequences,
+                progress,
+                backend,
+                dist,
+                reward_errors,
+                step,
+                runner,
+            )
+        finally:
+            if runner is not None:
+                runner.close()
         summary = self.summarize(records, summaries)
+        summary.update(env)
         summary["generation_time"] = gen_time
         summary["scoring_time"] = score_time
         summary["total_time"] = time.perf_counter() - start
         return records, summary
+
+    def _episodes(self, generator: Any) -> EpisodeRunner:
+        """The runner of this evaluation's episodes on ``generator`` (its environment built
+        once, at the first evaluation)."""
+        run = self.run_info or RunInfo.from_config(
+            self.config, num_generations=self.k, evaluation=True, multi_turn=True
+        )
+        tokenizer = self.prompts.tokenizer
+        eos = self.eos_ids or list(getattr(generator, "eos_ids", None) or [])
+        runner = episode_runner(
+            self.config,
+            self.host,
+            run,
+            generator,
+            self.prompts,
+            eos or eos_token_ids(None, tokenizer),
+            environment=self._environment,
+        )
+        self._environment = runner.environment
+        return runner
 
     def summarize(self, records: Sequence[dict[str, Any]], summaries: Sequence[Any]) -> dict:
         """pass@j, ``accuracy``, ``format_ok`` (fraction of format-compliant completions; only
@@ -402,11 +468,8 @@ class Evaluation:
             out["accuracy"] = sum(c for _, c in counts) / max(len(records), 1)
         if self.format_checks:
             out["format_ok"] = sum(r["format_ok"] for r in records) / max(len(records), 1)
-        out.update(
-            reward_metrics(
-                RewardStats.of([r["reward"] for r in records]), merge_summaries(summaries)
-            )
-        )
+        scored = [r["reward"] for r in records if "failed" not in r]  # failed episodes: none
+        out.update(reward_metrics(RewardStats.of(scored), merge_summaries(summaries)))
         out.update(
             length_metrics([r["num_tokens"] for r in records], [r["truncated"] for r in records])
         )
@@ -491,11 +554,23 @@ def evaluate(
             device, dtype = resolve_device_dtype(config.model.dtype)
             model, tokenizer, model_desc = _load_model(config, model_path, device, dtype)
             prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
-            evaluation = Evaluation(
-                config, prompts, k=k, metric=metric, threshold=threshold, host=host
-            )
             run = RunInfo.from_config(
-                config, num_generations=k, device=device, dtype=dtype, evaluation=True
+                config,
+                num_generations=k,
+                device=device,
+                dtype=dtype,
+                evaluation=True,
+                multi_turn=config.environment is not None and multi_turn(config, host),
+            )
+            evaluation = Evaluation(
+                config,
+                prompts,
+                k=k,
+                metric=metric,
+                threshold=threshold,
+                host=host,
+                run=run,
+                eos_ids=eos_token_ids(model, tokenizer),
             )
             generator = build_generator(backend, backend_params, run, model, tokenizer)
             set_seed(t.seed)
@@ -579,7 +654,8 @@ def headline(summary: Mapping[str, Any]) -> str:
 
 def report(summary: Mapping[str, Any]) -> str:
     """What ``rlvr eval`` prints: :func:`headline`, then pass@k, the per-reward means,
-    completion lengths, what was evaluated, and where the files are (``--json``: all of it)."""
+    completion lengths, the episodes (multi-turn environments), what was evaluated, and where
+    the files are (``--json``: all of it)."""
     lines = [headline(summary)]
     passes = sorted(
         (int(k.removeprefix("pass@")), v) for k, v in summary.items() if k.startswith("pass@")
@@ -597,6 +673,14 @@ def report(summary: Mapping[str, Any]) -> str:
     if isinstance(length, int | float):
         clipped = f", {100 * cut:.1f}% cut at max_completion_length" if cut is not None else ""
         lines.append(f"completions: {length:.1f} tokens on average{clipped}")
+    episodes = summary.get("env/episodes")
+    if isinstance(episodes, int | float):
+        lines.append(
+            f"episodes: {episodes:.0f}, {summary.get('env/turns_mean', 0):.2f} turns and "
+            f"{summary.get('env/tool_calls_mean', 0):.2f} tool calls on average, "
+            f"{100 * summary.get('env/truncated_frac', 0):.1f}% truncated, "
+            f"{summary.get('env/failed', 0):.0f} failed (not scored)"
+        )
     split = summary.get("data")
     took = summary.get("total_time")
     lines.append(
@@ -685,14 +769,17 @@ def _sample_and_score(
     dist: distributed.Dist,
     reward_errors: RewardErrorLog | None,
     step: int | None,
-) -> tuple[list[dict[str, Any]], list[Any], float, float]:
+    runner: EpisodeRunner | None = None,
+) -> tuple[list[dict[str, Any]], list[Any], float, float, dict[str, float]]:
     """Generate and score in calls of about ``sequences`` completions per rank (with several
-    ranks: each its slice of every call; the results gathered in order)."""
+    ranks: each its slice of every call; the results gathered in order). With ``runner`` each
+    completion is an episode; the last value is then the episodes' ``env/...`` figures."""
     config, prompts, k = evaluation.config, evaluation.prompts, evaluation.k
     per_call = max(1, sequences // k) * dist.world_size
     label, threshold, checks = evaluation.metric, evaluation.threshold, evaluation.format_checks
     records: list[dict[str, Any]] = []
     summaries = []
+    env_counts: list[dict[str, float]] = []
     gen_time = score_time = 0.0
     bar = None
     if progress and dist.is_main:
@@ -707,17 +794,27 @@ def _sample_and_score(
                 continue
             sampling = evaluation.sampling(call, dist.rank)
             t0 = time.perf_counter()
-            items = generate(generator, prompts, indices, k, sampling, backend=backend_name)
+            items: list[Completion]
+            if runner is not None:
+                episodes = runner.run(indices, k, sampling, first_group=first, step=step or 0)
+                env_counts.append(runner.last_counts)
+                items = [episode_completion(e) for e in episodes]
+            else:
+                items = generate(generator, prompts, indices, k, sampling, backend=backend_name)
             t1 = time.perf_counter()
+            # A failed episode is not scored (as in training): it has no answer to judge.
+            scored = [c for c in items if c.failed is None]
             scores = score(
                 scorer,
                 prompts,
-                items,
+                scored,
                 evaluation.labels,
                 reward_errors=reward_errors,
                 step=step,
                 state=TrainerState(global_step=step or 0),  # the steps done when it runs
             )
+            for c in scored:
+                c.score += sum(c.env_rewards.values())
             score_time += time.perf_counter() - t1
             gen_time += t1 - t0
             summaries.append(scores.summary())
@@ -727,8 +824,10 @@ def _sample_and_score(
                     "sample": j % k,
                     **sample_record(c, prompts, config.data.prompt_field),
                 }
+                if c.failed is not None:
+                    record["reward"] = None
                 if label is not None and threshold is not None:
-                    value = c.rewards[label]
+                    value = c.rewards.get(label)  # none: a failed episode
                     record["correct"] = value is not None and value >= threshold
                 if checks:
                     record["format_ok"] = is_format_ok(c.rewards, checks)
@@ -739,11 +838,12 @@ def _sample_and_score(
         if bar is not None:
             bar.close()
     if dist.enabled:
-        parts = dist.gather((records, summaries, gen_time, score_time))
+        parts = dist.gather((records, summaries, gen_time, score_time, env_counts))
         records = sorted((r for p in parts for r in p[0]), key=lambda r: (r["index"], r["sample"]))
         summaries = [s for p in parts for s in p[1]]
         gen_time, score_time = max(p[2] for p in parts), max(p[3] for p in parts)
-    return records, summaries, gen_time, score_time
+        env_counts = [c for p in parts for c in p[4]]
+    return records, summaries, gen_time, score_time, merge_episode_counts(env_counts)
 
 
 __all__ = [

@@ -15,13 +15,14 @@ before and after them, take the new suffix. After the sampled end-of-turn token,
 may write more of the assistant turn (Qwen's newline after ``<|im_end|>``): that bridge belongs
 to the environment's tokens too.
 
-The live episodes of a call sample together (one ``generate`` per turn). Environment calls run
-on an event loop in a thread of their own, concurrently; each is bounded by the entry's
-``turn_timeout`` and what is left of its ``episode_timeout``. A call that raises (``SystemExit``
-included) or runs out of time fails its episode, and so does one that blocks the event loop
-(the loop is then replaced; calls still waiting on that loop fail with it): the failure is
-logged with its cause and counted, and the episode is left out of the step (not credited: its
-reward would say nothing about the policy). A crash that ends the process itself
+The live episodes of a call sample together (one ``generate`` per turn, on any backend; a
+generator with an ``awake()`` context manager, vllm's, is held awake across the turns).
+Environment calls run on an event loop in a thread of their own, concurrently; each is bounded
+by the entry's ``turn_timeout`` and what is left of its ``episode_timeout``. A call that raises
+(``SystemExit`` included) or runs out of time fails its episode, and so does one that blocks
+the event loop (the loop is then replaced; calls still waiting on that loop fail with it): the
+failure is logged with its cause and counted, and the episode is left out of the step (not
+credited: its reward would say nothing about the policy). A crash that ends the process itself
 (``os._exit``, a segfault) is out of reach of a thread; such an environment must run its work
 in a process of its own.
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import math
@@ -40,6 +42,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr.api.host import build_environment
 from rlvr.api.runtime import (
     GROUP_REWARDS,
     REWARD_LIMIT,
@@ -47,10 +50,12 @@ from rlvr.api.runtime import (
     EnvResponse,
     EpisodeStart,
     Generator,
+    RunInfo,
     SamplingParams,
 )
+from rlvr.config.schema import RunConfig
 from rlvr.data.prompts import PromptSet, prompt_messages
-from rlvr.rollout.tools import parse_tool_calls
+from rlvr.rollout.tools import parse_tool_calls, tool_call_format
 
 logger = logging.getLogger("rlvr.rollout.episodes")
 
@@ -141,18 +146,31 @@ class EnvironmentLoop:
         ``(None, cause, seconds)`` for each, in order."""
         if not calls:
             return []
+        # Each call reports its outcome itself, as it ends: a task's own future completes
+        # through a callback queued behind the loop's other ready work, so a call that had
+        # finished would look blocked when the next one blocks the loop.
+        done: list[concurrent.futures.Future] = [concurrent.futures.Future() for _ in calls]
         futures = [
-            asyncio.run_coroutine_threadsafe(_bounded(coro, timeout), self.loop)
-            for coro, timeout in calls
+            asyncio.run_coroutine_threadsafe(_bounded(coro, timeout, report), self.loop)
+            for (coro, timeout), report in zip(calls, done, strict=True)
         ]
         limit = max(timeout for _, timeout in calls) + _GRACE
         deadline = time.perf_counter() + limit
-        pending: Any = futures
-        while pending and self.thread.is_alive() and time.perf_counter() < deadline:
-            _, pending = concurrent.futures.wait(pending, timeout=0.05)
+        pending: Any = [f for pair in zip(done, futures, strict=True) for f in pair]
+        while (
+            any(not (d.done() or f.done()) for d, f in zip(done, futures, strict=True))
+            and self.thread.is_alive()
+            and time.perf_counter() < deadline
+        ):
+            _, pending = concurrent.futures.wait(
+                pending, timeout=0.05, return_when=concurrent.futures.FIRST_COMPLETED
+            )
         out: list[tuple[Any, str | None, float]] = []
         blocked = False
-        for future, (_, timeout) in zip(futures, calls, strict=True):
+        for report, future, (_, timeout) in zip(done, futures, calls, strict=True):
+            if report.done():
+                out.append(report.result())
+                continue
             if not future.done():
                 blocked = True
                 future.cancel()
@@ -185,22 +203,27 @@ class EnvironmentLoop:
             self.thread.join(timeout=1.0)
 
 
-async def _bounded(coro: Coroutine[Any, Any, Any], timeout: float) -> tuple[Any, str | None, float]:
+async def _bounded(
+    coro: Coroutine[Any, Any, Any], timeout: float, report: concurrent.futures.Future | None = None
+) -> tuple[Any, str | None, float]:
     """``(value, None, seconds)``, or ``(None, why, seconds)`` when the call raised or ran
-    past ``timeout``."""
+    past ``timeout``; also set on ``report`` the moment the call ends."""
     t0 = time.perf_counter()
     try:
         # In this task, not a task of its own (as wait_for would): a SystemExit in a task of
         # its own would propagate out of the loop and end every episode's calls with it.
         async with asyncio.timeout(timeout):
             value = await coro
+        outcome: tuple[Any, str | None, float] = (value, None, time.perf_counter() - t0)
     except TimeoutError:
-        return None, f"timed out after {timeout:g}s", time.perf_counter() - t0
+        outcome = None, f"timed out after {timeout:g}s", time.perf_counter() - t0
     except asyncio.CancelledError:
         raise
     except BaseException as exc:  # SystemExit, KeyboardInterrupt raised by the environment
-        return None, f"raised {type(exc).__name__}: {exc}", time.perf_counter() - t0
-    return value, None, time.perf_counter() - t0
+        outcome = None, f"raised {type(exc).__name__}: {exc}", time.perf_counter() - t0
+    if report is not None and not report.done():
+        report.set_result(outcome)
+    return outcome
 
 
 @dataclass
@@ -241,13 +264,17 @@ class EpisodeRunner:
         ]
         self._start(episodes)
         turn = 0
-        while True:
-            live = [e for e in episodes if not e.done]
-            if not live:
-                break
-            self._sample(live, dataclasses.replace(sampling, logprobs=True), turn)
-            self._respond([e for e in live if not e.done])
-            turn += 1
+        # A backend that frees its memory between calls (vllm's sleep mode) stays awake for
+        # all the turns, so each turn finds the conversation so far in its prefix cache.
+        awake = getattr(self.generator, "awake", None)
+        with awake() if callable(awake) else contextlib.nullcontext():
+            while True:
+                live = [e for e in episodes if not e.done]
+                if not live:
+                    break
+                self._sample(live, dataclasses.replace(sampling, logprobs=True), turn)
+                self._respond([e for e in live if not e.done])
+                turn += 1
         if callable(getattr(self.environment, GROUP_REWARDS, None)):
             self._group_rewards(episodes)
         self._close([e for e in episodes if e.started])
@@ -543,4 +570,57 @@ def _reward_values(rewards: Any) -> tuple[dict[str, float], str | None]:
     return out, None
 
 
-__all__ = ["Episode", "EpisodeLimits", "EpisodeRunner", "EnvironmentLoop"]
+def episode_limits(config: RunConfig, tokenizer: Any) -> EpisodeLimits:
+    """The limits of ``config``'s environment entry (its token budget resolved; the tool-call
+    format read from ``tokenizer``'s chat template when ``auto``)."""
+    entry = config.environment
+    assert entry is not None  # a multi-turn config has an environment entry
+    template = getattr(tokenizer, "chat_template", None)
+    return EpisodeLimits(
+        max_turns=entry.max_turns,
+        max_tokens=entry.max_episode_tokens
+        or entry.max_turns * config.training.max_completion_length,
+        turn_timeout=entry.turn_timeout,
+        episode_timeout=entry.episode_timeout,
+        tool_call_format=tool_call_format(template, entry.tool_call_format),
+    )
+
+
+def episode_runner(
+    config: RunConfig,
+    host: Any,
+    run: RunInfo,
+    generator: Generator,
+    prompts: PromptSet,
+    eos_ids: Sequence[int],
+    environment: EnvironmentImpl | None = None,
+) -> EpisodeRunner:
+    """The runner of ``config``'s multi-turn episodes over ``prompts`` (training's and the
+    evaluation's). ``environment``: one already built (None: built
+    from ``host``'s record and the entry's params). Close it after use (its event loop)."""
+    entry = config.environment
+    assert entry is not None  # a multi-turn config has an environment entry
+    if environment is None:
+        environment = build_environment(host.environments[entry.name], entry.params, run)
+    return EpisodeRunner(
+        environment=environment,
+        environment_name=entry.name,
+        generator=generator,
+        tokenizer=prompts.tokenizer,
+        prompts=prompts,
+        limits=episode_limits(config, prompts.tokenizer),
+        max_turn_tokens=config.training.max_completion_length,
+        eos_ids=eos_ids,
+        template_kwargs=dict(getattr(prompts.data, "chat_template_kwargs", None) or {}),
+        reward_weights=dict(entry.reward_weights),
+    )
+
+
+__all__ = [
+    "Episode",
+    "EpisodeLimits",
+    "EpisodeRunner",
+    "EnvironmentLoop",
+    "episode_limits",
+    "episode_runner",
+]

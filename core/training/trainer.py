@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 from transformers import set_seed
 
 from rlvr.api.errors import RlvrError, TrainingError
-from rlvr.api.host import Host, build_algorithm, build_environment, build_generator
+from rlvr.api.host import Host, build_algorithm, build_generator
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, multi_turn, requirements
 from rlvr.data.prompts import (
@@ -87,7 +87,7 @@ from rlvr.outputs.summary import format_summary, summary_data, write_summary
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError, RewardErrorLog
 from rlvr.rewards.scoring import Scorer, score_entries
-from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
+from rlvr.rollout.episodes import EpisodeRunner, episode_runner
 from rlvr.rollout.guidance import Guides
 from rlvr.rollout.runner import (
     Rollout,
@@ -96,7 +96,6 @@ from rlvr.rollout.runner import (
     step_sample_records,
     step_seed,
 )
-from rlvr.rollout.tools import tool_call_format
 from rlvr.training import memory
 from rlvr.training.models import load_run_models
 from rlvr.training.stopping import Discarded, StopFlag, TimeBudget
@@ -226,7 +225,13 @@ class Trainer:
         _seed_everything(t.seed)
         device, dtype = resolve_device_dtype(self.model_cfg.dtype)
         # Built (and checked against its protocol) before any model loads.
-        run = RunInfo.from_config(config, max_steps=self.max_steps, device=device, dtype=dtype)
+        run = RunInfo.from_config(
+            config,
+            max_steps=self.max_steps,
+            device=device,
+            dtype=dtype,
+            multi_turn=multi_turn(config, self.host),
+        )
         if self.dist.is_main:  # auto depends on the machine: say what it chose
             print(
                 f"rlvr: {run.device}, computing in {run.dtype} "
@@ -321,29 +326,8 @@ class Trainer:
 
     def _episodes(self, run: RunInfo, prompts: PromptSet) -> EpisodeRunner:
         """The runner of multi-turn episodes: the environment built and checked, its limits."""
-        entry = self.config.environment
-        assert entry is not None  # multi_turn() is False without one
-        env = build_environment(self.host.environments[entry.name], entry.params, run)
-        t = self.t
-        template = getattr(self.tokenizer, "chat_template", None)
-        runner = EpisodeRunner(
-            environment=env,
-            environment_name=entry.name,
-            generator=self.generator,
-            tokenizer=self.tokenizer,
-            prompts=prompts,
-            limits=EpisodeLimits(
-                max_turns=entry.max_turns,
-                max_tokens=entry.max_episode_tokens or entry.max_turns * t.max_completion_length,
-                turn_timeout=entry.turn_timeout,
-                episode_timeout=entry.episode_timeout,
-                tool_call_format=tool_call_format(template, entry.tool_call_format),
-            ),
-            max_turn_tokens=t.max_completion_length,
-            eos_ids=eos_token_ids(self.policy, self.tokenizer),
-            template_kwargs=dict(self.data_cfg.chat_template_kwargs),
-            reward_weights=dict(entry.reward_weights),
-        )
+        eos = eos_token_ids(self.policy, self.tokenizer)
+        runner = episode_runner(self.config, self.host, run, self.generator, prompts, eos)
         self._closers.append(runner)
         return runner
 

@@ -54,7 +54,15 @@ class VLLMParams(Params):
         "1 when another job shares a small host's cores",
     )
     max_model_len: int | None = Field(
-        None, ge=1, description="None: max_prompt_length + max_completion_length"
+        None,
+        ge=1,
+        description="None: max_prompt_length + max_completion_length (multi-turn episodes: "
+        "+ the episode's token budget instead)",
+    )
+    enable_prefix_caching: bool = Field(
+        True,
+        description="reuse the KV cache of shared prompt prefixes (a group's prompt, an "
+        "episode's earlier turns); reset at every weight sync",
     )
     seed: int | None = Field(None, description="engine seed (None: training.seed)")
     logprobs_mode: Literal["processed", "raw"] = Field(

@@ -32,6 +32,20 @@ How it works:
   they equal ``rlvr.model.logprobs.completion_logprobs(..., temperature=T)`` of the same weights
   (greedy: ``temperature=1``) up to kernel rounding; with top-k/top-p they are larger by the
   renormalisation. ``raw`` gives the plain log-softmax of the logits (no temperature).
+- **Multi-turn episodes** (an environment with turns, :mod:`rlvr.rollout.episodes`): each turn
+  is one :meth:`~VLLMGenerator.generate` call holding every live episode's exact token ids so
+  far, one request each, so the engine batches the episodes of the step. Each request's seed
+  derives from the turn's seed (the episode runner changes it every turn) and the request's
+  place in the call; it stops at the end-of-sequence ids like any completion, and its
+  sampled-token log-probabilities come back as for one completion. ``max_model_len`` (when
+  not set) makes room for the whole episode: ``max_prompt_length`` plus the episode's token
+  budget (:attr:`rlvr.api.runtime.RunInfo.max_episode_tokens`). **Prefix caching**
+  (``enable_prefix_caching``, on by default, vLLM's own) keeps the KV blocks of the
+  conversation so far, so a turn computes only the environment's new tokens and what it
+  samples; the cache is reset at every weight sync, so no turn reuses keys and values of
+  older weights. It works in whole KV blocks (128 tokens on CPU, 16 on GPU by default):
+  ``cached_prompt_tokens`` says how many prompt tokens of each request of the last call it
+  served.
 - **Weight sync.** :meth:`VLLMGenerator.sync_weights` streams the model's ``state_dict`` (Hugging
   Face names) into the engine through vLLM's in-place ``reload_weights`` and resets the prefix
   cache. Tied embeddings: ``lm_head.weight`` is always sent too (vLLM's layerwise reload
@@ -58,7 +72,9 @@ How it works:
 - **Sleep mode** (GPU only): with ``sleep_mode: true`` the engine sleeps (level 1: weights
   offloaded to CPU RAM, KV cache freed) between rollouts, so training has the GPU memory; it
   wakes for :meth:`~VLLMGenerator.generate`; :meth:`~VLLMGenerator.sync_weights` wakes only
-  the weights (the KV cache stays freed until the next ``generate``). Ignored on CPU (vLLM has
+  the weights (the KV cache stays freed until the next ``generate``). A multi-turn rollout
+  holds it awake for all its turns (:meth:`~VLLMGenerator.awake`), so its prefix cache lives
+  from one turn to the next. Ignored on CPU (vLLM has
   no sleep mode there). Untested here (no GPU).
 - The sampled tokens' log-probabilities are returned; the trainer logs their gap to its own
   (``sampler/logp_gap_mean``/``_max``), and the algorithms' ``importance_sampling_correction``
@@ -218,8 +234,12 @@ class VLLMGenerator:
             raise ValueError("the tokenizer and model define no end-of-sequence token")
         self.sleep_mode = params.sleep_mode and not self.on_cpu
         self._sleeping: set[str] = set()
+        self._awake_holds = 0
         self._tmp: tempfile.TemporaryDirectory | None = None
         self.llm: Any = None
+        #: the prompt tokens of each request of the last generate() that the prefix cache
+        #: served (a multi-turn episode's earlier turns, a group's shared prompt).
+        self.cached_prompt_tokens: list[int] = []
 
         source = None if is_peft(model) else _local_model_dir(base)
         load_format = "auto"
@@ -247,7 +267,9 @@ class VLLMGenerator:
 
         max_model_len = params.max_model_len
         if max_model_len is None and run.max_prompt_length:
-            max_model_len = run.max_prompt_length + run.max_completion_length
+            # A multi-turn episode's turn continues from its whole conversation so far.
+            completion = max(run.max_completion_length, run.max_episode_tokens or 0)
+            max_model_len = run.max_prompt_length + completion
         kwargs: dict[str, Any] = {
             "model": str(source),
             "tokenizer": str(tokenizer_dir),
@@ -260,6 +282,7 @@ class VLLMGenerator:
             "enforce_eager": self.on_cpu if params.enforce_eager is None else params.enforce_eager,
             "logprobs_mode": f"{params.logprobs_mode}_logprobs",
             "gpu_memory_utilization": params.gpu_memory_utilization,
+            "enable_prefix_caching": params.enable_prefix_caching,
         }
         if params.max_num_batched_tokens is not None:
             kwargs["max_num_batched_tokens"] = params.max_num_batched_tokens
@@ -334,10 +357,12 @@ class VLLMGenerator:
             with _torch_threads(self.params.cpu_threads if self.on_cpu else None):
                 outputs = self.llm.generate(requests, params, use_tqdm=False)
         finally:
-            self._sleep()
+            if not self._awake_holds:
+                self._sleep()
         token_ids: list[list[int]] = []
         truncated: list[bool] = []
         logprobs: list[list[float]] = []
+        self.cached_prompt_tokens = [int(out.num_cached_tokens or 0) for out in outputs]
         for out in outputs:
             c = out.outputs[0]
             ids = [int(t) for t in c.token_ids]
@@ -384,6 +409,19 @@ class VLLMGenerator:
 
                 cleanup_dist_env_and_memory()
         self._cleanup_tmp()
+
+    @contextlib.contextmanager
+    def awake(self) -> Iterator[None]:
+        """Keep the engine awake across the ``generate`` calls inside (sleep mode): the turns
+        of a multi-turn rollout then keep the KV cache, and their prefix cache, instead of
+        freeing it after each turn. The episode runner holds it for a rollout's turns."""
+        self._awake_holds += 1
+        try:
+            yield
+        finally:
+            self._awake_holds -= 1
+            if not self._awake_holds:
+                self._sleep()
 
     # ------------------------------------------------------------------ internals
 
