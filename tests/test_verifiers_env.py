@@ -177,7 +177,7 @@ def test_verifiers_episodes_train_the_sampled_tokens_and_get_the_rubrics_rewards
         )
     sampled = batch.action_mask.bool()
     assert torch.allclose(logp[sampled], batch.sampler_logp[sampled], atol=1e-4)
-    assert runner.last_counts["env/reward/turns"] == 1.0
+    assert [e.rewards["turns"] for e in episodes] == [1.0] * len(episodes)
     # rlvr stopping a harness mid-episode (max_turns) ends it as truncated, not failed.
     runner2, _, stopped = run_episodes(policy, environment, rows[:1], max_turns=1, n=1)
     assert [(e.failed, e.truncated, e.rewards) for e in stopped] == [(None, True, {})]
@@ -348,5 +348,5 @@ def test_a_run_trains_on_a_verifiers_environment_by_name(tmp_path, policy):
     steps = [m for m in metrics if "env/episodes" in m]
     assert len(steps) == 2, steps
     assert all(m["env/episodes"] == 4 and m["env/failed"] == 0 for m in steps), steps
-    assert any(m.get("env/reward/turns") == 1.0 for m in steps), steps
+    assert any(m.get("rewards/turns/mean") == 1.0 for m in steps), steps
     assert all(m["sampler/logp_gap_mean"] < 1e-3 for m in steps)

@@ -112,7 +112,7 @@ class OpenEnvParams(Params):
         "tool call is a call_tool action, and an answer without a call ends the episode",
     )
     reward_name: str = Field(
-        "openenv", description="the name the environment's reward gets (env/reward/<name>)"
+        "openenv", description="the name the environment's reward gets (rewards/<name>/...)"
     )
     reward: Literal["sum", "last"] = Field(
         "sum", description="the episode's reward: the sum of its step rewards, or the last one"

@@ -17,7 +17,7 @@ What TRL 1.16 does with such a class (``GRPOTrainer.__init__`` and
 - The first assistant message without a tool call ends the episode.
 - ``get_reward()`` (optional, sync or async), called once the rollout is done, is a reward
   named after the class with weight 1: here the environment reward ``<ClassName>``
-  (``env/reward/<ClassName>``), added to the configured rewards' weighted sum as TRL adds it.
+  (``rewards/<ClassName>/...``), added to the configured rewards' weighted sum as TRL adds it.
 """
 
 from __future__ import annotations

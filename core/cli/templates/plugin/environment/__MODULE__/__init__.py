@@ -13,7 +13,7 @@ After ``pip install -e .`` use it in any rlvr config::
 An environment shapes an episode: ``start(row, prompt)`` returns the first messages, and
 ``respond(state, message)`` answers each assistant message with messages of its own, a
 ``done`` flag and named rewards (added to the episode's score, logged as
-``env/reward/<name>``). rlvr renders, samples and tokenizes; the environment's messages are
+``rewards/<name>/mean``). rlvr renders, samples and tokenizes; the environment's messages are
 read by the model but never trained on. Check it with::
 
     rlvr env check __NAME__
