@@ -535,6 +535,33 @@ def test_a_trl_environment_factory_class_runs_unchanged(policy, trl_file):
     assert len(env.pool) == 4 and len({id(x) for x in env.pool}) == 4
 
 
+def test_a_trl_episode_that_ends_without_an_answer_still_gets_its_reward(policy, trl_file):
+    """TRL scores every rollout with get_reward(); so does rlvr, once an episode has ended,
+    also when it never reached the environment (its first turn cut, max_turns)."""
+    env = trl_env(f"{trl_file}:IncrementEnv")
+    model, tok = policy
+    eos = eos_token_ids(model, tok)[0]
+
+    class Cut(Scripted):  # every turn runs out of tokens: the environment never answers
+        def generate(self, prompts, n, sampling):
+            out = super().generate(prompts, n, sampling)
+            return Generation(out.token_ids, out.texts, [True] * len(prompts), out.logprobs)
+
+    rows = [{"prompt": "Count up.", "target": 0}, {"prompt": "Count up.", "target": 3}]
+    runner = make_runner(policy, env, rows, Cut(tok, eos, [["never"], ["ending"]]))
+    cut = runner.run([0, 1], 1, SamplingParams(max_tokens=6, seed=0))
+    runner.close()
+    assert [(e.truncated, e.turns) for e in cut] == [(True, 1), (True, 1)]
+    assert [e.rewards for e in cut] == [{"IncrementEnv": 1.0}, {"IncrementEnv": 0.0}]
+    # max_turns ends an episode after a tool round: get_reward() sees the counter it left
+    runner = make_runner(
+        policy, env, rows[1:], Scripted(tok, eos, [[call("increment", a=3)]]), max_turns=1
+    )
+    stopped = runner.run([0], 1, SamplingParams(max_tokens=6, seed=0))
+    runner.close()
+    assert [e.rewards for e in stopped] == [{"IncrementEnv": 1.0}]
+
+
 def test_a_trl_environment_factory_class_needs_reset(tmp_path):
     path = tmp_path / "bad_env.py"
     path.write_text("class NoReset:\n    def act(self, x: int) -> int:\n        return x\n")

@@ -97,11 +97,16 @@ class TrlEnvironment:
         env = state["env"]
         calls = message.get("tool_calls") or []
         if not calls:
-            return EnvResponse(done=True, rewards=await self._reward(env))
+            return EnvResponse(done=True)
         replies = [await self._run(env, call) for call in calls[: self.params.max_calls_per_turn]]
-        # A reward each turn (the last given counts): an episode cut by max_turns keeps its
-        # environment's reward, as TRL scores every rollout with get_reward().
-        return EnvResponse(messages=replies, rewards=await self._reward(env))
+        return EnvResponse(messages=replies)
+
+    async def group_rewards(
+        self, states: list[Any], transcripts: list[list[Message]]
+    ) -> list[dict[str, float]]:
+        """``get_reward()`` once per episode when it has ended, however it ended (an answer, a
+        turn cut at ``max_completion_length``, ``max_turns``), as TRL scores every rollout."""
+        return [await self._reward(state["env"]) for state in states]
 
     async def close(self, state: Any) -> None:
         self.pool.append(state["env"])
