@@ -4,13 +4,14 @@ and the ``answer`` reward rise clearly.
 
 The warm-started model calls the tool on about a quarter of its episodes and otherwise guesses
 a product it cannot compute (right about 1 time in 8000), so the rise is RL's: GRPO credits
-the tool-using episodes, which are right when the model copies the result. The margins are
-set from the noise measured over 3 seeds (docs/how-to/teach-a-tool.md): a 10-step mean of
-either metric varies by about 0.05 between seeds at a given point of training; the rises
-measured over the first 30 steps were far larger than the margins asserted, and a run that
-did not learn (the tool-call rate staying at the warm-up's 0.25) fails them. The model and
-data are built in a temporary directory; the checkout's examples/models is left alone.
-About 3 to 10 minutes on 2 CPU cores (the warm-up is most of it).
+the tool-using episodes, which are right when the model copies the result. The margins come
+from the runs in docs/how-to/teach-a-tool.md (3 seeds): over 30 steps the tool-call rate rose
+by 0.61 to 0.63 and the reward by 0.23 to 0.35 (last 10 steps' mean minus the first 10's),
+while a run that does not learn (learning rate 1e-12) moved them by 0.03 and 0.01. A 10-step
+mean of the reward varies by about 0.04 (0.02 for the tool-call rate), so 0.30 and 0.10 sit
+well clear of both. The model and data are built in a temporary directory; the checkout's
+examples/models is left alone. About 5 to 12 minutes on 2 CPU cores (the warm-up is most of
+it).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ DEMO = ROOT / "examples" / "calculator"
 
 STEPS = 30
 #: least rise of the 10-step means (last 10 minus first 10) that a learning run shows.
-REWARD_RISE, TOOL_RATE_RISE = 0.25, 0.25
+REWARD_RISE, TOOL_RATE_RISE = 0.10, 0.30
 
 
 def _env() -> dict[str, str]:
@@ -59,9 +60,9 @@ def test_the_calculator_demo_learns_to_call_the_tool(tmp_path):
         check=True,
         timeout=1200,
     )
-    train = {r["question"] for r in _jsonl(data_dir / "train.jsonl")}
-    test = {r["question"] for r in _jsonl(data_dir / "test.jsonl")}
-    assert train and test and not train & test  # held-out products are never trained on
+    train = {r["answer"] for r in _jsonl(data_dir / "train.jsonl")}
+    test = {r["answer"] for r in _jsonl(data_dir / "test.jsonl")}
+    assert train and test and not train & test  # no held-out product is a training answer
 
     overrides = {
         "model.name_or_path": model_dir,

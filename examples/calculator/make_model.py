@@ -14,10 +14,11 @@ The task: two-digit products, asked as "What is 37 * 84?" (row field ``question`
 get back ``<tool_response>3108</tool_response>`` and then answer ``<answer>3108</answer>``, or
 it may answer at once (a guess, right about 1 time in 8000).
 
-The (a, b) pairs with 10 <= a, b <= 99 are shuffled and cut into three disjoint pools: the
-warm-up's, the training split's (``train.jsonl``) and the held-out split's (``test.jsonl``).
-No product of the training or held-out split is ever seen before RL, and the held-out products
-are never trained on at all: a model right on them uses the tool.
+The (a, b) pairs with 10 <= a, b <= 99 are cut into three pools disjoint by product (every
+pair of a product in one pool): the warm-up's, the training split's (``train.jsonl``) and the
+held-out split's (``test.jsonl``). No product of the training or held-out split is ever seen
+before RL, and the held-out products are never trained on at all: a model right on them uses
+the tool.
 
 The model: a random-init tiny Qwen2 (:func:`rlvr.build_tiny_model`, 4 heads of 32, 2 layers)
 with a BPE tokenizer trained on the task's text plus ``<tool_call>``, ``</tool_call>``,
@@ -31,10 +32,10 @@ call and the result into the answer) and the rest a direct ``<answer>`` with a r
 wrong guess). Loss is on the assistant's tokens only, and on the first of them it is fitted to
 the distribution "``<tool_call>`` with probability ``TOOL_P``, else ``<answer>``", whatever the
 question. On 200 training questions it has not seen, the result calls the tool with
-probability 0.25, writes the call right 100% of the time and copies the result right 83% of the
-time (teacher-forced, token for token), and guesses otherwise: its reward starts near 0.1-0.2,
-and RL (``rlvr train examples/calculator/calculator.yaml``) has to learn that calling pays.
-Its 300 steps take a few minutes on one thread (7.7 on a busy 2-core machine).
+probability 0.26, writes the call right 99% of the time and copies the result right 44% of the
+time (teacher-forced, token for token), and guesses otherwise: its reward starts near 0.1,
+and RL (``rlvr train examples/calculator/calculator.yaml``) has to learn that calling pays
+(and to copy better). Its 500 steps take about 4 minutes on one thread.
 
 Everything is seeded and runs on one thread, so the files written are the same on every run.
 """
@@ -65,7 +66,7 @@ MODEL_KWARGS = dict(
 TOOL_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>")
 TOOLS_TAGS = ("<tools>", "</tools>")
 INIT_STD = 0.1
-WARM_UP = dict(steps=300, batch=32, lr=3e-3)
+WARM_UP = dict(steps=500, batch=32, lr=3e-3)
 #: the share of warm-up episodes that call the tool and copy (the rest guess).
 COPY_SHARE = 0.75
 #: the probability of calling the tool that the warm-up fits (on the first assistant token).
@@ -107,13 +108,25 @@ CHAT_TEMPLATE = (
 
 
 def pools(seed: int) -> dict[str, list[dict[str, str]]]:
-    """Disjoint pools of "What is a * b?" questions (10 <= a, b <= 99): see the docstring."""
-    pairs = [(a, b) for a in range(10, 100) for b in range(10, 100)]
-    random.Random(seed).shuffle(pairs)
-    out, k = {}, 0
-    for name, size in POOLS.items():
-        out[name] = [row(a, b) for a, b in pairs[k : k + size]]
-        k += size
+    """Pools of "What is a * b?" questions (10 <= a, b <= 99) disjoint by PRODUCT: all the
+    pairs of a product go to one pool, so no held-out product is the answer to a training or
+    warm-up question (12 * 36 and 18 * 24 land together). Products are dealt in a seeded random
+    order, each pool filled to about its ``POOLS`` size (held out first)."""
+    rng = random.Random(seed)
+    by_product: dict[int, list[tuple[int, int]]] = {}
+    for a in range(10, 100):
+        for b in range(10, 100):
+            by_product.setdefault(a * b, []).append((a, b))
+    products = sorted(by_product)
+    rng.shuffle(products)
+    out: dict[str, list[dict[str, str]]] = {name: [] for name in POOLS}
+    order = ["test", "train", "warmup"]
+    k = 0
+    for name in order:
+        while len(out[name]) < POOLS[name] and k < len(products):
+            out[name] += [row(a, b) for a, b in by_product[products[k]]]
+            k += 1
+        rng.shuffle(out[name])
     return out
 
 
@@ -328,7 +341,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"wrote {args.data_dir}/train.jsonl ({len(splits['train'])}) and test.jsonl "
-        f"({len(splits['test'])}), disjoint from the warm-up's {len(splits['warmup'])}"
+        f"({len(splits['test'])}); their products and the warm-up's ({len(splits['warmup'])}) "
+        "are disjoint"
     )
     print(f"done in {time.perf_counter() - t0:.1f}s")
 
