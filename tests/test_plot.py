@@ -68,3 +68,29 @@ def test_plot_run_draws_from_the_metrics_file(tmp_path):
             logger.log(row)
     names = sorted(p.name for p in plot_run(tmp_path))
     assert names == ["completions.png", "rewards.png", "throughput.png", "training.png"]
+
+
+def test_episode_metrics_get_a_figure(tmp_path):
+    """A multi-turn run's env/... metrics (tool-call rate, turns) are drawn in episodes.png;
+    failed and drifted episodes only when there were some."""
+    env = {
+        "env/episodes": 64.0,
+        "env/failed": 0.0,
+        "env/prefix_drift": 0.0,
+        "env/truncated_frac": lambda s: 0.01 * s,
+        "env/tool_call_rate": lambda s: 0.2 * s,
+        "env/tool_calls_mean": lambda s: 0.25 * s,
+        "env/turns_mean": lambda s: 1.0 + 0.2 * s,
+    }
+    rows = _rows(**env)
+    panels = {t: [k for k, _ in lines] for t, lines, _ in figure_panels(rows)["episodes"]}
+    assert panels == {
+        "tool calls": ["env/tool_call_rate", "env/tool_calls_mean"],
+        "assistant turns per episode": ["env/turns_mean"],
+        "episode health": ["env/truncated_frac"],
+    }
+    with MetricsLogger(tmp_path, max_steps=3, progress=False) as logger:
+        for row in rows:
+            logger.log(row)
+    assert "episodes.png" in [p.name for p in plot_run(tmp_path)]
+    assert "episodes" not in figure_panels(_rows())  # single-turn runs: no such figure

@@ -12,14 +12,19 @@
   with zero reward spread and groups filtered by dynamic sampling;
 - ``throughput.png``: completion tokens per second, time per step by phase, peak memory
   (the running maximum of the process, as logged);
+- ``episodes.png`` (runs in a multi-turn environment, which log ``env/...``): the share of
+  episodes that call a tool and the calls per episode, assistant turns per episode (the
+  environment's own rewards are ``rewards/<name>/mean``, drawn with the others), and episode
+  health: truncated share,
+  failed episodes and episodes whose re-rendered conversation drifts from the trained tokens;
 - ``eval.png`` (runs with ``training.eval_steps``): the eval split's mean reward, pass@1 and
   format compliance, and each reward's mean, at the steps that were evaluated.
 
 A curve that is 0 at every step where 0 means "not in play" (:func:`zero_is_absent`: the KL
 without a reference model or with one update per rollout, clip fractions, groups filtered
-without dynamic sampling) is left out, and so is a panel left without curves. Steps are
-whole numbers on every x axis. Noisy curves get a moving average drawn over the faint raw
-values once a run has 20 steps.
+without dynamic sampling, failed or drifted episodes) is left out, and so is a panel left
+without curves. Steps are whole numbers on every x axis. Noisy curves get a moving average
+drawn over the faint raw values once a run has 20 steps.
 Uses matplotlib's object API with the Agg canvas (no display, no global pyplot state); needs
 the ``plot`` extra: ``pip install 'rlvr[plot]'``.
 """
@@ -44,7 +49,11 @@ def zero_is_absent(key: str) -> bool:
     """Whether 0 at every step of ``key`` means its mechanism is not in play, rather than a
     measurement worth a curve."""
     own = _algo_key(key)
-    return key in ("kl", "groups_filtered") or own == "approx_kl" or own.startswith("clip_frac")
+    return (
+        key in ("kl", "groups_filtered", "env/failed", "env/prefix_drift")
+        or own == "approx_kl"
+        or own.startswith("clip_frac")
+    )
 
 
 class PlotError(RlvrError, RuntimeError):
@@ -119,6 +128,26 @@ def _figures(keys: set[str]) -> dict[str, list[Panel]]:
                 "seconds",
             ),
             ("peak memory (running maximum)", [("peak_memory_mb", "peak so far")], "MiB"),
+        ],
+        "episodes": [
+            (
+                "tool calls",
+                [
+                    ("env/tool_call_rate", "episodes calling a tool (fraction)"),
+                    ("env/tool_calls_mean", "calls per episode"),
+                ],
+                "",
+            ),
+            ("assistant turns per episode", [("env/turns_mean", "turns")], "turns"),
+            (
+                "episode health",
+                [
+                    ("env/truncated_frac", "truncated (fraction)"),
+                    ("env/failed", "failed (count)"),
+                    ("env/prefix_drift", "re-render drift (count)"),
+                ],
+                "",
+            ),
         ],
         "eval": [
             ("eval reward (weighted sum)", [("eval/reward_mean", "reward")], "reward"),
@@ -246,7 +275,7 @@ def draw(name: str, panels: list[Panel], rows: Sequence[dict[str, Any]], title: 
         if ylabel:
             ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
-        if len(lines) > 1 or name in ("rewards", "eval") and i > 0:
+        if len(lines) > 1 or name in ("rewards", "eval") and i > 0 or name == "episodes":
             ax.legend(fontsize="small")
     return fig
 
