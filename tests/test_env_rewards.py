@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -415,3 +416,22 @@ def test_a_reasoning_gym_environment_trains_by_name_without_a_data_file(tmp_path
         value = judge(Sample(completion=s["completion"], row=row))
         assert s["env_rewards"]["score_answer"] == value == s["reward"]
         assert row["task"] == "products" and "metadata" in row
+
+
+@pytest.mark.parametrize("name", ["reasoning_gym_smollm2.yaml", "reasoning_gym_env_smollm2.yaml"])
+def test_the_reasoning_gym_examples_validate_and_name_their_accuracy(name, tiny_model_dir):
+    """The two SmolLM2 examples (the data form and the environment form of one task) are valid
+    run configs, and `rlvr eval` finds their accuracy reward."""
+    pytest.importorskip("reasoning_gym", reason="needs the optional extra rlvr[reasoning-gym]")
+    path = Path(__file__).resolve().parents[1] / "examples" / name
+    config = load_config(
+        path,
+        create_host(),
+        overrides=[f"model.name_or_path={tiny_model_dir}"],
+        require=("model", "data", "rewards", "algorithm", "backend"),
+    )
+    source = config.data.reasoning_gym
+    assert source is not None and (source.task, source.eval_size) == ("products", 500)
+    assert correctness(config).label == "strict"
+    if config.environment is not None and config.environment.name == "reasoning_gym":
+        assert config.environment.params.feedback_turns == 1
