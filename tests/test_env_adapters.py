@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
+from turn_ending import turn_ending_policy
 
 import rlvr
 from rlvr.api.host import build_environment, create_host
 from rlvr.api.runtime import Generation, RunInfo, SamplingParams
-from rlvr.config.schema import CodeOptInError, ConfigError, DataConfig, ModelConfig, load_config
+from rlvr.config.schema import CodeOptInError, ConfigError, DataConfig, load_config
 from rlvr.data.prompts import PromptSet
-from rlvr.model.loading import eos_token_ids, load_policy
+from rlvr.model.loading import eos_token_ids
 from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams
 from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
@@ -112,20 +112,7 @@ def guess_server(guess_file):
 def policy(tiny_model_dir):
     """The tiny model made to end its turns within a few tokens (its end-of-turn token's
     output row pushed along the mean hidden state), so its episodes have several turns."""
-    model, tok = load_policy(
-        ModelConfig(name_or_path=str(tiny_model_dir)),
-        device=torch.device("cpu"),
-        dtype=torch.float32,
-    )
-    eos = eos_token_ids(model, tok)[0]
-    text = tok.apply_chat_template(
-        [{"role": "user", "content": "Guess my digit. lower 3"}],
-        tokenize=False,
-        add_generation_prompt=True,
-    )
-    with torch.no_grad():
-        hidden = model.model(**tok([text], return_tensors="pt")).last_hidden_state[0].mean(0)
-        model.lm_head.weight[eos] += 8.0 * hidden / hidden.norm() ** 2
+    model, tok = turn_ending_policy(tiny_model_dir, "Guess my digit. lower 3")
     return model, tok
 
 

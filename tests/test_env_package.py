@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
+from turn_ending import turn_ending_policy
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -102,21 +102,7 @@ def turn_ending_model(tiny_model_dir: Path, out: Path) -> Path:
     """The tiny model, saved with its end-of-turn token pushed along the mean hidden state of a
     prompt, so that it ends its turns within a few tokens (a random model almost never does,
     and its episodes would be one truncated turn)."""
-    from rlvr.config.schema import ModelConfig
-    from rlvr.model.loading import eos_token_ids, load_policy
-
-    model, tok = load_policy(
-        ModelConfig(name_or_path=str(tiny_model_dir)), device="cpu", dtype=torch.float32
-    )
-    eos = eos_token_ids(model, tok)[0]
-    text = tok.apply_chat_template(
-        [{"role": "user", "content": "Guess my number between 1 and 9."}],
-        tokenize=False,
-        add_generation_prompt=True,
-    )
-    with torch.no_grad():
-        hidden = model.model(**tok([text], return_tensors="pt")).last_hidden_state[0].mean(0)
-        model.lm_head.weight[eos] += 8.0 * hidden / hidden.norm() ** 2
+    model, tok = turn_ending_policy(tiny_model_dir, "Guess my number between 1 and 9.")
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from turn_ending import turn_ending_policy
 
 import rlvr
 from rlvr.api.host import create_host
@@ -35,20 +36,7 @@ def eos_model_dir(tiny_model_dir, tmp_path_factory):
     """The tiny model, made to end its turns within a few tokens (a random model almost never
     samples its end-of-turn token, and a turn cut at the token limit ends its episode before
     the environment answers it), saved for training runs."""
-    model, tok = load_policy(
-        ModelConfig(name_or_path=str(tiny_model_dir)),
-        device=torch.device("cpu"),
-        dtype=torch.float32,
-    )
-    eos = eos_token_ids(model, tok)[0]
-    text = tok.apply_chat_template(
-        [{"role": "user", "content": "What is 1 + 1? Natalia has 48 clips"}],
-        tokenize=False,
-        add_generation_prompt=True,
-    )
-    with torch.no_grad():
-        hidden = model.model(**tok([text], return_tensors="pt")).last_hidden_state[0].mean(0)
-        model.lm_head.weight[eos] += 8.0 * hidden / hidden.norm() ** 2
+    model, tok = turn_ending_policy(tiny_model_dir, "What is 1 + 1? Natalia has 48 clips")
     out = tmp_path_factory.mktemp("eos") / "model"
     model.save_pretrained(out)
     tok.save_pretrained(out)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from turn_ending import turn_ending_policy
 
 import rlvr
 from rlvr.api.host import PluginError, build_environment, create_host
@@ -203,20 +204,7 @@ def policy(tiny_model_dir):
     """The tiny model, made to end its turns within a few tokens (a random model almost never
     samples its end-of-turn token, so its episodes would have one turn): the end-of-turn
     token's output row is pushed along the mean hidden state."""
-    model, tok = load_policy(
-        ModelConfig(name_or_path=str(tiny_model_dir)),
-        device=torch.device("cpu"),
-        dtype=torch.float32,
-    )
-    eos = eos_token_ids(model, tok)[0]
-    text = tok.apply_chat_template(
-        [{"role": "user", "content": "What is 1 + 1? Natalia has 48 clips"}],
-        tokenize=False,
-        add_generation_prompt=True,
-    )
-    with torch.no_grad():
-        hidden = model.model(**tok([text], return_tensors="pt")).last_hidden_state[0].mean(0)
-        model.lm_head.weight[eos] += 8.0 * hidden / hidden.norm() ** 2
+    model, tok = turn_ending_policy(tiny_model_dir, "What is 1 + 1? Natalia has 48 clips")
     return model, tok
 
 
