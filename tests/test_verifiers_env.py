@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from turn_ending import turn_ending_policy
 
 import rlvr
 from rlvr.api.runtime import Generation, RunInfo, SamplingParams
-from rlvr.config.schema import DataConfig, ModelConfig
+from rlvr.config.schema import DataConfig
 from rlvr.data.prompts import PromptSet
-from rlvr.model.loading import eos_token_ids, load_policy
+from rlvr.model.loading import eos_token_ids
 from rlvr.model.logprobs import completion_logprobs
 from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams
@@ -53,22 +54,13 @@ def env_package():
 
 @pytest.fixture(scope="module")
 def policy(tiny_model_dir):
-    """The tiny model, made to end its turns within a few tokens (as in
-    test_environments.py), so episodes reach the harness's second turn and its end."""
-    model, tok = load_policy(
-        ModelConfig(name_or_path=str(tiny_model_dir)),
-        device=torch.device("cpu"),
-        dtype=torch.float32,
-    )
-    eos = eos_token_ids(model, tok)[0]
-    text = tok.apply_chat_template(
-        [{"role": "system", "content": "You add numbers."}, {"role": "user", "content": "1 + 2"}],
-        tokenize=False,
-        add_generation_prompt=True,
-    )
-    with torch.no_grad():
-        hidden = model.model(**tok([text], return_tensors="pt")).last_hidden_state[0].mean(0)
-        model.lm_head.weight[eos] += 8.0 * hidden / hidden.norm() ** 2
+    """The tiny model, made to end its turns within a few tokens (tests/turn_ending.py), so
+    episodes reach the harness's second turn and its end."""
+    messages = [
+        {"role": "system", "content": "You add numbers."},
+        {"role": "user", "content": "1 + 2"},
+    ]
+    model, tok = turn_ending_policy(tiny_model_dir, messages)
     return model, tok
 
 

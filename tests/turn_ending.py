@@ -16,17 +16,16 @@ from rlvr.config.schema import ModelConfig
 from rlvr.model.loading import eos_token_ids, load_policy
 
 
-def turn_ending_policy(model_dir: Path, prompt: str) -> tuple[Any, Any]:
+def turn_ending_policy(model_dir: Path, prompt: str | list[dict[str, str]]) -> tuple[Any, Any]:
     """``(model, tokenizer)`` of ``model_dir`` in float32 on the CPU, its end-of-turn token
-    pushed along the mean hidden state of ``prompt`` (a user message) as the chat template
-    renders it."""
+    pushed along the mean hidden state of ``prompt`` (a user message, or messages) as the chat
+    template renders it."""
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
     model, tok = load_policy(
         ModelConfig(name_or_path=str(model_dir)), device=torch.device("cpu"), dtype=torch.float32
     )
     eos = eos_token_ids(model, tok)[0]
-    text = tok.apply_chat_template(
-        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-    )
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     with torch.no_grad():
         hidden = model.model(**tok([text], return_tensors="pt")).last_hidden_state[0].mean(0)
         model.lm_head.weight[eos] += 8.0 * hidden / hidden.norm() ** 2
