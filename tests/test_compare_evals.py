@@ -91,3 +91,35 @@ def test_a_warning_names_the_settings_that_differ(tmp_path, capsys):
     (after / "summary.json").write_text(json.dumps(common | {"dtype": "float32"}))
     assert tool["main"]([str(before), str(after / "samples.jsonl")]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_samples_of_one_prompt_are_averaged_before_the_interval(tmp_path, capsys):
+    """With -k 8 the prompt is the unit: 2 prompts x 4 samples are 2 differences, not 8."""
+    tool = runpy.run_path(str(SCRIPT))
+    # prompt 0 gains 3 of 4 samples (d = 0.75), prompt 1 gains 1 of 4 (d = 0.25)
+    before, after = [0.0] * 8, [1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    mean, low, high = tool["paired"](before, after, [0, 0, 0, 0, 1, 1, 1, 1])
+    assert mean == 0.5
+    sd = (2 * 0.25**2) ** 0.5  # of [0.75, 0.25] around 0.5, n - 1 = 1
+    assert high - mean == pytest.approx(1.96 * sd / 2**0.5)
+    assert tool["paired"](before, after)[2] - mean != pytest.approx(high - mean)
+
+
+def test_accuracy_by_another_reward(tmp_path, capsys):
+    """--accuracy LABEL: the share scoring >= 1 on that reward (partial credit is not right)."""
+    tool = runpy.run_path(str(SCRIPT))
+    for name, lenient in (("before", [0.0, 0.5, 1.0, None]), ("after", [1.0, 1.0, 1.0, 0.5])):
+        rows = [
+            {"index": i, "sample": 0, "correct": 0, "num_tokens": 5, "truncated": 0}
+            | {"completion": "x", "rewards": {"strict": 0.0, "lenient": value}, "row": {}}
+            for i, value in enumerate(lenient)
+        ]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = [str(tmp_path / "before"), str(tmp_path / "after"), "--accuracy", "lenient"]
+    assert tool["main"](args) == 0
+    out = capsys.readouterr().out
+    assert "4 completions of 4 prompts" in out
+    assert "| accuracy by `lenient` | 25.0% | 75.0% | +50.0 pts" in out
+    assert tool["main"]([*args[:2], "--accuracy", "nope"]) == 0
+    assert "accuracy by `nope`" not in capsys.readouterr().out

@@ -6,6 +6,7 @@ model."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 from pathlib import Path
 
@@ -412,14 +413,16 @@ def test_the_reasoning_gym_examples_validate_and_name_their_accuracy(name, tiny_
     run configs, and `rlvr eval` finds their accuracy reward."""
     pytest.importorskip("reasoning_gym", reason="needs the optional extra rlvr[reasoning-gym]")
     path = Path(__file__).resolve().parents[1] / "examples" / name
+    hf = [] if importlib.util.find_spec("vllm") else ["backend.name=hf"]  # the recipe's vllm
     config = load_config(
         path,
         create_host(),
-        overrides=[f"model.name_or_path={tiny_model_dir}"],
+        overrides=[f"model.name_or_path={tiny_model_dir}", *hf],
         require=("model", "data", "rewards", "algorithm", "backend"),
     )
     source = config.data.reasoning_gym
-    assert source is not None and (source.task, source.eval_size) == ("products", 500)
+    assert source is not None and (source.task, source.eval_size) == ("basic_arithmetic", 500)
+    assert [shot.user for shot in config.data.few_shot] == ["Calculate 1250 + 4800."]
     assert correctness(config).label == "strict"
     if config.environment is not None and config.environment.name == "reasoning_gym":
         assert config.environment.params.feedback_turns == 1

@@ -694,6 +694,43 @@ def test_prompts_use_the_chat_template_and_left_truncate(tiny_model):
     assert len(cut.ids) == 5 and cut.truncated and cut.ids == chat_ids(tok, rows)[-5:]
 
 
+def test_few_shot_examples_are_turns_after_the_system_message(tiny_model):
+    from rlvr.config.schema import DataConfig, ModelConfig
+    from rlvr.data.prompts import prompt_messages
+    from rlvr.model.loading import load_tokenizer
+
+    tok = load_tokenizer(ModelConfig(name_or_path=str(tiny_model)))
+    shot = {"user": "What is 125 + 48?", "assistant": "<answer>173</answer>"}
+    data = DataConfig(path="x", system_prompt="Be brief.", few_shot=[shot], chat_template=True)
+    rows = [
+        {"prompt": "What is 2 + 2?"},
+        {"prompt": [{"role": "system", "content": "Own."}, {"role": "user", "content": "3?"}]},
+    ]
+    roles = [(m["role"], m["content"]) for m in prompt_messages(rows[0], data)]
+    assert roles == [
+        ("system", "Be brief."),
+        ("user", "What is 125 + 48?"),
+        ("assistant", "<answer>173</answer>"),
+        ("user", "What is 2 + 2?"),
+    ]
+    # a row with its own system message keeps it first, and the examples follow it
+    assert [m["content"] for m in prompt_messages(rows[1], data)] == [
+        "Own.",
+        "What is 125 + 48?",
+        "<answer>173</answer>",
+        "3?",
+    ]
+    chat = PromptSet(rows[:1], data, tok, None)[0].text
+    assert chat == tok.apply_chat_template(
+        prompt_messages(rows[0], data), tokenize=False, add_generation_prompt=True
+    )
+    assert chat.index("<answer>173</answer>") < chat.index("What is 2 + 2?")
+    plain = data.model_copy(update={"chat_template": False})
+    assert PromptSet(rows[:1], plain, tok, None)[0].text == (
+        "Be brief.\n\nWhat is 125 + 48?\n<answer>173</answer>\n\nWhat is 2 + 2?"
+    )
+
+
 def chat_ids(tok, rows):
     text = tok.apply_chat_template(
         [{"role": "user", "content": rows[0]["prompt"]}], tokenize=False, add_generation_prompt=True

@@ -192,6 +192,13 @@ class ReasoningGymConfig(Section):
         return value
 
 
+class FewShotExample(Section):
+    """One worked exchange shown before every prompt: a question and the answer to imitate."""
+
+    user: str = Field(description="the example question, as a user turn")
+    assistant: str = Field(description="its answer, in the form the rewards check")
+
+
 class DataConfig(Section):
     """Where prompts come from; every field of a row reaches the rewards."""
 
@@ -211,6 +218,11 @@ class DataConfig(Section):
     )
     prompt_field: str = Field("prompt", description="the row field that holds the prompt")
     system_prompt: str | None = Field(None, description="system message before every prompt")
+    few_shot: list[FewShotExample] = Field(
+        default_factory=list,
+        description="worked examples shown before every prompt, after the system message: as "
+        "user/assistant turns through the chat template, else as text",
+    )
     chat_template: bool | None = Field(
         None,
         description="send the prompts through the tokenizer's chat template. null: when it has "

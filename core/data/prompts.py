@@ -322,8 +322,10 @@ def _is_prompt(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(m, Mapping) and "role" in m for m in value)
 
 
-def _messages(value: Any, system: str | None) -> list[dict[str, Any]]:
-    """Chat messages from a prompt field: a string, or a list of ``{role, content}``."""
+def _messages(value: Any, system: str | None, few_shot: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """Chat messages from a prompt field: a string, or a list of ``{role, content}``; the
+    few-shot turns go after the system message, so a small model sees its answer form acted
+    out rather than described."""
     if isinstance(value, str):
         messages = [{"role": "user", "content": value}]
     elif isinstance(value, list) and all(isinstance(m, Mapping) and "role" in m for m in value):
@@ -335,6 +337,13 @@ def _messages(value: Any, system: str | None) -> list[dict[str, Any]]:
         )
     if system is not None and not (messages and messages[0].get("role") == "system"):
         messages.insert(0, {"role": "system", "content": system})
+    start = 1 if messages and messages[0].get("role") == "system" else 0
+    shots = [
+        {"role": role, "content": text}
+        for shot in few_shot
+        for role, text in (("user", shot.user), ("assistant", shot.assistant))
+    ]
+    messages[start:start] = shots
     return messages
 
 
@@ -342,7 +351,7 @@ def format_prompt(row: Mapping[str, Any], data: Any, tokenizer: Any, chat: bool)
     """The text the model is prompted with for ``row``."""
     value = row.get(data.prompt_field)
     if chat:
-        messages = _messages(value, data.system_prompt)
+        messages = _messages(value, data.system_prompt, getattr(data, "few_shot", ()))
         kwargs = getattr(data, "chat_template_kwargs", None) or {}
         return tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True, **kwargs
@@ -353,13 +362,15 @@ def format_prompt(row: Mapping[str, Any], data: Any, tokenizer: Any, chat: bool)
         raise DataError(
             f"prompt field {data.prompt_field!r} must hold text, got {type(value).__name__}"
         )
-    return value if data.system_prompt is None else f"{data.system_prompt}\n\n{value}"
+    parts = [data.system_prompt] if data.system_prompt is not None else []
+    parts += [f"{shot.user}\n{shot.assistant}" for shot in getattr(data, "few_shot", ())]
+    return "\n\n".join([*parts, value])
 
 
 def prompt_messages(row: Mapping[str, Any], data: Any) -> list[dict[str, Any]]:
     """The conversation the data config makes of ``row`` (its system prompt, then the prompt
     field as a user message, or the field's own messages): what an environment starts from."""
-    return _messages(row.get(data.prompt_field), data.system_prompt)
+    return _messages(row.get(data.prompt_field), data.system_prompt, getattr(data, "few_shot", ()))
 
 
 def plain_string_warning(rows: Sequence[Mapping[str, Any]], data: Any, chat: bool) -> str | None:
