@@ -340,6 +340,12 @@ def test_settings_that_cannot_learn_warn(host):
         warnings.simplefilter("error")  # a config that can learn: no warning
         load_config({**group, "rewards": [{"name": "format"}]}, host)
         load_config({"training": {"warmup_steps": 199, "max_steps": 200}}, host)
+        # an environment's own rewards train; a weight-0 reward beside them is only logged
+        from rlvr.api.host import create_host
+
+        env = {"name": "tools", "params": {"tools": ["calculator"]}}
+        zero = {"environment": env, "rewards": [{"name": "format", "weight": 0}]}
+        load_config(zero, create_host())
 
 
 def test_commands_that_do_not_train_do_not_warn_about_learning(host):

@@ -1379,7 +1379,9 @@ def _algorithm_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
 def learning_warnings(config: RunConfig, host: Host) -> list[str]:
     """Settings that validate but cannot learn anything."""
     out = []
-    if config.rewards and all(e.weight == 0 for e in config.rewards):
+    env = config.environment
+    env_scores = env is not None and env.name != "single_turn"  # its own rewards weigh 1.0
+    if config.rewards and all(e.weight == 0 for e in config.rewards) and not env_scores:
         out.append("every reward has weight 0: all completions score 0 and nothing is learned")
     req = requirements(config, host)
     greedy = config.training.temperature == 0 or config.training.top_k == 1
