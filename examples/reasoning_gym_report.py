@@ -166,7 +166,11 @@ def main(argv: list[str]) -> int:
             b, a, diff = compare(base[kind], after[kind], value, reduce)
             print(f"| {seed.name} | {name} | " + " | ".join(cell(b, a, diff)) + " |")
         b, a, diff = compare(base["greedy"], after["greedy"], lambda r: r["num_tokens"])
-        print(f"| {seed.name} | length (greedy, tokens) | " + " | ".join(cell(b, a, diff, False)))
+        print(
+            f"| {seed.name} | length (greedy, tokens) | "
+            + " | ".join(cell(b, a, diff, False))
+            + " |"
+        )
     gold, share = constant_baseline(base["greedy"])
     print(f"\nbest constant answer: `{gold}` scores {100 * share:.1f}% of the held-out problems")
     print(f"held-out problems: {len({k[0] for k in base['greedy']})}")
