@@ -459,9 +459,12 @@ def test_cli_eval(tiny_model, eval_dir, tmp_path, capsys):
     assert "single file" in capsys.readouterr().err
 
 
-def test_cli_greedy_eval_of_a_training_config_does_not_warn(tiny_model, eval_dir, tmp_path, capsys):
+def test_cli_greedy_eval_of_a_training_config_does_not_warn(
+    tiny_model, eval_dir, tmp_path, capsys, monkeypatch
+):
     """The docs' eval of a training config (docs/how-to/evaluate.md), greedy: no warning that
     grpo cannot learn."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # nor that a busy CI machine is busy
     raw = _raw(tiny_model, eval_dir, tmp_path, rewards=[{"name": "answer"}])
     cfg = tmp_path / "run.yaml"
     cfg.write_text(yaml.safe_dump({**raw, "algorithm": {"name": "grpo"}}))

@@ -299,3 +299,18 @@ print("TOKENS", json.dumps(list(out[0].outputs[0].token_ids)))
     with torch.no_grad():
         hf = model.generate(torch.tensor([[5, 17, 99, 3]]), max_new_tokens=8, do_sample=False)
     assert vllm_tokens == hf[0, 4:].tolist()
+
+
+def test_a_busy_cpu_warns_about_torch_threads(monkeypatch):
+    """Threads starve on a loaded CPU: say so (with the fix) instead of changing the count,
+    which would change the float sums of a resumed run."""
+    from rlvr.model.loading import busy_cpu_warning
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    message = busy_cpu_warning(load=1.9, cores=2, threads=2)
+    assert message is not None and "load 1.9 on 2 cores" in message
+    assert "OMP_NUM_THREADS=1" in message
+    assert busy_cpu_warning(load=0.5, cores=2, threads=2) is None  # a quiet machine
+    assert busy_cpu_warning(load=3.0, cores=2, threads=1) is None  # one thread cannot starve
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert busy_cpu_warning(load=3.0, cores=2, threads=2) is None  # the user chose

@@ -91,7 +91,12 @@ from rlvr.api.runtime import RunInfo, SamplingParams, TrainerState
 from rlvr.config.schema import DEFAULT_BACKEND, multi_turn
 from rlvr.data.prompts import PromptSet, data_source, load_rows, require_fields
 from rlvr.model import lora
-from rlvr.model.loading import eos_token_ids, load_policy, resolve_device_dtype
+from rlvr.model.loading import (
+    busy_cpu_warning,
+    eos_token_ids,
+    load_policy,
+    resolve_device_dtype,
+)
 from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
 from rlvr.outputs.metrics import length_metrics, reward_metrics
 from rlvr.parallel import distributed
@@ -552,6 +557,8 @@ def evaluate(
         generator = None
         try:
             device, dtype = resolve_device_dtype(config.model.dtype)
+            if dist.is_main and device.type == "cpu" and (busy := busy_cpu_warning()):
+                print(f"rlvr: warning: {busy}", file=sys.stderr, flush=True)
             model, tokenizer, model_desc = _load_model(config, model_path, device, dtype)
             prompts = PromptSet(rows, data_cfg, tokenizer, t.max_prompt_length)
             run = RunInfo.from_config(

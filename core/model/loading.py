@@ -83,6 +83,32 @@ def resolve_device_dtype(dtype: str = "auto") -> tuple[torch.device, torch.dtype
     return device, _DTYPES[dtype]
 
 
+def busy_cpu_warning(
+    load: float | None = None, cores: int | None = None, threads: int | None = None
+) -> str | None:
+    """A warning when other jobs already load the CPU and torch runs several threads: threads
+    that wait on each other then starve (a 200-problem eval on 2 busy cores took 54 minutes with
+    2 threads, 4.5 with 1). rlvr warns rather than choosing fewer threads itself, because the
+    thread count changes the order of float sums: a run resumed with another count would not
+    reproduce its steps bit for bit. None when ``OMP_NUM_THREADS`` is set (a choice made)."""
+    if os.environ.get("OMP_NUM_THREADS"):
+        return None
+    threads = torch.get_num_threads() if threads is None else threads
+    cores = len(os.sched_getaffinity(0)) if cores is None else cores
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # not on this platform
+            return None
+    if threads < 2 or load < 0.75 * cores:
+        return None
+    return (
+        f"the CPU is busy before rlvr starts (load {load:.1f} on {cores} cores) and torch uses "
+        f"{threads} threads, which then starve each other; OMP_NUM_THREADS=1 is often several "
+        "times faster here (set OMP_NUM_THREADS to any value to silence this)"
+    )
+
+
 def autocast(device: torch.device | str, dtype: torch.dtype | str) -> Any:
     """Autocast to ``dtype`` on ``device`` when it is a 16-bit dtype (the compute dtype of
     float32 weights, see :data:`TRAINED_DTYPE`), else a no-op context. ``dtype`` may be a torch
@@ -509,5 +535,6 @@ __all__ = [
     "load_policy",
     "load_tokenizer",
     "resolve_device_dtype",
+    "busy_cpu_warning",
     "store_as_autocast_computes",
 ]

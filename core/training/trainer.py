@@ -72,7 +72,7 @@ from rlvr.data.prompts import (
     require_fields,
 )
 from rlvr.evaluation.evaluate import Evaluation, eval_prompt_rows
-from rlvr.model.loading import eos_token_ids, resolve_device_dtype
+from rlvr.model.loading import busy_cpu_warning, eos_token_ids, resolve_device_dtype
 from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs import rundir
 from rlvr.outputs.metrics import (
@@ -239,6 +239,8 @@ class Trainer:
                 file=sys.stderr,
                 flush=True,
             )
+            if device.type == "cpu" and (busy := busy_cpu_warning()):
+                print(f"rlvr: warning: {busy}", file=sys.stderr, flush=True)
         record = self.host.algorithms[self.algorithm_cfg.name]
         self.algo = build_algorithm(record, self.algorithm_cfg.params, run, self.req)
 
