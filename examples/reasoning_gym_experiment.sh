@@ -2,7 +2,7 @@
 # The whole experiment of docs/experiments/smollm2-reasoning-gym.md, from nothing to its tables
 # and figure: the base model's evals, then for each seed a run of the recipe
 # (examples/reasoning_gym_smollm2.yaml) and its evals, then the report. Everything lands under
-# OUT (default outputs/rg). About 25 minutes a seed on 2 CPU cores (12 of training, the rest evals).
+# OUT (default outputs/rg). About 24 minutes a seed on 2 CPU cores (14 of training, 10 of evals).
 #
 #   bash examples/reasoning_gym_experiment.sh                # seeds 1 2 3
 #   SEEDS="1" OUT=outputs/rg1 bash examples/reasoning_gym_experiment.sh
