@@ -94,7 +94,9 @@ def busy_cpu_warning(
     if os.environ.get("OMP_NUM_THREADS"):
         return None
     threads = torch.get_num_threads() if threads is None else threads
-    cores = len(os.sched_getaffinity(0)) if cores is None else cores
+    if cores is None:  # the cores this process may use; macOS has no affinity call
+        affinity = getattr(os, "sched_getaffinity", None)
+        cores = len(affinity(0)) if affinity else os.cpu_count() or 1
     if load is None:
         try:
             load = os.getloadavg()[0]
