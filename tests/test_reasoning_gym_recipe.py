@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +31,8 @@ pytest.importorskip("reasoning_gym", reason="needs rlvr[reasoning-gym]")
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "examples/reasoning_gym_smollm2.yaml"
 STEPS = 40
+# the page's interval: compare_evals.py's paired difference (normal approximation)
+PAIRED = runpy.run_path(str(ROOT / "examples" / "compare_evals.py"))["paired"]
 EVAL = 200
 
 
@@ -79,10 +81,7 @@ def test_the_recipe_raises_held_out_accuracy(smollm2_gguf, tmp_path):
     for label in ("strict", "lenient"):
         b, a = _correct(before, label), _correct(after, label)
         assert b.keys() == a.keys() and len(b) == EVAL
-        d = [a[i] - b[i] for i in b]
-        mean = sum(d) / len(d)
-        sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1))
-        low = mean - 1.96 * sd / math.sqrt(len(d))
+        mean, low, _ = PAIRED([b[i] for i in b], [a[i] for i in b])
         print(f"\n{label}: {sum(b.values()) / EVAL:.3f} -> {sum(a.values()) / EVAL:.3f}, "
               f"paired 95% CI low {low:+.3f}")  # fmt: skip
         assert low > 0, (label, mean, low)
