@@ -110,6 +110,10 @@ def _train_and_check(
     )
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # A run that learns is no collapse: the guard stays silent on it (tests/test_collapse.py
+    # shows it firing on a learning rate far too high).
+    assert "collapse guard" not in proc.stdout + proc.stderr
+    assert "collapse" not in (out / "run_summary.txt").read_text()
 
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     answer = [m["rewards/answer/mean"] for m in metrics if "rewards/answer/mean" in m]

@@ -236,6 +236,12 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
         {"eval_steps": 2, "eval_sampling": "train", "eval_num_generations": 2},
         built(lambda t: t.evaluation.k),
     ),
+    "keep_best": (
+        {"eval_steps": 2},
+        {"eval_steps": 2, "keep_best": True},
+        ran(lambda out: (out / "best_checkpoint.json").is_file()),
+    ),
+    "collapse": ({}, {"collapse": {"action": "off"}}, built(lambda t: t.guard.enabled)),
     "eval_batch_size": (
         {"eval_steps": 2, "eval_limit": 5},
         {"eval_steps": 2, "eval_limit": 5, "eval_batch_size": 2},

@@ -276,6 +276,52 @@ class GuidanceConfig(Section):
         return value
 
 
+class CollapseConfig(Section):
+    """The collapse guard (:mod:`rlvr.training.collapse`): when a run is destroying the policy.
+
+    Each step compares the run with its start: the first ``window`` steps' mean training
+    reward and entropy, and the first in-training eval."""
+
+    action: Literal["warn", "stop", "off"] = Field(
+        "warn",
+        description="warn: say so on the console and in run_summary.txt's first lines; stop: "
+        "also save a checkpoint and stop the run (rlvr train exits 1); off: no checks",
+    )
+    window: int = Field(
+        5,
+        ge=1,
+        description="steps averaged on each side of the comparison (the first N, the last N)",
+    )
+    reward_drop: float = Field(
+        0.7,
+        gt=0,
+        le=1,
+        description="trip when the last window's mean training reward is below (1 - this) of "
+        "the first window's",
+    )
+    eval_drop: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="trip when an in-training eval's accuracy is below (1 - this) of the first "
+        "eval's",
+    )
+    no_spread: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        description="trip when at least this share of the groups had no spread on every step of "
+        "the last window while the reward was below the first window's",
+    )
+    entropy_drop: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="trip when the last window's mean entropy is below (1 - this) of the first "
+        "window's while the reward did not rise",
+    )
+
+
 class TrainingConfig(Section):
     """Optimisation and sampling settings, named as in TRL's GRPOConfig.
 
@@ -384,6 +430,18 @@ class TrainingConfig(Section):
         description="evaluate on the eval split every N steps and at the end (null: never)",
     )
     eval_on_start: bool = Field(True, description="with eval_steps: also evaluate at step 0")
+    keep_best: bool = Field(
+        False,
+        description="with eval_steps: also keep the checkpoint of the best in-training eval "
+        "(pass@1, else the mean reward) out of save_total_limit's pruning, recorded in "
+        "best_checkpoint.json; rlvr eval --checkpoint OUTPUT_DIR evaluates it",
+    )
+    collapse: CollapseConfig = Field(
+        default_factory=CollapseConfig,
+        description="the collapse guard: warn (or stop) when the training reward, the "
+        "in-training eval, the groups' spread or the entropy fall far below the run's start",
+    )
+
     eval_limit: int | None = Field(
         200, ge=1, description="with eval_steps: the first N eval prompts (null: all)"
     )
@@ -441,6 +499,11 @@ class TrainingConfig(Section):
             raise ValueError(
                 "guidance replaces one of num_generations completions per prompt by the "
                 "row's solution, so it needs num_generations >= 2 (one sampled at least)"
+            )
+        if self.keep_best and self.eval_steps is None:
+            raise ValueError(
+                "keep_best keeps the checkpoint of the best in-training eval, so it needs "
+                "eval_steps (e.g. eval_steps: 25)"
             )
         reports = [self.report_to] if isinstance(self.report_to, str) else self.report_to
         bad = [r for r in reports if r not in {"none", "tensorboard", "wandb", "all"}]

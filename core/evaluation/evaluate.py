@@ -97,7 +97,7 @@ from rlvr.model.loading import (
     load_policy,
     resolve_device_dtype,
 )
-from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
+from rlvr.outputs.checkpoint import best_checkpoint, latest_checkpoint, list_checkpoints
 from rlvr.outputs.metrics import length_metrics, reward_metrics
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import ERRORS_FILE, RewardErrorLog
@@ -308,8 +308,9 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
 
 
 def resolve_checkpoint(checkpoint: str | Path) -> Path:
-    """A model directory (or ``.gguf`` file) from ``checkpoint``: itself, or the latest
-    complete checkpoint when it is a run's ``output_dir``."""
+    """A model directory (or ``.gguf`` file) from ``checkpoint``: itself, or, when it is a
+    run's ``output_dir``, the checkpoint ``training.keep_best`` kept, else the latest complete
+    one (which of them is said on stderr)."""
     path = Path(checkpoint).expanduser()
     if not path.exists():
         there = [p.name for p in list_checkpoints(path.parent)] if path.parent.is_dir() else []
@@ -327,7 +328,19 @@ def resolve_checkpoint(checkpoint: str | Path) -> Path:
                 "nor a LoRA adapter (no adapter_config.json), nor a run output_dir with a "
                 "complete checkpoint-<step>"
             )
-        return latest
+        best = best_checkpoint(path)
+        if best is not None:
+            chosen = best["path"]
+            why = (
+                f"the best in-training eval ({best['metric']} {float(best['value']):.3f} at step "
+                f"{best['step']}, training.keep_best)"
+            )
+            if chosen != latest:
+                why += f"; the latest is {latest.name} (name it to evaluate that one)"
+        else:
+            chosen, why = latest, "the run's latest complete checkpoint"
+        print(f"rlvr: evaluating {chosen}: {why}", file=sys.stderr, flush=True)
+        return chosen
     return path
 
 

@@ -132,6 +132,35 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
+#: ``training.keep_best``'s record, in ``output_dir``: the step, metric and value of the best
+#: in-training eval whose checkpoint is kept.
+BEST_FILE = "best_checkpoint.json"
+
+
+def best_checkpoint(output_dir: str | Path) -> dict[str, Any] | None:
+    """The checkpoint ``training.keep_best`` kept: ``{"step", "metric", "value", "path"}``,
+    or None (no record, or its checkpoint is not complete)."""
+    root = Path(output_dir)
+    try:
+        record = json.loads((root / BEST_FILE).read_text(encoding="utf-8"))
+        path = root / f"checkpoint-{int(record['step'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not (path / COMPLETE).is_file():
+        return None
+    return {**record, "path": path}
+
+
+def record_best(output_dir: str | Path, step: int, metric: str, value: float) -> None:
+    """Record ``checkpoint-<step>`` as the best (written whole, then renamed into place)."""
+    root = Path(output_dir)
+    tmp = root / (BEST_FILE + ".tmp")
+    tmp.write_text(
+        json.dumps({"step": step, "metric": metric, "value": value}) + "\n", encoding="utf-8"
+    )
+    os.replace(tmp, root / BEST_FILE)
+
+
 # --------------------------------------------------------------------------- writing
 
 
@@ -307,9 +336,12 @@ def _save(obj: Any, file: Path) -> None:
 
 
 def prune(output_dir: str | Path, keep: int) -> None:
-    """Delete all but the newest ``keep`` complete checkpoints (each renamed away first)."""
+    """Delete all but the newest ``keep`` complete checkpoints (each renamed away first); the
+    best one ``training.keep_best`` recorded (:func:`best_checkpoint`) is kept besides."""
     root = Path(output_dir)
-    for path in list_checkpoints(root)[:-keep] if keep > 0 else []:
+    best = best_checkpoint(root)
+    others = [p for p in list_checkpoints(root) if best is None or p != best["path"]]
+    for path in others[:-keep] if keep > 0 else []:
         doomed = root / f".{path.name}.del"
         os.rename(path, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
@@ -485,6 +517,8 @@ __all__ = [
     "CheckpointError",
     "clean_leftovers",
     "latest_checkpoint",
+    "best_checkpoint",
+    "record_best",
     "list_checkpoints",
     "load_checkpoint",
     "load_file",

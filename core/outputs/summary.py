@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlvr.outputs.checkpoint import latest_checkpoint
+from rlvr.outputs.checkpoint import best_checkpoint, latest_checkpoint
 from rlvr.outputs.metrics import read_metrics
 
 #: The summary's files in ``training.output_dir``.
@@ -46,13 +46,17 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def summary_data(output_dir: str | Path, labels: Sequence[str], seconds: float) -> dict[str, Any]:
+def summary_data(
+    output_dir: str | Path, labels: Sequence[str], seconds: float, *, collapse: Any = None
+) -> dict[str, Any]:
     """The run's summary: ``steps`` (the last training step), ``seconds`` (this session),
     ``output_dir``, ``checkpoint`` (the latest, or None), ``window`` (steps per window),
     ``rewards`` (per label, and ``(total)`` for the weighted reward: the ``first`` and ``last``
     window's mean; None where no value was finite), ``eval`` (``first`` and ``last``: the step
     and its ``eval/`` metrics without the prefix; None without in-training evaluation) and
-    ``last`` (the last training step's metrics)."""
+    ``last`` (the last training step's metrics), ``best`` (``training.keep_best``'s checkpoint:
+    step, metric, value, path; or None) and ``collapse`` (what tripped the collapse guard,
+    :class:`rlvr.training.collapse.Collapse` as a dict; or None)."""
     out = Path(output_dir).absolute()
     try:
         rows = read_metrics(out)
@@ -61,6 +65,7 @@ def summary_data(output_dir: str | Path, labels: Sequence[str], seconds: float) 
     evals = [r for r in rows if "eval/reward_mean" in r]
     rows = [r for r in rows if "reward" in r]  # training steps (step 0 is evaluation only)
     ckpt = latest_checkpoint(out)
+    best = best_checkpoint(out)
     rewards: dict[str, dict[str, float | None]] = {}
     for label, key in [*((lb, f"rewards/{lb}/mean") for lb in labels), ("(total)", "reward")]:
         first, last = window_means([r.get(key, math.nan) for r in rows])
@@ -78,6 +83,12 @@ def summary_data(output_dir: str | Path, labels: Sequence[str], seconds: float) 
         "rewards": rewards if rows else {},
         "eval": {"first": eval_line(evals[0]), "last": eval_line(evals[-1])} if evals else None,
         "last": rows[-1] if rows else {},
+        "best": {**best, "path": str(best["path"])} if best is not None else None,
+        "collapse": (
+            {"signal": collapse.signal, "step": collapse.step, "message": collapse.message}
+            if collapse is not None
+            else None
+        ),
     }
 
 
@@ -88,11 +99,26 @@ def _number(x: Any) -> str:
 def format_summary(data: dict[str, Any]) -> str:
     """The lines printed when a run ends, from :func:`summary_data`."""
     out = data["output_dir"]
-    lines = [
+    lines = []
+    if data.get("collapse"):  # first: a run that destroyed its policy must not read as success
+        c = data["collapse"]
+        lines += [
+            f"WARNING: the policy may have collapsed at step {c['step']} (collapse guard, "
+            f"{c['signal']}): {c['message']}.",
+            "  Check the model before using it: `rlvr eval CONFIG --checkpoint ...` against "
+            "the base model.",
+        ]
+    lines += [
         f"run finished: {data['steps']} steps, {_duration(data['seconds'])} (this session)",
         f"  output dir:  {out}",
         f"  checkpoint:  {data['checkpoint'] or 'none'}",
     ]
+    if data.get("best"):
+        b = data["best"]
+        lines.append(
+            f"  best:        {b['path']} ({b['metric']} {b['value']:.3f} at step {b['step']}, "
+            "training.keep_best)"
+        )
     if data["rewards"]:
         n = data["window"]
         lines.append(f"  reward means, first {n} -> last {n} steps:")

@@ -97,6 +97,7 @@ from rlvr.rollout.runner import (
     step_seed,
 )
 from rlvr.training import memory
+from rlvr.training.collapse import Collapse, CollapseGuard, warning_text
 from rlvr.training.models import load_run_models
 from rlvr.training.stopping import Discarded, StopFlag, TimeBudget
 from rlvr.training.update import PolicyUpdate, WeightsError, without_environment_tokens
@@ -157,6 +158,8 @@ class Trainer:
         self.log: MetricsLogger | None = None
         self.evaluation: Evaluation | None = None
         self.budget = TimeBudget(self.t.max_minutes)  # counts from here, loading included
+        self.guard = CollapseGuard(self.t.collapse)
+        self.best: float | None = None  # training.keep_best: the best in-training eval so far
 
     # ------------------------------------------------------------------ setup
 
@@ -300,6 +303,10 @@ class Trainer:
             self.sampler.load_state_dict(state["data"])
             self.last_metrics = dict(state.get("metrics") or {})
             self.reward_errors.resume(self.step)  # cut back, as the metrics are
+            self.guard.load_state_dict(state.get("collapse") or {})
+            best = ckpt.best_checkpoint(self.output_dir)
+            if best is not None and int(best["step"]) <= self.step:
+                self.best = float(best["value"])
 
         backend = self.host.backends[self.backend_cfg.name]
         self.generator = build_generator(
@@ -560,6 +567,7 @@ class Trainer:
                 "world_size": self.dist.world_size,
                 "prompts_per_step": self.prompts_per_step,
                 "vocab_size": len(self.tokenizer),
+                "collapse": self.guard.state_dict(),
             },
             extra_files={"rlvr_config.yaml": self.config_text},
             before_complete=rank_files,
@@ -576,6 +584,7 @@ class Trainer:
                 m = {"step": 0, **self.evaluate()}
                 if self.log is not None:
                     self.log.log(m)
+                self.guard.observe_eval(0, _eval_accuracy(m))
             with StopFlag() as stop:
                 self._stop = stop
                 while self.step < self.max_steps:
@@ -606,14 +615,17 @@ class Trainer:
                         )
                     if self.step % self.t.save_steps == 0:
                         self.save()
+                    collapsed = self._watch(self.last_metrics)
                     self.budget.step_ended()
                     out_of_time = self.step < self.max_steps and self.budget.out_of_time()
                     # every rank stops at the same step
-                    if self.dist.any(stop.requested or out_of_time):
+                    if self.dist.any(stop.requested or out_of_time or collapsed):
                         if self._last_saved != self.step:
                             self.save()
                         why = ""
-                        if out_of_time and not stop.requested:
+                        if collapsed and not stop.requested:
+                            why = " (training.collapse.action: stop)"
+                        elif out_of_time and not stop.requested:
                             self._eval_at_stop()
                             why = f" ({self.budget.used()})"
                         if self.log is not None:
@@ -627,6 +639,31 @@ class Trainer:
             return self.last_metrics
         finally:
             self.close()
+
+    def _watch(self, m: dict[str, Any]) -> bool:
+        """After a step: keep the best checkpoint (``training.keep_best``) and ask the collapse
+        guard; True when it tripped and ``training.collapse.action`` is stop."""
+        accuracy = _eval_accuracy(m)
+        if (
+            accuracy is not None
+            and self.t.keep_best
+            and (self.best is None or accuracy > self.best)
+        ):
+            self.best = accuracy
+            if self._last_saved != self.step:
+                self.save()
+            if self.dist.is_main:
+                metric = "pass@1" if "eval/pass@1" in m else "reward_mean"
+                ckpt.record_best(self.output_dir, self.step, metric, accuracy)
+        found: Collapse | None = self.guard.observe_step(self.step, m)
+        if accuracy is not None:
+            found = self.guard.observe_eval(self.step, accuracy) or found
+        if found is None:
+            return False
+        action = self.t.collapse.action
+        if self.dist.is_main:
+            self._echo(f"warning: {warning_text(found, action)}")
+        return action == "stop"
 
     def _save_after_interrupt(self, announce: bool = True) -> None:
         """A step that did not finish (Ctrl-C, an error): before any weight changed, forget
@@ -678,6 +715,15 @@ class Trainer:
                 thing.close()
             except Exception as exc:  # closing must not hide the real error
                 logger.warning("closing %s failed: %s", type(thing).__name__, exc)
+
+
+def _eval_accuracy(m: dict[str, Any]) -> float | None:
+    """An in-training eval's accuracy on a metrics line: pass@1, else the mean reward."""
+    for key in ("eval/pass@1", "eval/reward_mean"):
+        value = m.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
 
 
 @contextlib.contextmanager
@@ -736,12 +782,23 @@ def run(
         )
         metrics = trainer.run()
     summary: dict[str, Any] = {}
+    collapse = trainer.guard.tripped
     if dist.is_main:
         took = time.perf_counter() - start
-        summary = summary_data(trainer.output_dir, trainer.labels, took)
+        summary = summary_data(trainer.output_dir, trainer.labels, took, collapse=collapse)
         print(format_summary(summary), flush=True)
         write_summary(trainer.output_dir, summary)
+    if collapse is not None and config.training.collapse.action == "stop":
+        raise CollapseStop(
+            f"the collapse guard stopped the run at step {trainer.step}: {collapse.message}; "
+            f"checkpoint in {trainer.output_dir}. Lower training.learning_rate (or the LoRA "
+            "size); training.keep_best with training.eval_steps keeps the best checkpoint"
+        )
     return RunResult(metrics, summary)
 
 
-__all__ = ["RunResult", "Trainer", "TrainingError", "run", "train"]
+class CollapseStop(TrainingError):
+    """``training.collapse.action: stop`` ended the run (after saving it and its summary)."""
+
+
+__all__ = ["CollapseStop", "RunResult", "Trainer", "TrainingError", "run", "train"]
