@@ -109,7 +109,10 @@ def run(args: argparse.Namespace) -> None:
             change = (new - old).abs()[mask].mean().item()
             params = list(_trained(trainer))
             moved = math.sqrt(
-                sum(((p.detach() - q) ** 2).sum().item() for p, q in zip(params, before_params))
+                sum(
+                    ((p.detach() - q) ** 2).sum().item()
+                    for p, q in zip(params, before_params, strict=True)
+                )
             )
             rows[name].append(
                 {
@@ -128,7 +131,7 @@ def run(args: argparse.Namespace) -> None:
         "bf16 | mean |dlog p| f32 / bf16 | entropy f32 / bf16 |"
     )
     print("|---|---|---|---|---|---|---|")
-    for i, (a, b) in enumerate(zip(rows["float32"], rows["bfloat16"]), start=1):
+    for i, (a, b) in enumerate(zip(rows["float32"], rows["bfloat16"], strict=True), start=1):
         print(
             f"| {i} | {a['lr']:.2e} | {a['grad']:.3f} / {b['grad']:.3f} | {a['lora']:.4f} / "
             f"{b['lora']:.4f} | {a['merged']:.2e} / {b['merged']:.2e} | {a['logp']:.4f} / "
