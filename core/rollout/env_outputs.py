@@ -24,6 +24,12 @@ except ImportError:  # pragma: no cover - the structural checks below still run
     validator_for = None
 
 
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def reward_values(
     rewards: Any, declared: tuple[str, ...] | None = None
 ) -> tuple[dict[str, float], str | None]:
@@ -33,7 +39,7 @@ def reward_values(
     ``declared``: the names the environment declared (``Environment(rewards=...)``), the only
     ones it may return; None: not declared, any name."""
     if not isinstance(rewards, Mapping):
-        return {}, f"gave rewards {str(rewards)[:80]!r}, not a dict of named values"
+        return {}, f"gave rewards {_shown(rewards)}, not a dict of named values"
     out: dict[str, float] = {}
     for name, value in rewards.items():
         if not isinstance(name, str) or not name:
@@ -48,7 +54,7 @@ def reward_values(
         number = float(value) if isinstance(value, numbers.Real) else math.nan
         if not (math.isfinite(number) and abs(number) <= REWARD_LIMIT):
             return {}, (
-                f"gave reward {name!r} the value {str(value)[:80]!r}; a reward is a finite "
+                f"gave reward {name!r} the value {_shown(value)}; a reward is a finite "
                 f"number of at most {REWARD_LIMIT:g} in magnitude"
             )
         out[name] = number
@@ -59,14 +65,14 @@ def messages_problem(messages: Any) -> str | None:
     """Why ``messages`` are no conversation to append (a list of dicts with a ``role`` and text
     ``content``, JSON-serializable: they are written to ``samples.jsonl``), or None."""
     if not isinstance(messages, list):
-        return f"gave messages {str(messages)[:80]!r}; messages are a list of dicts"
+        return f"gave messages {_shown(messages)}; messages are a list of dicts"
     for k, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            return f"gave message {k} {str(m)[:80]!r}; each is a dict with a 'role' and 'content'"
+            return f"gave message {k} {_shown(m)}; each is a dict with a 'role' and 'content'"
         content = m.get("content")
         if not isinstance(content, str) and not (content is None and m.get("tool_calls")):
             return (
-                f"gave message {k} the content {str(content)[:80]!r}; the chat template needs "
+                f"gave message {k} the content {_shown(content)}; the chat template needs "
                 "text (json.dumps a structured tool result)"
             )
     try:
@@ -79,12 +85,12 @@ def messages_problem(messages: Any) -> str | None:
 def tools_problem(tools: Any) -> str | None:
     """Why ``tools`` are not a list of function schemas the chat template can show, or None."""
     if not isinstance(tools, list):
-        return f"gave tools {str(tools)[:80]!r}; tools are a list of schemas"
+        return f"gave tools {_shown(tools)}; tools are a list of schemas"
     for k, schema in enumerate(tools):
         fn = schema.get("function") if isinstance(schema, dict) else None
         if not (isinstance(schema, dict) and schema.get("type") == "function" and fn):
             return (
-                f"gave tools[{k}] {str(schema)[:80]!r}; a tool is "
+                f"gave tools[{k}] {_shown(schema)}; a tool is "
                 '{"type": "function", "function": {"name", "description", "parameters"}} '
                 "(rlvr.tool_schema(fn) writes one)"
             )
@@ -94,7 +100,7 @@ def tools_problem(tools: Any) -> str | None:
             return f"gave tools[{k}] without a function name"
         if not isinstance(params, dict) or params.get("type") != "object":
             return (
-                f"gave tool {name!r} the parameters {str(params)[:80]!r}; they are a JSON "
+                f"gave tool {name!r} the parameters {_shown(params)}; they are a JSON "
                 'schema of type "object"'
             )
         if validator_for is not None:
@@ -131,7 +137,7 @@ def response_problem(out: Any, declared: tuple[str, ...] | None = None) -> str |
     if not isinstance(out, EnvResponse):
         return f"returned {type(out).__name__}, not EnvResponse; return rlvr.EnvResponse(...)"
     if not isinstance(out.done, bool):
-        return f"gave done={str(out.done)[:80]!r}, not a bool"
+        return f"gave done={_shown(out.done)}, not a bool"
     why = messages_problem(out.messages)
     if why is None and not out.done and not out.messages:
         why = (

@@ -247,6 +247,8 @@ class EpisodeRunner:
     loop: EnvironmentLoop = field(default_factory=EnvironmentLoop)
     #: counts of the last :meth:`run` (``env/<name>`` metrics).
     last_counts: dict[str, float] = field(default_factory=dict)
+    #: the episodes of the last :meth:`run` (``rlvr env check`` prints them).
+    last_episodes: list[Episode] = field(default_factory=list)
 
     def run(
         self,
@@ -291,6 +293,7 @@ class EpisodeRunner:
                     e.failed,
                 )
         self.last_counts = self._counts(episodes)
+        self.last_episodes = episodes
         return episodes
 
     def close(self) -> None:
