@@ -34,7 +34,14 @@ from rlvr.config.schema import TrainingConfig
 from rlvr.data.prompts import PromptSampler, PromptSet
 from rlvr.parallel.distributed import Dist
 from rlvr.rewards.failures import RewardErrorLog
-from rlvr.rewards.scoring import RewardStats, Scorer, Scores, merge_summaries
+from rlvr.rewards.scoring import (
+    RewardStats,
+    Scorer,
+    Scores,
+    add_env_weighted,
+    env_reward_key,
+    merge_summaries,
+)
 from rlvr.rollout.episodes import Episode, EpisodeRunner
 from rlvr.rollout.guidance import Guides
 
@@ -122,13 +129,6 @@ def answer_ids(c: Completion) -> list[int]:
     return c.token_ids[start:end]
 
 
-def env_reward_key(name: str, labels: Sequence[str]) -> str:
-    """The component name of an environment's reward ``name``: itself, or ``env/<name>`` when
-    a configured reward has that label (config validation refuses such a clash when the
-    environment declares its rewards; an undeclared one is kept apart here)."""
-    return f"env/{name}" if name in labels else name
-
-
 def add_env_rewards(
     items: Sequence[Completion], labels: Sequence[str], weights: dict[str, float]
 ) -> dict[str, RewardStats]:
@@ -138,8 +138,8 @@ def add_env_rewards(
     weighted name no episode returned is there too, its mean NaN)."""
     names = dict.fromkeys([*weights, *(k for c in items for k in c.env_rewards)])
     for c in items:
+        c.score = add_env_weighted(c.score, c.env_rewards, weights)
         for name, value in c.env_rewards.items():
-            c.score += weights.get(name, 1.0) * value
             c.rewards[env_reward_key(name, labels)] = value
         if c.env_rewards:
             c.scored = True
