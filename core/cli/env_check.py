@@ -169,7 +169,7 @@ def check_config(
         max_episode_tokens=max_turns * max_tokens + 4096,
         turn_timeout=turn_timeout,
         episode_timeout=turn_timeout * (max_turns + 2),
-        tool_call_format=tool_format,  # type: ignore[arg-type]
+        tool_call_format=tool_format,
     )
     return RunConfig(
         data=DataConfig(path="-", chat_template=True),
@@ -312,11 +312,11 @@ def env_check(
     for k, (e, c) in enumerate(zip(result.episodes, result.completions, strict=True)):
         lines.append(format_episode(e, tokenizer, k))
         lines.append(_score_line(c))
-    c = result.counts
+    n = result.counts
     lines.append(
-        f"summary: {c['env/episodes']:g} episodes, {c['env/failed']:g} failed, turns "
-        f"{c['env/turns_mean']:.2f} on average, truncated {c['env/truncated_frac']:.0%}, "
-        f"environment tokens {c['env/env_token_frac']:.0%}, {result.seconds:.2f}s"
+        f"summary: {n['env/episodes']:g} episodes, {n['env/failed']:g} failed, turns "
+        f"{n['env/turns_mean']:.2f} on average, truncated {n['env/truncated_frac']:.0%}, "
+        f"environment tokens {n['env/env_token_frac']:.0%}, {result.seconds:.2f}s"
     )
     return lines, result
 
