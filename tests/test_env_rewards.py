@@ -426,3 +426,34 @@ def test_the_reasoning_gym_examples_validate_and_name_their_accuracy(name, tiny_
     assert correctness(config).label == "strict"
     if config.environment is not None and config.environment.name == "reasoning_gym":
         assert config.environment.params.feedback_turns == 1
+
+
+def test_eval_and_training_weight_the_environment_rewards_alike(tmp_path, eos_model_dir):
+    """A weight-0 environment reward is logged only, in ``rlvr eval`` as in training: every
+    sample's total is the same weighted sum on both paths, and eval reports the environment's
+    rewards beside the configured ones."""
+    config = train_config(tmp_path, eos_model_dir, reward_weights={"solved": 2.0, "rank": 0.0})
+    config["training"]["max_steps"] = 1
+    host = create_host(plugins=[JudgePlugin()])
+    rlvr.train(config, progress=False, host=host)
+    summary = rlvr.evaluate(config, k=2, output=tmp_path / "eval", host=host)
+
+    def total(s):
+        env = s["env_rewards"]
+        return (
+            0.5 * s["rewards"]["format"]
+            + 2.0 * env.get("solved", 0.0)
+            + env.get("turns", 0.0)
+            + 0.0 * env.get("rank", 0.0)
+        )
+
+    trained = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").open()]
+    evaluated = [json.loads(line) for line in (tmp_path / "eval" / "samples.jsonl").open()]
+    for samples in (trained, evaluated):
+        scored = [s for s in samples if "failed" not in s]
+        assert scored and any(s["env_rewards"].get("rank") == 1.0 for s in scored)
+        for s in scored:
+            assert s["reward"] == pytest.approx(total(s)), s
+            assert {k: s["rewards"][k] for k in s["env_rewards"]} == s["env_rewards"]
+    for name in ("format", "solved", "turns", "rank"):
+        assert summary[f"rewards/{name}/none_count"] is not None, name

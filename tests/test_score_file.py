@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import rlvr
+from rlvr.api.host import create_host
 from rlvr.cli.main import main
+from rlvr.config.schema import load_config
+from rlvr.rewards.score_file import score_file
 
 # Shipped with the repository (tests/faults/ has a conftest too, so no `from conftest import`).
 GSM8K_DIR = Path(__file__).resolve().parents[1] / "examples" / "data" / "gsm8k"
@@ -79,3 +83,48 @@ def test_rescore_an_eval_samples_file(tmp_path, capsys):
     assert [r["rewards"]["answer"] for r in scored] == [1.0, 0.0]
     assert all("reward_errors" not in r for r in scored)
     assert scored[0]["row"] == rows[0]  # the line is written back as it came, plus the scores
+
+
+class WeighedPlugin:
+    """An environment that declares two rewards (never run: only its names are read)."""
+
+    @rlvr.hookimpl
+    def rlvr_register_environments(self, register):
+        register(
+            rlvr.Environment(
+                name="weighed",
+                params=rlvr.Params,
+                factory=lambda params, run: None,
+                description="declares solved and rank",
+                rewards=lambda params: ("solved", "rank"),
+            )
+        )
+
+
+def test_rows_of_a_multi_turn_run_keep_their_environment_rewards_weighted(tmp_path):
+    """A multi-turn run's samples.jsonl rescored: the environment's rewards join ``rewards``
+    and the total with ``environment.reward_weights``, as in training (weight 0: not counted)."""
+    host = create_host(plugins=[WeighedPlugin()])
+    config = load_config(
+        {
+            "rewards": [{"name": "format", "weight": 0.5}],
+            "environment": {"name": "weighed", "reward_weights": {"solved": 2.0, "rank": 0.0}},
+        },
+        host,
+        require=("rewards",),
+        training=False,
+    )
+    src = tmp_path / "samples.jsonl"
+    rows = [
+        {"prompt": "p", "completion": "no tags", "env_rewards": {"solved": 1.0, "rank": 1.0}},
+        {"prompt": "p", "completion": "none either", "env_rewards": {"rank": 1.0}},
+        {"prompt": "q", "completion": "x", "env_rewards": {"solved": "yes"}},
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "scored.jsonl"
+    report = score_file(config, host, src, out, workers=0, progress=False)
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["reward"] for r in scored] == [2.0, 0.0]  # format 0 here; rank weighs 0
+    assert scored[0]["rewards"] == {"format": 0.0, "solved": 1.0, "rank": 1.0}
+    assert report.summary["rank"].mean == 1.0 and report.summary["solved"].none_count == 1
+    assert report.bad_rows == ["line 3: `env_rewards` must map names to finite numbers"]

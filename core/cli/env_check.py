@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,6 @@ from pydantic import ValidationError
 
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host, build_generator
-from rlvr.api.registration import Sample
 from rlvr.api.runtime import RunInfo, SamplingParams
 from rlvr.config.schema import (
     ConfigError,
@@ -31,23 +32,17 @@ from rlvr.config.schema import (
     EnvironmentEntry,
     ModelConfig,
     RunConfig,
+    TrainingConfig,
     apply_overrides,
     load_config,
 )
-from rlvr.data.prompts import load_rows
+from rlvr.data.prompts import PromptSet, load_rows
 from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.model.tiny import build_tiny_model
 from rlvr.rewards.scoring import Scorer
-from rlvr.rollout.envcheck import (
-    DEFAULT_ROWS,
-    EpisodeRun,
-    ScriptedGenerator,
-    check_episodes,
-    format_episode,
-    run_episodes,
-)
-from rlvr.rollout.episodes import Episode, EpisodeLimits
-from rlvr.rollout.tools import tool_call_format
+from rlvr.rollout.envcheck import DEFAULT_ROWS, ScriptedGenerator, check_episodes, format_episode
+from rlvr.rollout.episodes import Episode, episode_runner
+from rlvr.rollout.runner import Completion, sample_and_score
 
 
 def read_script(path: str | Path) -> list[str]:
@@ -123,7 +118,14 @@ def from_config(
     trust_remote_code: bool = False,
 ) -> RunConfig:
     """The run config ``path`` with ``--set KEY=VALUE`` applied to its environment's params;
-    ``name``, when given, must be its environment."""
+    ``name``, when given, must be its environment, or is it when the config has no
+    ``environment:`` section (a single-turn config checked with ``rlvr env check NAME -c``)."""
+
+    def named(data: dict[str, Any]) -> dict[str, Any]:
+        if name is None or data.get("environment"):
+            return data
+        return {**data, "environment": {"name": name}}
+
     config = load_config(
         path,
         host,
@@ -132,6 +134,7 @@ def from_config(
         training=False,
         allow_code=allow_code,
         trust_remote_code=trust_remote_code,
+        amend=named,
     )
     entry = config.environment
     assert entry is not None  # required above
@@ -141,6 +144,49 @@ def from_config(
             "check the config's"
         )
     return config
+
+
+def check_config(
+    host: Host,
+    name: str,
+    overrides: Sequence[str],
+    *,
+    max_turns: int,
+    max_tokens: int,
+    turn_timeout: float,
+    tool_format: str,
+    seed: int,
+) -> RunConfig:
+    """The run config ``rlvr env check NAME`` runs episodes with, without a config file: the
+    environment with its ``--set`` params and the command's limits, rows rendered with the chat
+    template, no rewards (the environment's own rewards still count)."""
+    _, params = environment_params(host, name, overrides)
+    entry = EnvironmentEntry(
+        name=name,
+        params=params,
+        max_turns=max_turns,
+        # room for the environment's messages too
+        max_episode_tokens=max_turns * max_tokens + 4096,
+        turn_timeout=turn_timeout,
+        episode_timeout=turn_timeout * (max_turns + 2),
+        tool_call_format=tool_format,
+    )
+    return RunConfig(
+        data=DataConfig(path="-", chat_template=True),
+        environment=entry,
+        training=TrainingConfig(max_completion_length=max_tokens, temperature=1.0, seed=seed),
+    )
+
+
+@dataclass
+class EpisodeRun:
+    """What ``rlvr env check`` ran: the episodes, their scored completions (same order), the
+    wall time they took and their ``env/...`` counts."""
+
+    episodes: list[Episode]
+    completions: list[Completion]
+    seconds: float
+    counts: dict[str, float]
 
 
 def env_check(
@@ -162,36 +208,46 @@ def env_check(
     """Check environment ``name`` and run ``episodes`` episodes; the lines to print and the
     episodes. Raises :class:`~rlvr.api.errors.RlvrError` (conformance problems included).
 
-    With a run ``config`` (:func:`from_config`), its environment entry (params and limits),
-    data (rows, prompt field, system prompt), model and sampling settings are used unless an
-    argument says otherwise, and its rewards score each episode's last assistant message."""
+    The episodes run and are scored as training runs and scores them
+    (:func:`~rlvr.rollout.episodes.episode_runner`,
+    :func:`~rlvr.rollout.runner.sample_and_score`). With a run ``config``
+    (:func:`from_config`), its environment entry (params and limits), data (rows, prompt
+    field, system prompt), model, sampling settings and rewards are used unless an argument
+    says otherwise; without one, the arguments' limits and no configured rewards."""
     if episodes < 1:
         raise RlvrError(f"--episodes must be at least 1 (got {episodes})")
-    entry: EnvironmentEntry | None = None
-    data_cfg: DataConfig | None = None
-    if config is not None:
-        entry, data_cfg = config.environment, config.data
-        assert entry is not None
-        name, record, params = entry.name, host.get("environment", entry.name), entry.params
-        max_turns, turn_timeout = entry.max_turns, entry.turn_timeout
-        max_tokens = config.training.max_completion_length
-        if model is None and script is None and config.model is not None:
-            model = config.model.name_or_path
-        if tool_format == "auto":
-            tool_format = entry.tool_call_format
-    else:
+    if config is None:
         if name is None:
             raise RlvrError("give the environment's NAME, or a run config with --config")
-        record, params = environment_params(host, name, overrides)
+        tool_format = "hermes" if model is None and tool_format == "auto" else tool_format
+        # (the tiny model stands in for a model whose template has tools)
+        config = check_config(
+            host,
+            name,
+            overrides,
+            max_turns=max_turns,
+            max_tokens=max_tokens,
+            turn_timeout=turn_timeout,
+            tool_format=tool_format,
+            seed=seed,
+        )
+    else:
+        if model is None and script is None and config.model is not None:
+            model = config.model.name_or_path
+        if config.data is None:  # the built-in rows, rendered with the chat template
+            config = config.model_copy(update={"data": DataConfig(path="-", chat_template=True)})
+    entry, data_cfg = config.environment, config.data
+    assert entry is not None and data_cfg is not None
+    name, record, params = entry.name, host.get("environment", entry.name), entry.params
     if data is not None:
         rows = read_rows(data)
-    elif data_cfg is not None:
+    elif data_cfg.path != "-":
         rows = load_rows(data_cfg)[: max(episodes, 2)]
     else:
         rows = list(DEFAULT_ROWS)
     messages = read_script(script) if script is not None else None
     checked = check_episodes(
-        record, params, rows=rows, script=messages, timeout=turn_timeout, data=data_cfg
+        record, params, rows=rows, script=messages, timeout=entry.turn_timeout, data=data_cfg
     )
     lines = [
         f"environment {name!r}" + (f" ({record.dist})" if record.dist else "") + f": {params!r}",
@@ -207,95 +263,79 @@ def env_check(
         else:
             directory = model
         model_cfg = ModelConfig(name_or_path=directory)
-        if config is not None and config.model is not None:
+        if config.model is not None:
             model_cfg = config.model.model_copy(update={"name_or_path": directory})
         try:
             policy, tokenizer = load_policy(model_cfg, device="cpu", dtype=torch.float32)
         except OSError as exc:
             raise RlvrError(f"--model {directory!r}: cannot load it ({exc})") from None
         eos = eos_token_ids(policy, tokenizer)
+        run = RunInfo.from_config(config, num_generations=1, multi_turn=True)
         if messages is not None:
             generator: Any = ScriptedGenerator(tokenizer, messages, eos[0])
-            turns = min(max_turns, len(messages))
-            turn_tokens = max(len(tokenizer(m)["input_ids"]) for m in messages) + 1
+            turns = min(entry.max_turns, len(messages))
+            config = config.model_copy(
+                update={"environment": entry.model_copy(update={"max_turns": turns})}
+            )
             what = f"the script {script} ({len(messages)} messages)"
         else:
             hf = host.get("backend", "hf")
-            run = RunInfo(max_completion_length=max_tokens, num_generations=1, seed=seed)
             generator = build_generator(hf, hf.params(), run, policy, tokenizer)
-            turns, turn_tokens = max_turns, max_tokens
             what = f"the model {model}" if model else "a tiny random model (--model for yours)"
-        sampling = SamplingParams(max_tokens=turn_tokens, temperature=1.0, seed=seed)
-        if config is not None:
-            sampling = SamplingParams.from_training(config.training, seed)
-        template = getattr(tokenizer, "chat_template", None)
-        parse = tool_call_format(template, tool_format)
-        if model is None and tool_format == "auto":
-            parse = "hermes"  # the tiny model stands in for a model whose template has tools
-        budget = entry.max_episode_tokens if entry is not None else None
-        limits = EpisodeLimits(
-            max_turns=turns,
-            max_tokens=budget or turns * turn_tokens + 4096,
-            turn_timeout=turn_timeout,
-            episode_timeout=turn_timeout * (turns + 2),
-            tool_call_format=parse,
-        )
-        result = run_episodes(
-            record,
-            params,
-            generator=generator,
-            tokenizer=tokenizer,
-            eos_ids=eos,
-            rows=rows,
-            episodes=episodes,
-            limits=limits,
-            max_turn_tokens=turn_tokens,
-            sampling=sampling,
-            data=data_cfg,
+        prompts = PromptSet(rows, data_cfg, tokenizer, None)
+        runner = episode_runner(config, host, run, generator, prompts, eos)
+        parse = runner.limits.tool_call_format
+        sampling = SamplingParams.from_training(config.training, seed)
+        labels = [e.key for e in config.rewards]
+        t0 = time.perf_counter()
+        try:
+            with Scorer.for_config(config, host, workers=0) as scorer:
+                got = sample_and_score(
+                    runner,
+                    scorer,
+                    prompts,
+                    [i % len(rows) for i in range(episodes)],
+                    1,
+                    sampling,
+                    labels,
+                    backend="script" if messages is not None else "hf",
+                )
+        finally:
+            runner.close()
+        result = EpisodeRun(
+            runner.last_episodes, got.items, time.perf_counter() - t0, dict(runner.last_counts)
         )
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     lines.append(f"{episodes} episode(s), policy: {what}, tool calls read as {parse}")
-    scored = _score(config, host, result.episodes) if config and config.rewards else None
-    for k, e in enumerate(result.episodes):
+    for k, (e, c) in enumerate(zip(result.episodes, result.completions, strict=True)):
         lines.append(format_episode(e, tokenizer, k))
-        if scored is not None:
-            lines.append(f"config rewards (of the last assistant message): {scored[k]}")
-    c = result.counts
+        lines.append(_score_line(c))
+    n = result.counts
     lines.append(
-        f"summary: {c['env/episodes']:g} episodes, {c['env/failed']:g} failed, turns "
-        f"{c['env/turns_mean']:.2f} on average, truncated {c['env/truncated_frac']:.0%}, "
-        f"environment tokens {c['env/env_token_frac']:.0%}, {result.seconds:.2f}s"
+        f"summary: {n['env/episodes']:g} episodes, {n['env/failed']:g} failed, turns "
+        f"{n['env/turns_mean']:.2f} on average, truncated {n['env/truncated_frac']:.0%}, "
+        f"environment tokens {n['env/env_token_frac']:.0%}, {result.seconds:.2f}s"
     )
     return lines, result
 
 
-def _score(config: RunConfig, host: Host, episodes: list[Episode]) -> list[str]:
-    """Each episode's config rewards, as the trainer scores its last assistant message."""
-    samples = [
-        Sample(
-            completion=e.final_text,
-            prompt=str(e.row.get(config.data.prompt_field if config.data else "prompt", "")),
-            row=e.row,
-            num_tokens=sum(e.action_mask),
-            group=e.prompt_index,
-        )
-        for e in episodes
-    ]
-    with Scorer.for_config(config, host, workers=0) as scorer:
-        scores = scorer.score(samples, by_group=True)
-    out = []
-    for i, e in enumerate(episodes):
-        if e.failed:
-            out.append("not scored (the episode failed)")
-            continue
-        each = ", ".join(
-            f"{label}={'None' if v[i] is None else f'{v[i]:g}'}"
-            for label, v in scores.per_reward.items()
-        )
-        out.append(f"{each}; weighted sum {scores.total[i]:g}")
-    return out
+def _score_line(c: Completion) -> str:
+    """An episode's rewards as training scores it: each reward (the configured ones of its
+    last assistant message, the environment's), then the total with their weights."""
+    if c.failed:
+        return "score: none (the episode failed: not scored, as in training)"
+    each = ", ".join(f"{k}={'None' if v is None else f'{v:g}'}" for k, v in c.rewards.items())
+    return f"score: {each or 'no rewards'}; weighted total {c.score:g} (as training scores it)"
 
 
-__all__ = ["env_check", "environment_params", "from_config", "read_rows", "read_script"]
+__all__ = [
+    "EpisodeRun",
+    "check_config",
+    "env_check",
+    "environment_params",
+    "from_config",
+    "read_rows",
+    "read_script",
+]

@@ -221,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         default=None,
         metavar="NAME",
-        help="the environment (rlvr plugins lists them); with --config, the config's",
+        help="the environment (rlvr plugins lists them); with --config, the config's (or its "
+        "environment, when the config has no environment: section)",
     )
     p.add_argument(
         "--set",

@@ -104,15 +104,7 @@ from rlvr.rewards.failures import ERRORS_FILE, RewardErrorLog
 from rlvr.rewards.functions import FUNCTION_REWARD
 from rlvr.rewards.scoring import RewardStats, Scorer, merge_summaries, score_entries
 from rlvr.rollout.episodes import EpisodeRunner, episode_runner
-from rlvr.rollout.runner import (
-    Completion,
-    episode_completion,
-    generate,
-    merge_episode_counts,
-    sample_record,
-    score,
-    step_seed,
-)
+from rlvr.rollout.runner import merge_episode_counts, sample_and_score, sample_record, step_seed
 
 logger = logging.getLogger("rlvr.evaluation.evaluate")
 
@@ -812,32 +804,26 @@ def _sample_and_score(
             indices, _ = dist.shard(every)
             if not indices:
                 continue
-            sampling = evaluation.sampling(call, dist.rank)
-            t0 = time.perf_counter()
-            items: list[Completion]
-            if runner is not None:
-                episodes = runner.run(indices, k, sampling, first_group=first, step=step or 0)
-                env_counts.append(runner.last_counts)
-                items = [episode_completion(e) for e in episodes]
-            else:
-                items = generate(generator, prompts, indices, k, sampling, backend=backend_name)
-            t1 = time.perf_counter()
-            # A failed episode is not scored (as in training): it has no answer to judge.
-            scored = [c for c in items if c.failed is None]
-            scores = score(
+            got = sample_and_score(
+                runner if runner is not None else generator,
                 scorer,
                 prompts,
-                scored,
+                indices,
+                k,
+                evaluation.sampling(call, dist.rank),
                 evaluation.labels,
-                reward_errors=reward_errors,
+                backend=backend_name,
+                first_group=first,
                 step=step,
+                reward_errors=reward_errors,
                 state=TrainerState(global_step=step or 0),  # the steps done when it runs
             )
-            for c in scored:
-                c.score += sum(c.env_rewards.values())
-            score_time += time.perf_counter() - t1
-            gen_time += t1 - t0
-            summaries.append(scores.summary())
+            if got.episode_counts is not None:
+                env_counts.append(got.episode_counts)
+            gen_time += got.generation_time
+            score_time += got.scoring_time
+            summaries.append(got.summary)
+            items = got.items
             for j, c in enumerate(items):
                 record = {
                     "index": c.prompt_index,

@@ -19,7 +19,14 @@ from tqdm import tqdm
 from rlvr.api.host import Host
 from rlvr.api.registration import Sample
 from rlvr.rewards.failures import RewardErrorLog
-from rlvr.rewards.scoring import RewardStats, Scorer, merge_summaries, score_entries
+from rlvr.rewards.scoring import (
+    RewardStats,
+    Scorer,
+    add_env_weighted,
+    env_reward_key,
+    merge_summaries,
+    score_entries,
+)
 
 
 @dataclass
@@ -73,6 +80,12 @@ def parse_row(line: str, lineno: int) -> tuple[Sample | None, dict[str, Any] | N
     nested = row.get("row")
     fields = {**row, **nested} if isinstance(nested, dict) else row
     text = prompt if isinstance(prompt, str) else json.dumps(prompt)
+    env = row.get("env_rewards", {})
+    numbers_only = isinstance(env, dict) and all(
+        isinstance(v, int | float) and math.isfinite(v) for v in env.values()
+    )
+    if not numbers_only:
+        return None, None, f"line {lineno}: `env_rewards` must map names to finite numbers"
     sample = Sample(
         completion=completion,
         prompt=text,
@@ -98,7 +111,11 @@ def score_file(
 
     A batched reward (a TRL-style ``callable``) is called once on the rows that share a
     ``prompt`` (within a batch of about ``batch_size`` rows, which never splits adjacent rows
-    of one prompt), with ``completion_ids=None``: a file has texts, not tokens."""
+    of one prompt), with ``completion_ids=None``: a file has texts, not tokens.
+
+    A row of a multi-turn run's ``samples.jsonl`` keeps its environment's rewards
+    (``env_rewards``): they join ``rewards`` and the total with the config's
+    ``environment.reward_weights``, as in training and ``rlvr eval``."""
     report = ScoreReport()
     summaries = []
     totals: list[float] = []
@@ -106,6 +123,9 @@ def score_file(
     lines = Path(input_path).read_text(encoding="utf-8").splitlines()
     bar = tqdm(total=len(lines), unit="row", disable=not progress, file=sys.stderr)
     entries = score_entries(config, host)
+    labels = [e.label for e in entries]
+    environment = getattr(config, "environment", None)
+    weights = dict(environment.reward_weights) if environment is not None else {}
     failures = RewardErrorLog(entries, None, echo=lambda message: bar.write(message, sys.stderr))
     with (
         Scorer(entries, workers=workers) as scorer,
@@ -116,11 +136,17 @@ def score_file(
         def flush() -> None:
             scores = scorer.score([s for s, _ in batch], by_group=True)
             failures.report(scores, [s for s, _ in batch])  # first tracebacks, on_error: raise
-            summaries.append(scores.summary())
-            totals.extend(scores.total)
+            named = [row.get("env_rewards", {}) for _, row in batch]
+            env = {
+                env_reward_key(name, labels): RewardStats.of([n.get(name) for n in named])
+                for name in dict.fromkeys(k for n in named for k in n)
+            }
+            summaries.append(scores.summary() | env)
             for i, (_, row) in enumerate(batch):
                 row["rewards"] = {k: v[i] for k, v in scores.per_reward.items()}
-                row["reward"] = scores.total[i]
+                row["rewards"] |= {env_reward_key(k, labels): v for k, v in named[i].items()}
+                row["reward"] = add_env_weighted(scores.total[i], named[i], weights)
+                totals.append(row["reward"])
                 errors = {k: v[i] for k, v in scores.failures.items() if i in v}
                 if errors:  # why a reward has its fallback value in this row
                     row["reward_errors"] = errors

@@ -11,7 +11,7 @@ group's baseline and give it advantage 0, as TRL does. A call that fails gets it
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +117,24 @@ def merge_summaries(summaries: Iterable[dict[str, RewardStats]]) -> dict[str, Re
         for label, stats in summary.items():
             merged[label] = merged[label].merge(stats) if label in merged else stats
     return merged
+
+
+def env_reward_key(name: str, labels: Sequence[str]) -> str:
+    """The component name of an environment's reward ``name``: itself, or ``env/<name>`` when
+    a configured reward has that label (config validation refuses such a clash when the
+    environment declares its rewards; an undeclared one is kept apart here)."""
+    return f"env/{name}" if name in labels else name
+
+
+def add_env_weighted(
+    total: float, named: Mapping[str, float], weights: Mapping[str, float]
+) -> float:
+    """``total`` plus each of an environment's ``named`` rewards times its weight in
+    ``environment.reward_weights`` (1.0 when not listed; 0: logged, not counted): how
+    training, evaluation and ``rlvr rewards score`` all add them to a sample's score."""
+    for name, value in named.items():
+        total += weights.get(name, 1.0) * value
+    return total
 
 
 @dataclass

@@ -5,14 +5,16 @@ and a few episodes against a policy, printed with their loss mask (``rlvr env ch
 answers them with scripted assistant messages, and checks what comes back (an
 :class:`~rlvr.api.runtime.EpisodeStart` with messages, valid tool schemas, an
 :class:`~rlvr.api.runtime.EnvResponse` with finite named rewards, a ``close`` that works even
-right after ``start``). It then runs two episodes concurrently and compares one of them with the
-same episode run alone: an environment that keeps an episode's state on itself instead of in
-``state`` gives another answer when a second episode runs beside it, which is what training
-does (the episodes of a group share one environment object). ``rlvr.testing.check_environment``
-and ``rlvr env check`` both call it; every problem is an :class:`EnvironmentCheckError` saying
-what to fix.
+right after ``start``), each output by training's own validator
+(:mod:`rlvr.rollout.env_outputs`) and each call on training's event loop with its timeout (a
+call that blocks the loop fails the check instead of hanging it). It then runs two episodes
+concurrently and compares one of them with the same episode run alone: an environment that
+keeps an episode's state on itself instead of in ``state`` gives another answer when a second
+episode runs beside it, which is what training does (the episodes of a group share one
+environment object). ``rlvr.testing.check_environment`` and ``rlvr env check`` both call it;
+every problem is an :class:`EnvironmentCheckError` saying what to fix.
 
-:func:`run_episodes` then runs real episodes through the trainer's own
+``rlvr env check`` then runs real episodes through the trainer's own
 :class:`~rlvr.rollout.episodes.EpisodeRunner` (the same rendering, tokenizing and loss mask),
 sampling from a model or replaying a script (:class:`ScriptedGenerator`), and
 :func:`format_episode` shows which tokens would be trained.
@@ -20,11 +22,7 @@ sampling from a model or replaying a script (:class:`ScriptedGenerator`), and
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
-import math
-import numbers
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,15 +40,10 @@ from rlvr.api.runtime import (
     SamplingParams,
 )
 from rlvr.config.schema import DataConfig
-from rlvr.data.prompts import PromptSet, prompt_messages
-from rlvr.rollout.episodes import Episode, EpisodeLimits, EpisodeRunner
+from rlvr.data.prompts import prompt_messages
+from rlvr.rollout.env_outputs import response_problem, reward_values, start_problem
+from rlvr.rollout.episodes import EnvironmentLoop, Episode
 from rlvr.rollout.tools import parse_tool_calls
-
-try:  # a full JSON Schema check of tool parameters where jsonschema is installed
-    from jsonschema import SchemaError  # type: ignore[import-untyped]
-    from jsonschema.validators import validator_for  # type: ignore[import-untyped]
-except ImportError:  # pragma: no cover - the structural checks below still run
-    validator_for = None
 
 #: Rows the checks start episodes on when none are given: a prompt and an ``answer`` field.
 DEFAULT_ROWS: tuple[dict[str, Any], ...] = (
@@ -123,7 +116,12 @@ def check_episodes(
 ) -> list[Transcript]:
     """Run the episode protocol of ``record`` (with validated ``params``) without a model and
     check each step; the episodes run alone, one per row, then two side by side. Raises
-    :class:`EnvironmentCheckError`; returns the episodes run alone."""
+    :class:`EnvironmentCheckError`; returns the episodes run alone.
+
+    Each call runs on training's :class:`~rlvr.rollout.episodes.EnvironmentLoop` with
+    ``timeout``, so a call that blocks the event loop (a synchronous ``time.sleep``) fails the
+    check within about ``timeout`` seconds instead of hanging it, and every output goes through
+    training's validator (:mod:`rlvr.rollout.env_outputs`)."""
     label = f"environment {record.name!r}" + (f" (from {record.dist})" if record.dist else "")
     given = [dict(r) for r in (rows if rows is not None else DEFAULT_ROWS)]
     if not given:
@@ -140,171 +138,105 @@ def check_episodes(
         raise EnvironmentCheckError(
             f"{label}: factory(params, run) raised {type(exc).__name__}: {exc}"
         ) from exc
-    checker = _Checker(label, env, script, timeout, data)
+    checker = _Checker(label, env, script, timeout, data, record.rewards(params))
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # the usual case: no event loop in this thread
-        return asyncio.run(checker.all(given))
-    # called from async code (an async test): a loop of its own, in a thread of its own
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, checker.all(given)).result()
+        return checker.all(given)
+    finally:
+        checker.loop.close()
 
 
 class _Checker:
     def __init__(
-        self, label: str, env: Any, script: list[str], timeout: float, data: DataConfig | None
+        self,
+        label: str,
+        env: Any,
+        script: list[str],
+        timeout: float,
+        data: DataConfig | None,
+        declared: tuple[str, ...] | None,
     ):
         self.label, self.env, self.script = label, env, script
-        self.timeout, self.data = timeout, data
+        self.timeout, self.data, self.declared = timeout, data, declared
+        self.loop = EnvironmentLoop()
 
     def fail(self, message: str) -> EnvironmentCheckError:
         return EnvironmentCheckError(f"{self.label}: {message}")
 
-    async def call(self, what: str, coro: Any) -> Any:
-        try:
-            async with asyncio.timeout(self.timeout):
-                return await coro
-        except TimeoutError:
-            raise self.fail(
-                f"{what} did not return within {self.timeout:g}s (a synchronous wait inside an "
-                "async method? hand blocking work to asyncio.to_thread)"
-            ) from None
-        except EnvironmentCheckError:
-            raise
-        except BaseException as exc:
-            raise self.fail(
-                f"{what} raised {type(exc).__name__}: {exc} (an environment answers whatever "
-                "the model writes; raise only when the episode cannot go on)"
-            ) from exc
+    def call(self, what: str, coro: Any) -> Any:
+        return self.calls(what, [coro])[0]
 
-    async def all(self, rows: list[dict[str, Any]]) -> list[Transcript]:
+    def calls(self, what: str, coros: list[Any]) -> list[Any]:
+        """Run ``coros`` concurrently on the environment loop, each within the timeout."""
+        out = []
+        for value, cause, _ in self.loop.run([(c, self.timeout) for c in coros]):
+            if cause is None:
+                out.append(value)
+            elif cause.startswith(("timed out", "blocked")):
+                raise self.fail(
+                    f"{what} {cause} (a synchronous wait inside an async method? hand blocking "
+                    "work to asyncio.to_thread)"
+                )
+            else:
+                raise self.fail(
+                    f"{what} {cause} (an environment answers whatever the model writes; raise "
+                    "only when the episode cannot go on)"
+                )
+        return out
+
+    def all(self, rows: list[dict[str, Any]]) -> list[Transcript]:
         # close right after start: an episode may end before its first turn (a prompt too long)
-        start = await self.start(rows[0], "row 0")
-        await self.call("close(state) right after start", self.env.close(start.state))
-        alone = [await self.episode(row, f"row {i}") for i, row in enumerate(rows)]
-        await self.interference(rows, alone[0])
+        start = self.start(rows[0], "row 0")
+        self.call("close(state) right after start", self.env.close(start.state))
+        alone = [self.episode(row, f"row {i}") for i, row in enumerate(rows)]
+        self.interference(rows, alone[0])
         return alone
 
-    async def start(self, row: dict[str, Any], where: str) -> EpisodeStart:
-        coro = self.env.start(dict(row), row_prompt(row, self.data))
-        out = await self.call(f"start(row, prompt) on {where}", coro)
-        if not isinstance(out, EpisodeStart):
-            raise self.fail(f"start on {where} returned {out!r}; return rlvr.EpisodeStart(...)")
-        if not isinstance(out.messages, list) or not out.messages:
-            raise self.fail(
-                f"start on {where} returned no messages ({out.messages!r}); the model needs a "
-                "conversation to answer (return the prompt it receives, at least)"
-            )
-        self.messages(f"start on {where}", out.messages)
-        if out.messages[-1].get("role") == "assistant":
-            raise self.fail(
-                f"start on {where}: the last message is the assistant's; the model answers next, "
-                "so end with a user (or tool) message"
-            )
-        if out.tools is not None:
-            self.tools(where, out.tools)
+    def start(self, row: dict[str, Any], where: str) -> EpisodeStart:
+        return self.starts([(row, where)])[0]
+
+    def starts(self, rows: list[tuple[dict[str, Any], str]]) -> list[EpisodeStart]:
+        coros = [self.env.start(dict(row), row_prompt(row, self.data)) for row, _ in rows]
+        out = self.calls(f"start(row, prompt) on {rows[0][1]}", coros)
+        for (_, where), value in zip(rows, out, strict=True):
+            why = start_problem(value)
+            if why is not None:
+                raise self.fail(f"start on {where} {why}")
         return out
 
-    def messages(self, where: str, messages: Any) -> None:
-        if not isinstance(messages, list):
-            raise self.fail(f"{where}: messages must be a list of dicts, got {messages!r}")
-        for k, m in enumerate(messages):
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                raise self.fail(
-                    f"{where}: message {k} is {m!r}; each is a dict with a 'role' and 'content'"
-                )
-            content = m.get("content")
-            if not isinstance(content, str) and not (content is None and m.get("tool_calls")):
-                raise self.fail(
-                    f"{where}: message {k} has content {content!r}; the chat template needs "
-                    "text (json.dumps a structured tool result)"
-                )
-        try:
-            json.dumps(messages)
-        except (TypeError, ValueError) as exc:
-            raise self.fail(
-                f"{where}: the messages are not JSON-serializable ({exc}); they are written to "
-                "samples.jsonl"
-            ) from None
-
-    def tools(self, where: str, tools: Any) -> None:
-        if not isinstance(tools, list):
-            raise self.fail(f"start on {where}: tools must be a list of schemas, got {tools!r}")
-        for k, schema in enumerate(tools):
-            fn = schema.get("function") if isinstance(schema, dict) else None
-            if not (isinstance(schema, dict) and schema.get("type") == "function" and fn):
-                raise self.fail(
-                    f"start on {where}: tools[{k}] is {schema!r}; a tool is "
-                    '{"type": "function", "function": {"name", "description", "parameters"}} '
-                    "(rlvr.tool_schema(fn) writes one)"
-                )
-            name = fn.get("name")
-            params = fn.get("parameters", {"type": "object", "properties": {}})
-            if not isinstance(name, str) or not name:
-                raise self.fail(f"start on {where}: tools[{k}] has no function name")
-            if not isinstance(params, dict) or params.get("type") != "object":
-                raise self.fail(
-                    f"start on {where}: tool {name!r}: parameters must be a JSON schema of "
-                    f'type "object", got {params!r}'
-                )
-            if validator_for is not None:
-                try:
-                    validator_for(params).check_schema(params)
-                except SchemaError as exc:
-                    raise self.fail(
-                        f"start on {where}: tool {name!r}: parameters are not a valid JSON "
-                        f"schema: {exc.message}"
-                    ) from None
-
-    async def respond(self, state: Any, text: str, where: str) -> EnvResponse:
+    def responds(self, states: list[Any], text: str, where: str) -> list[EnvResponse]:
         message = assistant_message(text)
-        out = await self.call(f"respond(state, message) {where}", self.env.respond(state, message))
-        if not isinstance(out, EnvResponse):
-            raise self.fail(f"respond {where} returned {out!r}; return rlvr.EnvResponse(...)")
-        if not isinstance(out.done, bool):
-            raise self.fail(f"respond {where}: done is {out.done!r}, not a bool")
-        self.messages(f"respond {where}", out.messages)
-        if not out.done and not out.messages:
-            raise self.fail(
-                f"respond {where} returned no messages and done=False; the model would answer "
-                "its own message. Say something, or end the episode (done=True)"
-            )
-        if not isinstance(out.rewards, Mapping):
-            raise self.fail(f"respond {where}: rewards must be a dict of name to float")
-        for name, value in out.rewards.items():
-            if not isinstance(name, str) or not name:
-                raise self.fail(f"respond {where}: reward name {name!r} is not a string")
-            number = isinstance(value, numbers.Real) and not isinstance(value, bool)
-            if not number or not math.isfinite(value):
-                raise self.fail(
-                    f"respond {where}: reward {name!r} = {value!r} is not a finite float"
-                )
+        coros = [self.env.respond(state, dict(message)) for state in states]
+        out = self.calls(f"respond(state, message) {where}", coros)
+        for value in out:
+            why = response_problem(value, self.declared)
+            if why is not None:
+                raise self.fail(f"respond {where} {why}")
         return out
 
-    async def episode(self, row: dict[str, Any], where: str) -> Transcript:
+    def episode(self, row: dict[str, Any], where: str) -> Transcript:
         t0 = time.perf_counter()
-        start = await self.start(row, where)
+        start = self.start(row, where)
         t = Transcript(row=row, messages=list(start.messages), tools=start.tools)
         for turn, text in enumerate(self.script):
-            response = await self.respond(start.state, text, f"on {where} turn {turn + 1}")
+            [response] = self.responds([start.state], text, f"on {where} turn {turn + 1}")
             t.messages += [assistant_message(text), *response.messages]
-            t.rewards.update({k: float(v) for k, v in response.rewards.items()})
+            t.rewards.update(reward_values(response.rewards)[0])
             t.turns = turn + 1
             if response.done:
                 t.done = True
                 break
-        await self.call(f"close(state) on {where}", self.env.close(start.state))
+        self.call(f"close(state) on {where}", self.env.close(start.state))
         t.seconds = time.perf_counter() - t0
         return t
 
-    async def interference(self, rows: list[dict[str, Any]], first: Transcript) -> None:
+    def interference(self, rows: list[dict[str, Any]], first: Transcript) -> None:
         """Row 0's episode beside another must be the one it is alone (when the environment is
         deterministic enough to say: the same alone twice)."""
-        again = await self.episode(rows[0], "row 0")
+        again = self.episode(rows[0], "row 0")
         if _answers(again) != _answers(first):
             return  # not deterministic: nothing to compare with
         other = rows[1] if len(rows) > 1 else rows[0]
-        a, b = await asyncio.gather(self.start(rows[0], "row 0"), self.start(other, "row 1"))
+        a, b = self.starts([(rows[0], "row 0"), (other, "row 1")])
         side = Transcript(row=rows[0], messages=list(a.messages))
         ended = [False, False]
         for turn, text in enumerate(self.script):
@@ -312,13 +244,13 @@ class _Checker:
             if not pending:
                 break
             where = f"beside another episode, turn {turn + 1}"
-            out = await asyncio.gather(*(self.respond(s.state, text, where) for _, s in pending))
+            out = self.responds([s.state for _, s in pending], text, where)
             for (k, _), response in zip(pending, out, strict=True):
                 ended[k] = response.done
                 if k == 0:
                     side.messages += [assistant_message(text), *response.messages]
-                    side.rewards.update(response.rewards)
-        await asyncio.gather(self.env.close(a.state), self.env.close(b.state))
+                    side.rewards.update(reward_values(response.rewards)[0])
+        self.calls("close(state)", [self.env.close(a.state), self.env.close(b.state)])
         if _answers(side) != _answers(first):
             raise self.fail(
                 "two episodes run concurrently interfere: row 0's episode went otherwise beside "
@@ -378,54 +310,6 @@ class ScriptedGenerator:
         """Nothing held."""
 
 
-@dataclass
-class EpisodeRun:
-    """Episodes run by :func:`run_episodes`, with the wall time they took."""
-
-    episodes: list[Episode]
-    seconds: float
-    counts: dict[str, float]
-
-
-def run_episodes(
-    record: Environment,
-    params: Any,
-    *,
-    generator: Any,
-    tokenizer: Any,
-    eos_ids: Sequence[int],
-    rows: Sequence[Mapping[str, Any]],
-    episodes: int,
-    limits: EpisodeLimits,
-    max_turn_tokens: int,
-    sampling: SamplingParams,
-    data: DataConfig | None = None,
-) -> EpisodeRun:
-    """``episodes`` episodes (row ``i % len(rows)`` for episode ``i``) through the trainer's
-    :class:`EpisodeRunner`, sampling from ``generator``."""
-    run = RunInfo(max_completion_length=max_turn_tokens, num_generations=1, seed=sampling.seed or 0)
-    env = build_environment(record, params, run)
-    prompts = PromptSet(
-        [dict(r) for r in rows], data or DataConfig(path="-", chat_template=True), tokenizer, None
-    )
-    runner = EpisodeRunner(
-        environment=env,
-        environment_name=record.name,
-        generator=generator,
-        tokenizer=tokenizer,
-        prompts=prompts,
-        limits=limits,
-        max_turn_tokens=max_turn_tokens,
-        eos_ids=list(eos_ids),
-    )
-    t0 = time.perf_counter()
-    try:
-        done = runner.run([i % len(rows) for i in range(episodes)], 1, sampling)
-    finally:
-        runner.close()
-    return EpisodeRun(done, time.perf_counter() - t0, dict(runner.last_counts))
-
-
 def format_episode(e: Episode, tokenizer: Any, index: int = 0) -> str:
     """An episode as text: its prompt, then each run of tokens marked ``sampled`` (loss mask 1:
     trained) or ``environment`` (loss mask 0: read, not trained), its rewards and counts."""
@@ -482,11 +366,9 @@ __all__ = [
     "DEFAULT_ROWS",
     "DEFAULT_SCRIPT",
     "EnvironmentCheckError",
-    "EpisodeRun",
     "ScriptedGenerator",
     "Transcript",
     "assistant_message",
     "check_episodes",
     "format_episode",
-    "run_episodes",
 ]

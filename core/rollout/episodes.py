@@ -34,8 +34,6 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import logging
-import math
-import numbers
 import threading
 import time
 from collections.abc import Coroutine, Sequence
@@ -45,9 +43,7 @@ from typing import Any
 from rlvr.api.host import build_environment
 from rlvr.api.runtime import (
     GROUP_REWARDS,
-    REWARD_LIMIT,
     EnvironmentImpl,
-    EnvResponse,
     EpisodeStart,
     Generator,
     RunInfo,
@@ -55,6 +51,7 @@ from rlvr.api.runtime import (
 )
 from rlvr.config.schema import RunConfig
 from rlvr.data.prompts import PromptSet, prompt_messages
+from rlvr.rollout.env_outputs import response_problem, reward_values, start_problem
 from rlvr.rollout.tools import parse_tool_calls, tool_call_format
 
 logger = logging.getLogger("rlvr.rollout.episodes")
@@ -244,9 +241,14 @@ class EpisodeRunner:
     #: ``environment.reward_weights``: the weight of each named reward in an episode's score
     #: (1.0 for a name not listed); applied by the rollout (:mod:`rlvr.rollout.runner`).
     reward_weights: dict[str, float] = field(default_factory=dict)
+    #: the reward names the environment declares (``Environment(rewards=...)``), the only ones
+    #: an episode may return; None: not declared, any name.
+    declared_rewards: tuple[str, ...] | None = None
     loop: EnvironmentLoop = field(default_factory=EnvironmentLoop)
     #: counts of the last :meth:`run` (``env/<name>`` metrics).
     last_counts: dict[str, float] = field(default_factory=dict)
+    #: the episodes of the last :meth:`run` (``rlvr env check`` prints them).
+    last_episodes: list[Episode] = field(default_factory=list)
 
     def run(
         self,
@@ -291,6 +293,7 @@ class EpisodeRunner:
                     e.failed,
                 )
         self.last_counts = self._counts(episodes)
+        self.last_episodes = episodes
         return episodes
 
     def close(self) -> None:
@@ -328,9 +331,11 @@ class EpisodeRunner:
                 e.failed = f"start {e.failed}"
                 continue
             e.started = True
-            if not isinstance(start, EpisodeStart):
-                e.failed, e.done = f"start returned {type(start).__name__}, not EpisodeStart", True
+            why = start_problem(start)
+            if why is not None:
+                e.failed, e.done = f"start {why}", True
                 continue
+            assert isinstance(start, EpisodeStart)
             e.messages, e.tools, e.state = list(start.messages), start.tools, start.state
             try:
                 e.rendered = self._render(e.messages, e.tools, generation=True)
@@ -383,15 +388,11 @@ class EpisodeRunner:
             if e.failed is not None:
                 e.failed = f"respond {e.failed}"
                 continue
-            if not isinstance(response, EnvResponse):
-                e.failed = f"respond returned {type(response).__name__}, not EnvResponse"
-                e.done = True
-                continue
-            values, why = _reward_values(response.rewards)
+            why = response_problem(response, self.declared_rewards)
             if why is not None:
                 e.failed, e.done = f"respond {why}", True
                 continue
-            e.rewards.update(values)
+            e.rewards.update(reward_values(response.rewards)[0])
             if response.done:
                 e.messages += response.messages
                 e.done = True
@@ -426,8 +427,7 @@ class EpisodeRunner:
             for k, e in enumerate(g):
                 why = cause
                 if why is None:
-                    found = value[k] if isinstance(value[k], dict) else None
-                    values, why = _reward_values(found)
+                    values, why = reward_values(value[k], self.declared_rewards)
                     if why is None:
                         e.rewards.update(values)
                 if why is not None:
@@ -547,29 +547,6 @@ class EpisodeRunner:
         return out
 
 
-def _reward_values(rewards: Any) -> tuple[dict[str, float], str | None]:
-    """``(rewards as floats, None)``, or ``({}, why they are not rewards)``: a mapping of
-    names to finite numbers at most :data:`REWARD_LIMIT` in magnitude (a NaN would make every
-    advantage of the step NaN)."""
-    if not isinstance(rewards, dict):
-        return {}, f"gave rewards {str(rewards)[:80]!r}, not a dict of named values"
-    out: dict[str, float] = {}
-    for name, value in rewards.items():
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            number = math.nan
-        real = isinstance(value, numbers.Real) and math.isfinite(number)
-        if real and abs(number) <= REWARD_LIMIT:
-            out[str(name)] = number
-            continue
-        return {}, (
-            f"gave reward {name!r} the value {str(value)[:80]!r}; a reward is a finite number "
-            f"of at most {REWARD_LIMIT:g} in magnitude"
-        )
-    return out, None
-
-
 def episode_limits(config: RunConfig, tokenizer: Any) -> EpisodeLimits:
     """The limits of ``config``'s environment entry (its token budget resolved; the tool-call
     format read from ``tokenizer``'s chat template when ``auto``)."""
@@ -600,8 +577,9 @@ def episode_runner(
     from ``host``'s record and the entry's params). Close it after use (its event loop)."""
     entry = config.environment
     assert entry is not None  # a multi-turn config has an environment entry
+    record = host.environments[entry.name]
     if environment is None:
-        environment = build_environment(host.environments[entry.name], entry.params, run)
+        environment = build_environment(record, entry.params, run)
     return EpisodeRunner(
         environment=environment,
         environment_name=entry.name,
@@ -613,6 +591,7 @@ def episode_runner(
         eos_ids=eos_ids,
         template_kwargs=dict(getattr(prompts.data, "chat_template_kwargs", None) or {}),
         reward_weights=dict(entry.reward_weights),
+        declared_rewards=record.rewards(entry.params),
     )
 
 

@@ -34,7 +34,14 @@ from rlvr.config.schema import TrainingConfig
 from rlvr.data.prompts import PromptSampler, PromptSet
 from rlvr.parallel.distributed import Dist
 from rlvr.rewards.failures import RewardErrorLog
-from rlvr.rewards.scoring import RewardStats, Scorer, Scores, merge_summaries
+from rlvr.rewards.scoring import (
+    RewardStats,
+    Scorer,
+    Scores,
+    add_env_weighted,
+    env_reward_key,
+    merge_summaries,
+)
 from rlvr.rollout.episodes import Episode, EpisodeRunner
 from rlvr.rollout.guidance import Guides
 
@@ -122,13 +129,6 @@ def answer_ids(c: Completion) -> list[int]:
     return c.token_ids[start:end]
 
 
-def env_reward_key(name: str, labels: Sequence[str]) -> str:
-    """The component name of an environment's reward ``name``: itself, or ``env/<name>`` when
-    a configured reward has that label (config validation refuses such a clash when the
-    environment declares its rewards; an undeclared one is kept apart here)."""
-    return f"env/{name}" if name in labels else name
-
-
 def add_env_rewards(
     items: Sequence[Completion], labels: Sequence[str], weights: dict[str, float]
 ) -> dict[str, RewardStats]:
@@ -138,8 +138,8 @@ def add_env_rewards(
     weighted name no episode returned is there too, its mean NaN)."""
     names = dict.fromkeys([*weights, *(k for c in items for k in c.env_rewards)])
     for c in items:
+        c.score = add_env_weighted(c.score, c.env_rewards, weights)
         for name, value in c.env_rewards.items():
-            c.score += weights.get(name, 1.0) * value
             c.rewards[env_reward_key(name, labels)] = value
         if c.env_rewards:
             c.scored = True
@@ -241,6 +241,131 @@ def score(
         c.scored = scores.scored[i] if scores.scored else True
         c.extra = scores.extra(i)
     return scores
+
+
+# --------------------------------------------------------------------------- sample, then score
+
+
+@dataclass
+class ScoredSamples:
+    """What :func:`sample_and_score` made of one call's prompts."""
+
+    #: every completion sampled (an episode each with an episode runner), failed ones included
+    items: list[Completion]
+    #: the ones scored: ``items`` without the failed episodes (neither scored nor trained on)
+    scored: list[Completion]
+    #: the guide completions of ``training.guidance`` (scored after ``scored``)
+    guides: list[Completion]
+    #: the configured rewards' scores of ``scored + guides``
+    scores: Scores
+    #: per-reward statistics over ``scored`` (not the guides), environment rewards included
+    summary: dict[str, RewardStats]
+    #: the episodes' ``env/...`` counts (``env/failed`` among them); None without episodes
+    episode_counts: dict[str, float] | None
+    generation_time: float
+    scoring_time: float
+
+
+def sample_and_score(
+    source: Generator | EpisodeRunner,
+    scorer: Scorer,
+    prompts: PromptSet,
+    indices: Sequence[int],
+    n: int,
+    sampling: SamplingParams,
+    labels: Sequence[str],
+    *,
+    backend: str,
+    first_group: int = 0,
+    step: int | None = None,
+    guides: Guides | None = None,
+    reward_errors: RewardErrorLog | None = None,
+    state: TrainerState | None = None,
+) -> ScoredSamples:
+    """The one rollout path of training, evaluation and ``rlvr env check``: ``n`` completions
+    of each prompt ``indices[j]`` (in group ``first_group + j``) from ``source``, a generator
+    or a multi-turn :class:`~rlvr.rollout.episodes.EpisodeRunner`; the failed episodes dropped
+    (counted in ``episode_counts``); the rest scored by the rewards (:func:`score`), then the
+    environment's named rewards added with its ``reward_weights`` (:func:`add_env_rewards`).
+    ``guides``: one completion of each group is the row's own solution (not with episodes:
+    config validation refuses that)."""
+    t0 = time.perf_counter()
+    items: list[Completion] = []
+    guided: list[Completion] = []
+    counts = None
+    episodes = source if isinstance(source, EpisodeRunner) else None
+    if indices and episodes is not None:
+        found = episodes.run(indices, n, sampling, first_group, step or 0)
+        counts = episodes.last_counts
+        items = [episode_completion(e) for e in found]
+    elif indices:
+        assert not isinstance(source, EpisodeRunner)
+        items, guided = _sample(source, prompts, indices, n, sampling, backend, first_group, guides)
+    t1 = time.perf_counter()
+    # A failed episode is not scored: its text says nothing about the policy.
+    scored = [c for c in items if c.failed is None]
+    scores = score(
+        scorer,
+        prompts,
+        scored + guided,
+        labels,
+        reward_errors=reward_errors,
+        step=step,
+        state=state,
+    )
+    env_stats = {}
+    if episodes is not None:
+        env_stats = add_env_rewards(scored, labels, episodes.reward_weights)
+    # The reward statistics describe the policy's samples, not the guides.
+    summary = scores.summary(first=len(scored)) | env_stats
+    return ScoredSamples(
+        items, scored, guided, scores, summary, counts, t1 - t0, time.perf_counter() - t1
+    )
+
+
+def _guide_completions(
+    guides: Guides | None, prompts: PromptSet, indices: Sequence[int], first_group: int
+) -> list[Completion]:
+    """The guide completion of each prompt whose solution fits, in its prompt's group."""
+    if guides is None:
+        return []
+    out = []
+    for j, i in enumerate(indices):
+        guide = guides.get(i)
+        if guide is not None:
+            text, ids = guide
+            out.append(Completion(i, first_group + j, prompts[i].ids, ids, text, False, guide=True))
+    return out
+
+
+def _sample(
+    generator: Generator,
+    prompts: PromptSet,
+    indices: Sequence[int],
+    n: int,
+    sampling: SamplingParams,
+    backend: str,
+    first_group: int,
+    guides: Guides | None,
+) -> tuple[list[Completion], list[Completion]]:
+    """``(sampled, guides)``: ``n`` completions of each prompt, one of them the guide where
+    the prompt has one that fits."""
+    found = _guide_completions(guides, prompts, indices, first_group)
+    guided = {c.prompt_index for c in found}
+    with_guide = [j for j, i in enumerate(indices) if i in guided]
+    without = [j for j, i in enumerate(indices) if i not in guided]
+    groups: list[list[Completion]] = []
+    for part, size in ((with_guide, n - 1), (without, n)):
+        if not part:
+            continue
+        items = generate(
+            generator, prompts, [indices[j] for j in part], size, sampling, backend=backend
+        )
+        for c in items:  # back to the group of its position in ``indices``
+            c.group = first_group + part[c.group]
+        groups.append(items)
+    sampled = sorted((c for g in groups for c in g), key=lambda c: c.group)
+    return sampled, found
 
 
 def sample_record(c: Completion, prompts: PromptSet, prompt_field: str) -> dict[str, Any]:
@@ -402,51 +527,6 @@ class RolloutRunner:
     #: multi-turn episodes (an environment that is not ``single_turn``); None: completions.
     episodes: EpisodeRunner | None = None
 
-    def _guides(self, indices: Sequence[int], first_group: int) -> list[Completion]:
-        """The guide completion of each prompt whose solution fits, in its prompt's group."""
-        if self.guides is None:
-            return []
-        out = []
-        for j, i in enumerate(indices):
-            guide = self.guides.get(i)
-            if guide is not None:
-                text, ids = guide
-                prompt_ids = self.prompts[i].ids
-                out.append(Completion(i, first_group + j, prompt_ids, ids, text, False, guide=True))
-        return out
-
-    def _sample(
-        self, indices: Sequence[int], sampling: SamplingParams, first_group: int, step: int = 0
-    ) -> tuple[list[Completion], list[Completion]]:
-        """``(sampled, guides)``: ``num_generations`` completions of each prompt, one of them
-        the guide where the prompt has one that fits."""
-        n = self.training.num_generations
-        if self.episodes is not None:  # no guides: config validation refuses them
-            found = self.episodes.run(indices, n, sampling, first_group, step)
-            self._episode_counts.append(self.episodes.last_counts)
-            return [episode_completion(e) for e in found], []
-        guides = self._guides(indices, first_group)
-        guided = {c.prompt_index for c in guides}
-        with_guide = [j for j, i in enumerate(indices) if i in guided]
-        without = [j for j, i in enumerate(indices) if i not in guided]
-        groups: list[list[Completion]] = []
-        for part, size in ((with_guide, n - 1), (without, n)):
-            if not part:
-                continue
-            items = generate(
-                self.generator,
-                self.prompts,
-                [indices[j] for j in part],
-                size,
-                sampling,
-                backend=self.backend,
-            )
-            for c in items:  # back to the group of its position in ``indices``
-                c.group = first_group + part[c.group]
-            groups.append(items)
-        sampled = sorted((c for g in groups for c in g), key=lambda c: c.group)
-        return sampled, guides
-
     def run(self, step: int, target: int, max_steps: int = 0) -> Rollout:
         """Generate and score until ``target`` groups are kept (see the module docstring).
         ``max_steps`` is the run's, for the rewards' ``TrainerState``."""
@@ -468,34 +548,32 @@ class RolloutRunner:
             indices, offset = dist.shard(self.sampler.take(target - kept_groups))
             seed = step_seed(t.seed, step, rounds, dist.rank)
             sampling = SamplingParams.from_training(t, seed)
-            t0 = time.perf_counter()
-            items: list[Completion] = []
-            guides: list[Completion] = []
-            if indices:  # a late round may leave a rank without prompts
-                first_group = rounds * target + kept_groups + offset
-                items, guides = self._sample(indices, sampling, first_group, step)
-            t1 = time.perf_counter()
-            # A failed episode is not scored: its text says nothing about the policy.
-            scored = [c for c in items if c.failed is None]
-            scores = score(
+            got = sample_and_score(
+                self.episodes if self.episodes is not None else self.generator,
                 self.scorer,
                 self.prompts,
-                scored + guides,
+                indices,
+                t.num_generations,
+                sampling,
                 self.labels,
-                reward_errors=self.reward_errors,
+                backend=self.backend,
+                first_group=rounds * target + kept_groups + offset,
                 step=step,
+                guides=self.guides,
+                reward_errors=self.reward_errors,
                 state=state,
             )
-            for label, metrics in scores.metrics.items():
+            if got.episode_counts is not None:
+                self._episode_counts.append(got.episode_counts)
+            for label, metrics in got.scores.metrics.items():
                 for name, values in metrics.items():
                     logged.setdefault(logged_metric(label, name), []).extend(values)
-            weights = self.episodes.reward_weights if self.episodes is not None else {}
-            env_stats = add_env_rewards(scored, self.labels, weights) if self.episodes else {}
-            # The step's reward statistics describe the policy's samples, not the guides.
-            summaries.append(scores.summary(first=len(scored)) | env_stats)
-            gen_time, score_time = gen_time + t1 - t0, score_time + time.perf_counter() - t1
+            summaries.append(got.summary)
+            gen_time += got.generation_time
+            score_time += got.scoring_time
+            scored, guides = got.scored, got.guides
             rounds += 1
-            generated += items
+            generated += got.items
             all_guides += guides
             items = sorted(scored + guides, key=lambda c: (c.group, c.guide))
             mask = None
@@ -573,6 +651,7 @@ __all__ = [
     "Completion",
     "Rollout",
     "RolloutRunner",
+    "ScoredSamples",
     "add_env_rewards",
     "answer_ids",
     "build_batch",
@@ -581,6 +660,7 @@ __all__ = [
     "generate",
     "logged_metric",
     "merge_episode_counts",
+    "sample_and_score",
     "sample_record",
     "score",
     "step_sample_records",
