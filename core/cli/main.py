@@ -288,7 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
         "training.temperature=0; otherwise the training sampling settings)",
     )
     p.add_argument("--limit", type=int, default=None, help="evaluate the first N prompts")
-    p.add_argument("--output", default=None, help="samples JSONL (default OUTPUT_DIR/eval)")
+    p.add_argument(
+        "--output",
+        default=None,
+        help="samples JSONL, or a directory for samples.jsonl and summary.json (default: a new "
+        "directory named by what is evaluated, OUTPUT_DIR/eval/base or "
+        "OUTPUT_DIR/eval/checkpoint-N; an earlier evaluation there is kept)",
+    )
     p.add_argument("--metric", default=None, help="reward label that decides correctness")
     p.add_argument(
         "--threshold",
