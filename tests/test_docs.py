@@ -206,6 +206,7 @@ NOT_IN_THE_RUN = {
     "value_grad_norm": "a value model (ppo, vapo)",
     "sampler/logp_gap_mean": "a backend that returns log-probabilities (vllm)",
     "sampler/logp_gap_max": "a backend that returns log-probabilities (vllm)",
+    "resumed_from": "a run continued with --resume",
 }
 
 

@@ -300,6 +300,12 @@ class Trainer:
             self.sampler.load_state_dict(state["data"])
             self.last_metrics = dict(state.get("metrics") or {})
             self.reward_errors.resume(self.step)  # cut back, as the metrics are
+            if self.dist.is_main:
+                print(
+                    f"rlvr: resuming from {resume_from} (step {self.step} of {self.max_steps})",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         backend = self.host.backends[self.backend_cfg.name]
         self.generator = build_generator(
