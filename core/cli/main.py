@@ -33,6 +33,7 @@ from rlvr.config.schema import (
 )
 from rlvr.data import reasoning_gym
 from rlvr.model.installation import check_installation
+from rlvr.outputs.console import quiet_third_party
 from rlvr.parallel.launcher import LAUNCHER_ENV, die_with_parent
 from rlvr.runs import evaluate, plugin_host, train, validate
 
@@ -394,9 +395,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "nproc_per_node", 1) > 1 and "WORLD_SIZE" not in os.environ:
         return _torchrun(argv, args.nproc_per_node)
     warnings.showwarning = _show_warning
-    if not args.verbose:  # weights loading, dataset split generation: noise for a user
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    # weights loading, dataset split generation, vLLM's INFO lines: noise for a user (the
+    # Python API hides the same)
+    quiet_third_party(verbose=args.verbose)
     try:
         if args.command in MODEL_COMMANDS:
             check_installation()

@@ -17,6 +17,7 @@ import contextlib
 import difflib
 import functools
 import hashlib
+import importlib
 import os
 import shutil
 import tempfile
@@ -392,7 +393,7 @@ def _load_model(
         # Dense weights: packed GGUF layers (used when a matmul kernel is installed) can't train.
         kwargs["quantization_config"] = GgufConfig(gguf_file=gguf_file, dequantize=True)
     try:
-        with _memoized_gguf_name_map():
+        with _memoized_gguf_name_map(), _gguf_bar_follows_hub(gguf_file is not None):
             model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except (OSError, ValueError, SafetensorError) as exc:  # a damaged weights file: say which
         raise _load_error("model", source, local, exc, _weight_files(source, local)) from exc
@@ -484,6 +485,31 @@ def _memoized_gguf_name_map() -> Iterator[None]:
         yield
     finally:
         gguf.get_tensor_name_map = original
+
+
+@contextlib.contextmanager
+def _gguf_bar_follows_hub(gguf: bool) -> Iterator[None]:
+    """transformers' "de-quantizing GGUF tensors" bar is a plain tqdm that ignores
+    ``HF_HUB_DISABLE_PROGRESS_BARS``, which its other bars follow (and rlvr sets,
+    :mod:`rlvr.outputs.console`): hide it too while the hub's bars are off."""
+    from huggingface_hub.utils import are_progress_bars_disabled
+
+    if not gguf or not are_progress_bars_disabled():
+        yield
+        return
+    try:
+        module = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    except ImportError:  # another transformers: its own error comes from the load
+        module = None
+    bar = getattr(module, "tqdm", None)
+    if bar is None:  # nothing of this name to hide
+        yield
+        return
+    module.tqdm = functools.partial(bar, disable=True)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        module.tqdm = bar  # type: ignore[attr-defined]
 
 
 def drop_quantization(model: Any) -> Any:
