@@ -423,7 +423,9 @@ class MetricsLogger:
         numeric = {
             k: float(v)
             for k, v in line.items()
-            if isinstance(v, int | float) and not isinstance(v, bool) and k not in ("step", RESUMED_FROM)
+            if isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and k not in ("step", RESUMED_FROM)
         }
         if self._tb is not None:
             for k, v in numeric.items():
