@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import transformers
 from huggingface_hub import try_to_load_from_cache
+from huggingface_hub.utils import are_progress_bars_disabled
 from safetensors import SafetensorError
 from tokenizers import AddedToken
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GgufConfig
@@ -233,16 +234,25 @@ def _load_error(
 ) -> ModelLoadError:
     if local:
         return ModelLoadError(f"cannot load the {what} from {name!r}{files}: {exc}")
-    where = str(Path(name).resolve())
-    hub = (
-        "the Hugging Face hub is unreachable offline (HF_HUB_OFFLINE is set)"
-        if _offline()
-        else "loading it from the Hugging Face hub failed (no network, or no such repo)"
-    )
-    return ModelLoadError(
-        f"cannot load the {what} {name!r}: no local directory or file {where!r}, and {hub}. "
-        "Point model.name_or_path at a local model directory or .gguf file. "
-        f"({type(exc).__name__}: {exc})"
+    return ModelLoadError(f"cannot load the {what} {not_found(name)} ({type(exc).__name__}: {exc})")
+
+
+def not_found(name: str) -> str:
+    """Why ``name``, neither a local path nor loaded from the hub, did not load: a hub id
+    first (the relative path it also is comes second), and what to do."""
+    where = str(Path(name).absolute())
+    if _offline():
+        hub = (
+            "nor a model in the local Hugging Face cache, and the hub is not asked offline "
+            "(HF_HUB_OFFLINE is set)"
+        )
+        fix = "or unset HF_HUB_OFFLINE to download it"
+    else:
+        hub = "nor reachable on the Hugging Face hub (no network, or no such repo)"
+        fix = "or check the hub id"
+    return (
+        f"{name!r}: it is neither a local path (nothing at {where!r}) {hub}. Point "
+        f"model.name_or_path at a local model directory or .gguf file, {fix}."
     )
 
 
@@ -492,8 +502,6 @@ def _gguf_bar_follows_hub(gguf: bool) -> Iterator[None]:
     """transformers' "de-quantizing GGUF tensors" bar is a plain tqdm that ignores
     ``HF_HUB_DISABLE_PROGRESS_BARS``, which its other bars follow (and rlvr sets,
     :mod:`rlvr.outputs.console`): hide it too while the hub's bars are off."""
-    from huggingface_hub.utils import are_progress_bars_disabled
-
     if not gguf or not are_progress_bars_disabled():
         yield
         return

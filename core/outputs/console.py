@@ -38,15 +38,15 @@ def quiet_third_party(*, verbose: bool = False) -> None:
         os.environ[name] = value
         if name == "HF_HUB_DISABLE_PROGRESS_BARS":
             if "huggingface_hub" in sys.modules:
-                from huggingface_hub.utils import disable_progress_bars
+                from huggingface_hub.utils import disable_progress_bars  # loaded already
 
                 disable_progress_bars()
             if "transformers" in sys.modules:
-                from transformers.utils import logging as transformers_logging
+                from transformers.utils import logging as transformers_logging  # loaded already
 
                 transformers_logging.disable_progress_bar()
         elif name == "HF_DATASETS_DISABLE_PROGRESS_BARS" and "datasets" in sys.modules:
-            from datasets.utils import disable_progress_bars as disable_datasets_bars
+            from datasets.utils import disable_progress_bars as disable_datasets_bars  # loaded
 
             disable_datasets_bars()
 
