@@ -523,7 +523,8 @@ def progress_figures(m: Mapping[str, Any], third: str | None) -> dict[str, str]:
 
 def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
     """``step 12/100 | reward 0.412 ± 0.31 | answer 0.250 format 0.920 | loss 0.0123 | len 87
-    | kl 0.0011 | 3.2 s`` (the per-reward means follow the weighted total)."""
+    | kl 0.0011 | 3.2 s/step`` (the per-reward means follow the weighted total; the last figure
+    is the step's wall time)."""
 
     def num(key: str, fmt: str) -> str | None:
         v = m.get(key)
@@ -542,7 +543,7 @@ def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
         ("step_time", "", ".1f"),
     ):
         if (v := num(key, fmt)) is not None:
-            parts.append(f"{label} {v}".strip() + (" s" if key == "step_time" else ""))
+            parts.append(f"{label} {v}".strip() + (" s/step" if key == "step_time" else ""))
     means = [
         f"{k.removeprefix('rewards/').removesuffix('/mean')} {_shown(v, '.3f')}"
         for k, v in m.items()
