@@ -503,16 +503,28 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"plugins": plugins, "failures": failures}, indent=2))
         return 0
-    for plugin in plugins:
-        origin = f"{plugin['dist']} {plugin['version']}" if plugin["dist"] else "in-process"
-        print(f"{plugin['name']}  ({origin})")
-        for item in plugin["registers"]:
-            print(f"  {item['kind']:<11} {item['name']:<16} {item['description']}")
+    print("\n".join(plugin_lines(plugins)))
     if failures:
         print("\nfailed plugins:")
         for f in host.failures:
             print(f"  {f}")
     return 0
+
+
+def plugin_lines(plugins: list[dict[str, Any]]) -> list[str]:
+    """``rlvr plugins``' table: each plugin's line, then what it registers, the kind, name and
+    description columns as wide as their longest entry (``reinforce_pp_baseline``)."""
+    items = [item for plugin in plugins for item in plugin["registers"]]
+    kind_width = max((len(i["kind"]) for i in items), default=0)
+    name_width = max((len(i["name"]) for i in items), default=0)
+    lines = []
+    for plugin in plugins:
+        origin = f"{plugin['dist']} {plugin['version']}" if plugin["dist"] else "in-process"
+        lines.append(f"{plugin['name']}  ({origin})")
+        for item in plugin["registers"]:
+            kind, name = item["kind"].ljust(kind_width), item["name"].ljust(name_width)
+            lines.append(f"  {kind}  {name}  {item['description']}".rstrip())
+    return lines
 
 
 def cmd_rewards(args: argparse.Namespace) -> int:
