@@ -505,19 +505,18 @@ def _gguf_bar_follows_hub(gguf: bool) -> Iterator[None]:
     if not gguf or not are_progress_bars_disabled():
         yield
         return
-    try:
+    module: Any = None
+    with contextlib.suppress(ImportError):  # another transformers: the load says what is wrong
         module = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
-    except ImportError:  # another transformers: its own error comes from the load
-        module = None
     bar = getattr(module, "tqdm", None)
     if bar is None:  # nothing of this name to hide
         yield
         return
-    module.tqdm = functools.partial(bar, disable=True)  # type: ignore[attr-defined]
+    module.tqdm = functools.partial(bar, disable=True)
     try:
         yield
     finally:
-        module.tqdm = bar  # type: ignore[attr-defined]
+        module.tqdm = bar
 
 
 def drop_quantization(model: Any) -> Any:
