@@ -508,7 +508,7 @@ def test_cli_greedy_eval_of_a_training_config_does_not_warn(
     greedy = json.loads(capsys.readouterr().out)
     assert greedy["temperature"] == 0 == json.loads(captured.out)["temperature"]
     assert greedy["reward"] == json.loads(captured.out)["reward"]
-    default = tmp_path / "run" / "eval" / "samples.jsonl"
+    default = tmp_path / "run" / "eval" / "base" / "samples.jsonl"
     assert (tmp_path / "g" / "samples.jsonl").read_text() == default.read_text()
     # the same config trains with a warning: temperature 0 makes every group uniform
     assert main(["validate", str(cfg), "--set", "training.temperature=0"]) == 0
@@ -524,11 +524,11 @@ def test_eval_reports_reward_failures_and_goes_on(tiny_model, eval_dir, tmp_path
     config = load_config(
         _raw(tiny_model, eval_dir, tmp_path, rewards=rewards), host, require=("model", "data")
     )
-    stale = tmp_path / "run" / "eval" / "reward_errors.jsonl"
+    stale = tmp_path / "e" / "reward_errors.jsonl"  # an --output directory is replaced
     stale.parent.mkdir(parents=True)
     stale.write_text('{"from": "an earlier eval"}\n')
     summary = evaluate(
-        config, host, split=str(eval_dir / "train.jsonl"), k=2, progress=False
+        config, host, split=str(eval_dir / "train.jsonl"), k=2, output=stale.parent, progress=False
     )  # answers 0..4
     assert summary["num_samples"] == 10 and summary["rewards/four/errors"] == 2
     assert summary["reward_errors"] == str(stale)
@@ -542,7 +542,7 @@ def test_eval_reports_reward_failures_and_goes_on(tiny_model, eval_dir, tmp_path
     assert "reward 'four': 2 errors and 0 timeouts" in err and str(stale) in err
 
     # an eval whose rewards all succeed has no errors file
-    summary = evaluate(config, host, k=1, limit=2, progress=False)
+    summary = evaluate(config, host, k=1, limit=2, output=stale.parent, progress=False)
     assert summary["reward_errors"] is None and not stale.exists()
 
 
