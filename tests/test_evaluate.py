@@ -324,7 +324,9 @@ def test_correctness_follows_the_documented_rule_and_never_picks_a_format_reward
         chosen([{**answer, "correctness": True}, {"name": "numbers", "correctness": True}])
 
 
-def test_evals_before_and_after_never_overwrite_each_other(tiny_model, eval_dir, tmp_path, capsys):
+def test_evals_before_and_after_never_overwrite_each_other(
+    tiny_model, eval_dir, tmp_path, capsys, caplog
+):
     """#45 item 15: `rlvr eval` with and without --checkpoint wrote to the same
     OUTPUT_DIR/eval/, the second replacing the first's samples and summary. Each gets a
     directory named by what it evaluated; a repeat goes beside it; --output still works."""
@@ -348,6 +350,9 @@ def test_evals_before_and_after_never_overwrite_each_other(tiny_model, eval_dir,
     assert sorted(p.name for p in evals.iterdir()) == ["base", "base-2", tiny_model.name]
     out = run_eval("--output", str(tmp_path / "mine"))
     assert (tmp_path / "mine" / "summary.json").is_file() and "mine" in out
+    with caplog.at_level("WARNING", logger="rlvr.evaluation.evaluate"):
+        assert main(["eval", str(cfg), "--limit", "2", "--output", str(tmp_path / "mine")]) == 0
+    assert f"--output: replacing {tmp_path / 'mine' / 'samples.jsonl'}" in caplog.text
 
 
 def test_eval_with_trl_style_rewards_judges_by_the_correctness_one(
