@@ -207,8 +207,9 @@ quiet_third_party()  # what `rlvr train`/`rlvr eval` and rlvr.train/evaluate do 
 from vllm.config.logging import LoggingConfig
 from vllm.logger import configure_logging_if_needed, init_logger
 
-configure_logging_if_needed(LoggingConfig())  # what vllm.LLM() does when it starts
 log = init_logger("vllm.rlvr_test")
+log.warning("EARLY-WARNING")  # as vLLM's modules log on import, before an engine starts
+configure_logging_if_needed(LoggingConfig())  # what vllm.LLM() does when it starts
 log.info("INFO-LINE")
 log.warning("WARNING-LINE")
 log.error("ERROR-LINE")
@@ -227,7 +228,7 @@ def test_vllm_logs_only_errors_unless_the_user_asks():
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout + done.stderr
     assert "ERROR-LINE" in out
-    assert "INFO-LINE" not in out and "WARNING-LINE" not in out
+    assert "INFO-LINE" not in out and "WARNING-LINE" not in out and "EARLY-WARNING" not in out
 
 
 def test_a_vllm_log_level_the_user_set_is_kept(monkeypatch):

@@ -9,6 +9,7 @@ which always win (:data:`QUIET`).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -36,7 +37,11 @@ def quiet_third_party(*, verbose: bool = False) -> None:
         if name in os.environ:  # the user's choice
             continue
         os.environ[name] = value
-        if name == "HF_HUB_DISABLE_PROGRESS_BARS":
+        if name == "VLLM_LOGGING_LEVEL":
+            # vLLM applies the level when an engine starts; what it logs on import before
+            # that (no triton CPU backend, ...) reaches Python's last-resort handler
+            logging.getLogger("vllm").setLevel(value)
+        elif name == "HF_HUB_DISABLE_PROGRESS_BARS":
             if "huggingface_hub" in sys.modules:
                 from huggingface_hub.utils import disable_progress_bars  # loaded already
 
