@@ -503,7 +503,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"plugins": plugins, "failures": failures}, indent=2))
         return 0
-    print("\n".join(plugin_lines(plugins)))
+    for line in plugin_lines(plugins):
+        print(line)
     if failures:
         print("\nfailed plugins:")
         for f in host.failures:

@@ -13,8 +13,8 @@ import logging
 import os
 import sys
 
-#: Each variable and its value while hidden. vLLM reads ``VLLM_LOGGING_LEVEL`` when it is first
-#: imported (by the ``vllm`` backend, after this ran); at ``ERROR`` its errors stay visible.
+#: Each variable and its value while hidden. vLLM applies ``VLLM_LOGGING_LEVEL`` when an engine
+#: starts (the ``vllm`` backend builds it after this ran); at ``ERROR`` its errors stay visible.
 QUIET: dict[str, str] = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
