@@ -11,6 +11,10 @@ A config never runs code on its own say: ``allow_code=True`` (``--allow-code``) 
 (``--trust-remote-code``) lets ``model.trust_remote_code: true`` run the model directory's
 Python files; without them such a config stops with :class:`~rlvr.config.schema.CodeOptInError`
 before anything runs. ``validate`` never runs either.
+
+Third-party progress bars and vLLM's INFO lines are hidden here as on the command line
+(:func:`rlvr.outputs.console.quiet_third_party`; their own environment variables bring them
+back, e.g. ``HF_HUB_DISABLE_PROGRESS_BARS=0``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, create_host
 from rlvr.config.schema import RunConfig, load_config
+from rlvr.outputs.console import quiet_third_party
 from rlvr.outputs.metrics import read_metrics
 from rlvr.rewards.functions import FUNCTION_REWARD, FunctionPlugin, function_name, unpicklable
 
@@ -60,6 +65,7 @@ def validate(
     # `rlvr --help`, `rlvr plugins` and `import rlvr` must not.
     from rlvr.training.preflight import check
 
+    quiet_third_party()
     host = host or plugin_host()
     source = None
     if not isinstance(config, RunConfig):
@@ -122,6 +128,7 @@ def evaluate(
     returns the summary (mean rewards, accuracy and pass@k) and writes the samples."""
     from rlvr.evaluation.evaluate import evaluate as run_eval  # torch, transformers: see above
 
+    quiet_third_party()
     host = host or plugin_host()
     greedy_set = ["training.temperature=0"] if greedy else []
     if not isinstance(config, RunConfig):
@@ -204,6 +211,7 @@ class Trainer:
         from rlvr.data.prompts import dataset_rows
         from rlvr.training.preflight import check
 
+        quiet_third_party()
         functions, entries = _function_entries(rewards)
         self.host = host or plugin_host()
         if functions:
@@ -275,6 +283,7 @@ class Trainer:
         checkpoint in :attr:`output_dir`; ``progress`` shows the progress bar."""
         from rlvr.training.trainer import run  # torch, transformers
 
+        quiet_third_party()
         result = run(
             self.config,
             self.host,

@@ -65,6 +65,12 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "verifiers.v1": "optional extra rlvr[verifiers]",
         "aiohttp": "a dependency of the optional extra rlvr[verifiers]",
     },
+    # quiet_third_party tells a library that is already loaded; it never loads one
+    "rlvr.outputs.console": {
+        "huggingface_hub.utils": "only once huggingface_hub is loaded",
+        "transformers.utils": "only once transformers is loaded",
+        "datasets.utils": "only once datasets is loaded",
+    },
     "rlvr.model.loading": {"gguf": "optional extra rlvr[gguf]"},
     "rlvr.model.tiny": {"gguf": "optional extra rlvr[gguf]"},
     "rlvr.model.lora": {"peft": "optional extra rlvr[lora]"},

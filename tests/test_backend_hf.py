@@ -6,6 +6,7 @@ import collections
 import os
 import subprocess
 import sys
+import warnings
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -303,6 +304,21 @@ def test_shared_prefill_gives_the_unshared_samples(policy, prompts, batch_size, 
     assert_same_generation(
         make(policy, batch_size=batch_size).generate(prompts, 3, sampling), expected
     )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_generate_warns_nothing(policy, prompts, dtype):
+    """#45 item 14: every run printed a FutureWarning attributed to this backend (the prompt
+    cache handed to generate()). Every path of a generate call, the shared prompt cache, the
+    recorded log-probs and bfloat16 autocast included, must warn nothing at all."""
+    model, tok = policy
+    run = RunInfo(max_completion_length=12, num_generations=3, seed=0, dtype=dtype)
+    gen = HFGenerator(HFParams(batch_size=5), run, model, tok)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test, whoever raises it
+        gen.generate(prompts, 3, SamplingParams(max_tokens=5, seed=0))
+        gen.generate(prompts, 3, SamplingParams(max_tokens=5, seed=0, logprobs=True))
+        gen.generate(prompts, 1, SamplingParams(max_tokens=5, temperature=0.0))
 
 
 def test_shared_prefill_with_lora_adapters(tmp_path, prompts):

@@ -201,6 +201,49 @@ def test_only_the_rotary_cache_reload_warning_is_dropped():
     assert quiet.filter(record("QKVParallelLinear"))  # a real failure still shows
 
 
+VLLM_LOGS = """
+from rlvr.outputs.console import quiet_third_party
+quiet_third_party()  # what `rlvr train`/`rlvr eval` and rlvr.train/evaluate do first
+from vllm.config.logging import LoggingConfig
+from vllm.logger import configure_logging_if_needed, init_logger
+
+log = init_logger("vllm.rlvr_test")
+log.warning("EARLY-WARNING")  # as vLLM's modules log on import, before an engine starts
+configure_logging_if_needed(LoggingConfig())  # what vllm.LLM() does when it starts
+log.info("INFO-LINE")
+log.warning("WARNING-LINE")
+log.error("ERROR-LINE")
+"""
+
+
+def test_vllm_logs_only_errors_unless_the_user_asks():
+    """#45 item 16: vLLM's INFO/WARNING lines flooded the console (it logs to stdout, so
+    `rlvr eval --json` too). rlvr sets VLLM_LOGGING_LEVEL=ERROR before vLLM is imported; its
+    errors still show, and a level the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_LOGGING")}
+    env.pop("VLLM_CONFIGURE_LOGGING", None)
+    done = subprocess.run(
+        [sys.executable, "-c", VLLM_LOGS], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout + done.stderr
+    assert "ERROR-LINE" in out
+    assert "INFO-LINE" not in out and "WARNING-LINE" not in out and "EARLY-WARNING" not in out
+
+
+def test_a_vllm_log_level_the_user_set_is_kept(monkeypatch):
+    from rlvr.outputs import console
+
+    monkeypatch.setattr(console, "_shown", False)
+    monkeypatch.setattr(console, "QUIET", {"VLLM_LOGGING_LEVEL": "ERROR"})
+    monkeypatch.setenv("VLLM_LOGGING_LEVEL", "INFO")
+    console.quiet_third_party()
+    assert os.environ["VLLM_LOGGING_LEVEL"] == "INFO"
+    monkeypatch.delenv("VLLM_LOGGING_LEVEL")
+    console.quiet_third_party()
+    assert os.environ["VLLM_LOGGING_LEVEL"] == "ERROR"
+
+
 @pytest.mark.slow
 def test_weight_sync_does_not_warn_about_the_rotary_cache(engine, tiny, monkeypatch):
     """vLLM warns at every sync that the rotary embedding loaded no weights (its cache is none;

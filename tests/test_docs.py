@@ -105,6 +105,18 @@ def test_config_reference_shows_defaults_and_descriptions():
     assert missing == [], f"config keys without a description in the model: {missing}"
 
 
+def test_generated_pages_show_no_raw_sphinx_roles():
+    """#45 item 17: config.html printed ``:mod:`rlvr.data.reasoning_gym``` as written (a
+    docstring's Sphinx role in Markdown); it is a code span of its target now."""
+    assert rlvr_reference.prose("data (:mod:`rlvr.data.x`, :func:`~rlvr.train`)") == (
+        "data (`rlvr.data.x`, `rlvr.train`)"
+    )
+    for name in ("config", "plugins", "cli"):
+        page = rlvr_reference.RENDERERS[name]()
+        assert not rlvr_reference.SPHINX_ROLE.search(page), name
+    assert "(`rlvr.data.reasoning_gym`)" in rlvr_reference.render_config()
+
+
 def test_trl_keys_section_lists_what_training_takes_from_trl():
     section = rlvr_reference.render_config().split("## TRL keys")[1]
     for key in TRL_KEYS:
@@ -206,6 +218,7 @@ NOT_IN_THE_RUN = {
     "value_grad_norm": "a value model (ppo, vapo)",
     "sampler/logp_gap_mean": "a backend that returns log-probabilities (vllm)",
     "sampler/logp_gap_max": "a backend that returns log-probabilities (vllm)",
+    "resumed_from": "a run continued with --resume",
 }
 
 

@@ -140,9 +140,13 @@ def test_resolve_checkpoint_and_output_paths(tmp_path):
         training = T
 
     assert output_paths(C, None) == (
-        tmp_path / "out" / "eval" / "samples.jsonl",
-        tmp_path / "out" / "eval" / "summary.json",
+        tmp_path / "out" / "eval" / "base" / "samples.jsonl",
+        tmp_path / "out" / "eval" / "base" / "summary.json",
     )
+    assert output_paths(C, None, run / "checkpoint-4")[1] == (
+        tmp_path / "out" / "eval" / "checkpoint-4" / "summary.json"
+    )
+    assert output_paths(C, None, tmp_path / "q8.gguf")[1].parent.name == "q8"
     assert output_paths(C, tmp_path / "e.jsonl") == (
         tmp_path / "e.jsonl",
         tmp_path / "e.summary.json",
@@ -225,9 +229,9 @@ def test_evaluate_end_to_end(tiny_model, eval_dir, tmp_path):
     assert correctness(config, host=host) == ("parity", 1.0, "marked `correctness: true`")
     summary = evaluate(config, host, k=3, limit=4, progress=False)
 
-    samples_path = tmp_path / "run" / "eval" / "samples.jsonl"
+    samples_path = tmp_path / "run" / "eval" / "base" / "samples.jsonl"
     assert summary["samples"] == str(samples_path)
-    saved = json.loads((tmp_path / "run" / "eval" / "summary.json").read_text())
+    saved = json.loads((tmp_path / "run" / "eval" / "base" / "summary.json").read_text())
     assert saved == summary
     rows = [json.loads(line) for line in samples_path.read_text().splitlines()]
     assert len(rows) == 4 * 3 == summary["num_samples"]
@@ -318,6 +322,37 @@ def test_correctness_follows_the_documented_rule_and_never_picks_a_format_reward
     assert none.label is None and "mark one with `correctness: true`" in none.rule
     with pytest.raises(Exception, match=r"rewards\[0\] is marked too"):
         chosen([{**answer, "correctness": True}, {"name": "numbers", "correctness": True}])
+
+
+def test_evals_before_and_after_never_overwrite_each_other(
+    tiny_model, eval_dir, tmp_path, capsys, caplog
+):
+    """#45 item 15: `rlvr eval` with and without --checkpoint wrote to the same
+    OUTPUT_DIR/eval/, the second replacing the first's samples and summary. Each gets a
+    directory named by what it evaluated; a repeat goes beside it; --output still works."""
+    cfg = tmp_path / "run.yaml"
+    raw = _raw(tiny_model, eval_dir, tmp_path, rewards=[{"name": "answer"}])
+    cfg.write_text(yaml.safe_dump(raw))
+    evals = tmp_path / "run" / "eval"
+
+    def run_eval(*args: str) -> str:
+        assert main(["eval", str(cfg), "--limit", "2", *args]) == 0
+        return capsys.readouterr().out
+
+    out = run_eval()
+    assert f"samples: {evals / 'base' / 'samples.jsonl'}" in out  # says where it wrote
+    before = (evals / "base" / "summary.json").read_text()
+    out = run_eval("--checkpoint", str(tiny_model))
+    assert f"summary: {evals / tiny_model.name / 'summary.json'}" in out
+    run_eval("--greedy")  # the same model again: beside the first, which stays
+    assert (evals / "base" / "summary.json").read_text() == before
+    assert json.loads((evals / "base-2" / "summary.json").read_text())["temperature"] == 0
+    assert sorted(p.name for p in evals.iterdir()) == ["base", "base-2", tiny_model.name]
+    out = run_eval("--output", str(tmp_path / "mine"))
+    assert (tmp_path / "mine" / "summary.json").is_file() and "mine" in out
+    with caplog.at_level("WARNING", logger="rlvr.evaluation.evaluate"):
+        assert main(["eval", str(cfg), "--limit", "2", "--output", str(tmp_path / "mine")]) == 0
+    assert f"--output: replacing {tmp_path / 'mine' / 'samples.jsonl'}" in caplog.text
 
 
 def test_eval_with_trl_style_rewards_judges_by_the_correctness_one(
@@ -478,7 +513,7 @@ def test_cli_greedy_eval_of_a_training_config_does_not_warn(
     greedy = json.loads(capsys.readouterr().out)
     assert greedy["temperature"] == 0 == json.loads(captured.out)["temperature"]
     assert greedy["reward"] == json.loads(captured.out)["reward"]
-    default = tmp_path / "run" / "eval" / "samples.jsonl"
+    default = tmp_path / "run" / "eval" / "base" / "samples.jsonl"
     assert (tmp_path / "g" / "samples.jsonl").read_text() == default.read_text()
     # the same config trains with a warning: temperature 0 makes every group uniform
     assert main(["validate", str(cfg), "--set", "training.temperature=0"]) == 0
@@ -494,11 +529,11 @@ def test_eval_reports_reward_failures_and_goes_on(tiny_model, eval_dir, tmp_path
     config = load_config(
         _raw(tiny_model, eval_dir, tmp_path, rewards=rewards), host, require=("model", "data")
     )
-    stale = tmp_path / "run" / "eval" / "reward_errors.jsonl"
+    stale = tmp_path / "e" / "reward_errors.jsonl"  # an --output directory is replaced
     stale.parent.mkdir(parents=True)
     stale.write_text('{"from": "an earlier eval"}\n')
     summary = evaluate(
-        config, host, split=str(eval_dir / "train.jsonl"), k=2, progress=False
+        config, host, split=str(eval_dir / "train.jsonl"), k=2, output=stale.parent, progress=False
     )  # answers 0..4
     assert summary["num_samples"] == 10 and summary["rewards/four/errors"] == 2
     assert summary["reward_errors"] == str(stale)
@@ -512,7 +547,7 @@ def test_eval_reports_reward_failures_and_goes_on(tiny_model, eval_dir, tmp_path
     assert "reward 'four': 2 errors and 0 timeouts" in err and str(stale) in err
 
     # an eval whose rewards all succeed has no errors file
-    summary = evaluate(config, host, k=1, limit=2, progress=False)
+    summary = evaluate(config, host, k=1, limit=2, output=stale.parent, progress=False)
     assert summary["reward_errors"] is None and not stale.exists()
 
 

@@ -127,6 +127,19 @@ def test_plugins_command_json(fake_dist, capsys):
     assert "len3" in text and "failed plugins" in text
 
 
+def test_plugins_table_columns_line_up(capsys):
+    """#45 item 17: a name longer than the column (``reinforce_pp_baseline``) pushed its
+    description out of line; every description starts in the same column."""
+    assert main(["plugins"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert any(" reinforce_pp_baseline " in row for row in rows)
+    starts = set()
+    for row in rows:
+        kind, name, description = row.split(maxsplit=2)
+        starts.add(row.index(description, row.index(name) + len(name)))
+    assert len(starts) == 1
+
+
 def test_in_process_plugins_for_tests():
     class Plugin:
         from rlvr import hookimpl

@@ -417,5 +417,5 @@ def test_vllm_trains_lora_with_merged_weights_and_evals_the_adapter(tiny_model, 
     assert [m["step"] for m in lines] == [1, 2] and lines[1]["kl"] > 1e-3
     assert all(m["sampler/logp_gap_max"] < 1e-4 for m in lines)
     rlvr("eval", str(path), "--checkpoint", str(out), "--limit", "4", "--allow-code")
-    summary = json.loads((out / "eval" / "summary.json").read_text())
+    summary = json.loads((out / "eval" / "checkpoint-2" / "summary.json").read_text())
     assert "LoRA adapter" in summary["model"] and math.isfinite(summary["reward"])

@@ -41,6 +41,13 @@ def test_no_progress_bar_in_a_log_file(tmp_path, capsys):
     assert [m["step"] for m in read_metrics(tmp_path)] == [1, 2, 3]
 
 
+def test_the_step_line_says_what_its_time_is(tmp_path, capsys):
+    """#45 item 17: the step line ended in a bare time; it ends in seconds per step."""
+    with MetricsLogger(tmp_path, max_steps=3, progress=False) as logger:
+        logger.log({"step": 1, "reward": 0.5, "loss": 0.1, "step_time": 3.21})
+    assert capsys.readouterr().err.strip().endswith("| loss 0.1 | 3.2 s/step")
+
+
 def test_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)

@@ -142,8 +142,14 @@ def test_load_policy_errors(tmp_path):
     with pytest.raises(ModelLoadError) as other:
         load_policy(ModelConfig(name_or_path=str(tmp_path / "missing.gguf")))
     assert "fetch_smollm2" not in str(other.value)
-    with pytest.raises(ModelLoadError, match="hub is unreachable offline"):
+    # #45 item 17: a hub id, not first of all a missing path relative to the current directory
+    with pytest.raises(ModelLoadError) as hub_id:
         load_policy(ModelConfig(name_or_path="no-such-org/no-such-model"))
+    assert str(hub_id.value).startswith(
+        "cannot load the model 'no-such-org/no-such-model': it is neither a local path "
+        f"(nothing at '{Path('no-such-org/no-such-model').absolute()}') nor a model in the local "
+        "Hugging Face cache, and the hub is not asked offline (HF_HUB_OFFLINE is set)"
+    )
     with pytest.raises(ModelLoadError, match="x.gguf"):
         load_policy(ModelConfig(name_or_path=str(tmp_path), gguf_file="x.gguf"))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.outputs.metrics import MetricsLogger
+from rlvr.outputs.metrics import MetricsLogger, read_metrics
 from rlvr.outputs.plot import draw, figure_panels, plot_run
 
 pytest.importorskip("matplotlib")
@@ -60,6 +60,33 @@ def test_steps_are_whole_numbers_and_peak_memory_a_running_maximum():
     ticks = [t for t in ax.get_xticks() if 1 <= t <= 3]
     assert ticks == [1, 2, 3]  # not 1.0, 1.25, 1.5, ...
     assert [line.get_label() for line in ax.get_lines()] == ["peak so far"]
+
+
+def test_a_resume_is_recorded_and_marked_on_every_panel(tmp_path):
+    """#45 item 13: a resumed run's peak memory drops (a new process) where it resumed: the
+    first line after the resume records the checkpoint's step, and the plots mark it."""
+    rows = _rows(steps=4)
+    with MetricsLogger(tmp_path, max_steps=4, progress=False) as logger:
+        for row in rows[:3]:
+            logger.log(row)
+    with MetricsLogger(tmp_path, max_steps=4, start_step=2, progress=False) as logger:
+        for row in rows[2:]:
+            logger.log({**row, "peak_memory_mb": 10.0})
+    logged = read_metrics(tmp_path)
+    assert [(m["step"], m.get("resumed_from")) for m in logged] == [
+        (1, None),
+        (2, None),
+        (3, 2),
+        (4, None),
+    ]
+    for name, panels in figure_panels(logged).items():
+        fig = draw(name, panels, logged, name)
+        for ax in fig.axes:
+            marks = [line for line in ax.get_lines() if line.get_label() == "resumed"]
+            assert len(marks) == 1 and list(marks[0].get_xdata()) == [2, 2], ax.get_title()
+    unresumed = _rows(steps=4)
+    fig = draw("throughput", figure_panels(unresumed)["throughput"], unresumed, "t")
+    assert all(line.get_label() != "resumed" for line in fig.axes[0].get_lines())
 
 
 def test_plot_run_draws_from_the_metrics_file(tmp_path):

@@ -324,3 +324,52 @@ def test_a_function_that_cannot_reach_the_workers_is_an_error_unless_in_process(
 def test_the_facade_exports_the_trainer():
     assert "Trainer" in rlvr.__all__ and rlvr.Trainer.__module__ == "rlvr.runs"
     assert "call_trl_reward" in rlvr.__all__
+
+
+# --------------------------------------------------------------------------- console
+
+THIRD_PARTY_BARS = """
+import sys
+import datasets  # imported by the script first, as a notebook that built its rows does
+import rlvr
+from rlvr.model.tiny import build_tiny_model, write_gguf
+
+root = sys.argv[1]
+write_gguf(build_tiny_model(root + "/model"), root + "/tiny.gguf")
+print("--- evaluate", file=sys.stderr, flush=True)
+config = {
+    "model": {"name_or_path": root + "/tiny.gguf"},
+    "data": {"path": root + "/data.jsonl", "chat_template": True},
+    "rewards": [{"name": "answer"}],
+    "training": {"output_dir": root + "/run", "max_completion_length": 4, "reward_workers": 0},
+}
+rlvr.evaluate(config, limit=1, split=root + "/data.jsonl")
+assert not datasets.is_progress_bar_enabled()
+"""
+
+
+@pytest.mark.parametrize("shown", [False, True])
+def test_the_python_api_hides_third_party_progress_bars_as_the_cli_does(tmp_path, shown):
+    """#45 item 14: ``rlvr.evaluate`` (and ``train``, ``Trainer``) showed the bars ``rlvr eval``
+    hides (GGUF dequantizing, weights loading), also for a library imported before rlvr;
+    the libraries' own variables still bring them back."""
+    (tmp_path / "data.jsonl").write_text('{"prompt": "What is 1 + 2?", "answer": "3"}\n')
+    env = _env() | {"RLVR_GGUF_CACHE": "off"}
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+    env.pop("HF_DATASETS_DISABLE_PROGRESS_BARS", None)
+    script = THIRD_PARTY_BARS
+    if shown:  # the user asked for them
+        env["HF_HUB_DISABLE_PROGRESS_BARS"] = "0"
+        script = script.replace("assert not datasets", "assert datasets")
+        env["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "0"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    during = done.stderr.split("--- evaluate", 1)[1]
+    bars = [b for b in ("de-quantizing GGUF", "Loading weights") if b in during]
+    assert bars == (["de-quantizing GGUF", "Loading weights"] if shown else []), during[-2000:]

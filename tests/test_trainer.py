@@ -246,8 +246,9 @@ def _keyboard_interrupt_in_step(monkeypatch, step: int) -> None:
 
 
 @pytest.mark.parametrize(("algorithm", "how"), [("grpo", "sigint"), ("ppo", "keyboard_interrupt")])
-def test_resume_gives_the_same_metrics(algorithm, how, make_config, host, monkeypatch):
-    """An interrupted and resumed run logs exactly what an uninterrupted one does.
+def test_resume_gives_the_same_metrics(algorithm, how, make_config, host, monkeypatch, capsys):
+    """An interrupted and resumed run logs exactly what an uninterrupted one does (and says
+    which checkpoint it resumed from, on the console and in its first line of metrics).
 
     ``sigint``: Ctrl-C after step 2 finishes the step, saves checkpoint-2 and returns.
     ``keyboard_interrupt``: an interrupt in the middle of step 3's rollout forgets step 3,
@@ -269,9 +270,12 @@ def test_resume_gives_the_same_metrics(algorithm, how, make_config, host, monkey
     out = Path(split.training.output_dir)
     assert [x["step"] for x in read_metrics(out)] == [1, 2]
     assert latest_checkpoint(out).name == "checkpoint-2"
+    capsys.readouterr()
     run(split, host, resume=True)
+    assert f"rlvr: resuming from {out / 'checkpoint-2'} (step 2 of 4)" in capsys.readouterr().err
     got = read_metrics(out)
     assert [x["step"] for x in got] == [1, 2, 3, 4]
+    assert [x.get("resumed_from") for x in got] == [None, None, 2, None]
     assert comparable(got) == comparable(expected)
     a = weights(Path(whole.training.output_dir) / "checkpoint-4")
     b = weights(out / "checkpoint-4")

@@ -33,6 +33,7 @@ from rlvr.config.schema import (
 )
 from rlvr.data import reasoning_gym
 from rlvr.model.installation import check_installation
+from rlvr.outputs.console import quiet_third_party
 from rlvr.parallel.launcher import LAUNCHER_ENV, die_with_parent
 from rlvr.runs import evaluate, plugin_host, train, validate
 
@@ -289,7 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
         "training.temperature=0; otherwise the training sampling settings)",
     )
     p.add_argument("--limit", type=int, default=None, help="evaluate the first N prompts")
-    p.add_argument("--output", default=None, help="samples JSONL (default OUTPUT_DIR/eval)")
+    p.add_argument(
+        "--output",
+        default=None,
+        help="samples JSONL, or a directory for samples.jsonl and summary.json (default: a new "
+        "directory named by what is evaluated, OUTPUT_DIR/eval/base or "
+        "OUTPUT_DIR/eval/checkpoint-N; an earlier evaluation there is kept)",
+    )
     p.add_argument("--metric", default=None, help="reward label that decides correctness")
     p.add_argument(
         "--threshold",
@@ -389,9 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "nproc_per_node", 1) > 1 and "WORLD_SIZE" not in os.environ:
         return _torchrun(argv, args.nproc_per_node)
     warnings.showwarning = _show_warning
-    if not args.verbose:  # weights loading, dataset split generation: noise for a user
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    # weights loading, dataset split generation, vLLM's INFO lines: noise for a user (the
+    # Python API hides the same)
+    quiet_third_party(verbose=args.verbose)
     try:
         if args.command in MODEL_COMMANDS:
             check_installation()
@@ -497,16 +504,29 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"plugins": plugins, "failures": failures}, indent=2))
         return 0
-    for plugin in plugins:
-        origin = f"{plugin['dist']} {plugin['version']}" if plugin["dist"] else "in-process"
-        print(f"{plugin['name']}  ({origin})")
-        for item in plugin["registers"]:
-            print(f"  {item['kind']:<11} {item['name']:<16} {item['description']}")
+    for line in plugin_lines(plugins):
+        print(line)
     if failures:
         print("\nfailed plugins:")
         for f in host.failures:
             print(f"  {f}")
     return 0
+
+
+def plugin_lines(plugins: list[dict[str, Any]]) -> list[str]:
+    """``rlvr plugins``' table: each plugin's line, then what it registers, the kind, name and
+    description columns as wide as their longest entry (``reinforce_pp_baseline``)."""
+    items = [item for plugin in plugins for item in plugin["registers"]]
+    kind_width = max((len(i["kind"]) for i in items), default=0)
+    name_width = max((len(i["name"]) for i in items), default=0)
+    lines = []
+    for plugin in plugins:
+        origin = f"{plugin['dist']} {plugin['version']}" if plugin["dist"] else "in-process"
+        lines.append(f"{plugin['name']}  ({origin})")
+        for item in plugin["registers"]:
+            kind, name = item["kind"].ljust(kind_width), item["name"].ljust(name_width)
+            lines.append(f"  {kind}  {name}  {item['description']}".rstrip())
+    return lines
 
 
 def cmd_rewards(args: argparse.Namespace) -> int:

@@ -60,8 +60,12 @@ generator, and :class:`rlvr.rewards.scoring.Scorer` for the rewards. Decisions, 
   ``transcript``.
 - **Output**: ``output`` is the samples JSONL (one line per completion); the summary JSON is
   written beside it as ``<stem>.summary.json``. When ``output`` is a directory (or has no
-  suffix) the files are ``samples.jsonl`` and ``summary.json`` inside it. Default:
-  ``training.output_dir/eval/`` (existing files there are replaced).
+  suffix) the files are ``samples.jsonl`` and ``summary.json`` inside it (existing files
+  there are replaced, with a warning). Default: a directory of its own named by what was
+  evaluated, ``training.output_dir/eval/base`` for the config's model and
+  ``training.output_dir/eval/checkpoint-40`` for a checkpoint (a ``.gguf`` file: its stem);
+  one that already holds an evaluation is kept, and the new one goes to ``base-2``,
+  ``base-3``, ... The console and the summary say where the files went.
 - **Reward failures** are reported as in training (:mod:`rlvr.rewards.failures`): each distinct
   error printed once with its traceback and recorded, with its prompt, completion and row, in
   ``reward_errors.jsonl`` beside the samples (``<stem>.reward_errors.jsonl`` for a file
@@ -336,15 +340,39 @@ def resolve_checkpoint(checkpoint: str | Path) -> Path:
     return path
 
 
-def output_paths(config: Any, output: str | Path | None) -> tuple[Path, Path]:
-    """``(samples JSONL, summary JSON)`` for ``output`` (see the module doc)."""
+def output_paths(
+    config: Any, output: str | Path | None, model_path: Path | None = None
+) -> tuple[Path, Path]:
+    """``(samples JSONL, summary JSON)`` for ``output`` (see the module doc). Without
+    ``output``, a directory of its own under ``training.output_dir/eval/`` named by what is
+    evaluated (:func:`default_eval_dir`), so a before/after pair never overwrites itself."""
     if output is None:
-        folder = Path(config.training.output_dir) / "eval"
+        folder = default_eval_dir(Path(config.training.output_dir) / "eval", model_path)
         return folder / SAMPLES_NAME, folder / SUMMARY_NAME
     out = Path(output).expanduser()
     if out.is_dir() or not out.suffix:
-        return out / SAMPLES_NAME, out / SUMMARY_NAME
-    return out, out.with_name(out.stem + ".summary.json")
+        paths = out / SAMPLES_NAME, out / SUMMARY_NAME
+    else:
+        paths = out, out.with_name(out.stem + ".summary.json")
+    replaced = [str(p) for p in paths if p.exists()]
+    if replaced:  # asked for by name: replaced, but never silently
+        logger.warning("--output: replacing %s", ", ".join(replaced))
+    return paths
+
+
+def default_eval_dir(parent: Path, model_path: Path | None) -> Path:
+    """``parent/base`` for the config's model, ``parent/<name>`` for a checkpoint
+    (``checkpoint-40``, a ``.gguf`` file's stem); when that already holds an evaluation,
+    ``<name>-2``, ``<name>-3``, ...: an earlier evaluation is never replaced."""
+    if model_path is None:
+        name = "base"
+    else:
+        name = model_path.stem if model_path.suffix == ".gguf" else model_path.name
+    folder, n = parent / name, 1
+    while folder.exists() and any(folder.iterdir()):
+        n += 1
+        folder = parent / f"{name}-{n}"
+    return folder
 
 
 # --------------------------------------------------------------------------- one evaluation
@@ -540,7 +568,7 @@ def evaluate(
     backend_name, backend_params, backend = _backend(config, host)
     model_path = resolve_checkpoint(checkpoint) if checkpoint is not None else None
     rows, data_cfg, split_name, data_desc = eval_prompt_rows(config, host, split, limit)
-    samples_path, summary_path = output_paths(config, output)
+    samples_path, summary_path = output_paths(config, output, model_path)
     errors_path = _errors_path(samples_path, summary_path)
     if t.temperature == 0 and k > 1:
         logger.warning("training.temperature is 0 (greedy): all %d samples per prompt match", k)
@@ -865,6 +893,7 @@ __all__ = [
     "eval_data",
     "evaluate",
     "mean_pass_at_k",
+    "default_eval_dir",
     "output_paths",
     "pass_at_k",
     "pass_at_ks",

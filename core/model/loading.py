@@ -17,6 +17,7 @@ import contextlib
 import difflib
 import functools
 import hashlib
+import importlib
 import os
 import shutil
 import tempfile
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import transformers
 from huggingface_hub import try_to_load_from_cache
+from huggingface_hub.utils import are_progress_bars_disabled
 from safetensors import SafetensorError
 from tokenizers import AddedToken
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GgufConfig
@@ -232,16 +234,25 @@ def _load_error(
 ) -> ModelLoadError:
     if local:
         return ModelLoadError(f"cannot load the {what} from {name!r}{files}: {exc}")
-    where = str(Path(name).resolve())
-    hub = (
-        "the Hugging Face hub is unreachable offline (HF_HUB_OFFLINE is set)"
-        if _offline()
-        else "loading it from the Hugging Face hub failed (no network, or no such repo)"
-    )
-    return ModelLoadError(
-        f"cannot load the {what} {name!r}: no local directory or file {where!r}, and {hub}. "
-        "Point model.name_or_path at a local model directory or .gguf file. "
-        f"({type(exc).__name__}: {exc})"
+    return ModelLoadError(f"cannot load the {what} {not_found(name)} ({type(exc).__name__}: {exc})")
+
+
+def not_found(name: str) -> str:
+    """Why ``name``, neither a local path nor loaded from the hub, did not load: a hub id
+    first (the relative path it also is comes second), and what to do."""
+    where = str(Path(name).absolute())
+    if _offline():
+        hub = (
+            "nor a model in the local Hugging Face cache, and the hub is not asked offline "
+            "(HF_HUB_OFFLINE is set)"
+        )
+        fix = "or unset HF_HUB_OFFLINE to download it"
+    else:
+        hub = "nor reachable on the Hugging Face hub (no network, or no such repo)"
+        fix = "or check the hub id"
+    return (
+        f"{name!r}: it is neither a local path (nothing at {where!r}) {hub}. Point "
+        f"model.name_or_path at a local model directory or .gguf file, {fix}."
     )
 
 
@@ -392,7 +403,7 @@ def _load_model(
         # Dense weights: packed GGUF layers (used when a matmul kernel is installed) can't train.
         kwargs["quantization_config"] = GgufConfig(gguf_file=gguf_file, dequantize=True)
     try:
-        with _memoized_gguf_name_map():
+        with _memoized_gguf_name_map(), _gguf_bar_follows_hub(gguf_file is not None):
             model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except (OSError, ValueError, SafetensorError) as exc:  # a damaged weights file: say which
         raise _load_error("model", source, local, exc, _weight_files(source, local)) from exc
@@ -484,6 +495,28 @@ def _memoized_gguf_name_map() -> Iterator[None]:
         yield
     finally:
         gguf.get_tensor_name_map = original
+
+
+@contextlib.contextmanager
+def _gguf_bar_follows_hub(gguf: bool) -> Iterator[None]:
+    """transformers' "de-quantizing GGUF tensors" bar is a plain tqdm that ignores
+    ``HF_HUB_DISABLE_PROGRESS_BARS``, which its other bars follow (and rlvr sets,
+    :mod:`rlvr.outputs.console`): hide it too while the hub's bars are off."""
+    if not gguf or not are_progress_bars_disabled():
+        yield
+        return
+    module: Any = None
+    with contextlib.suppress(ImportError):  # another transformers: the load says what is wrong
+        module = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    bar = getattr(module, "tqdm", None)
+    if bar is None:  # nothing of this name to hide
+        yield
+        return
+    module.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        module.tqdm = bar
 
 
 def drop_quantization(model: Any) -> Any:

@@ -48,7 +48,8 @@ Before 0.2 the algorithm's metrics were logged without the prefix (``approx_kl``
    ``eval/truncated_frac``, ``eval/time``.
 
 On resume the files are cut back to the resumed step, so they read as one uninterrupted run
-(``reward_errors.jsonl`` too, by :meth:`rlvr.rewards.failures.RewardErrorLog.resume`).
+(``reward_errors.jsonl`` too, by :meth:`rlvr.rewards.failures.RewardErrorLog.resume`), and the
+first line the resumed run logs says where it resumed: ``resumed_from`` (the checkpoint's step).
 """
 
 from __future__ import annotations
@@ -75,10 +76,16 @@ if TYPE_CHECKING:
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
 
-#: Fields that depend on the machine and load, not on the run's math (left out when runs are
-#: compared, e.g. resumed vs uninterrupted).
+#: The key of the first line a resumed run logs: the step of the checkpoint it resumed from
+#: (a new process: ``peak_memory_mb`` starts again from its own peak there; ``rlvr plot`` marks
+#: it).
+RESUMED_FROM = "resumed_from"
+
+#: Fields that depend on the machine, the load and the run's history (where it was resumed),
+#: not on the run's math (left out when runs are compared, e.g. resumed vs uninterrupted).
 TIMING_KEYS = frozenset(
     {
+        RESUMED_FROM,
         "step_time",
         "generation_time",
         "scoring_time",
@@ -338,8 +345,9 @@ def read_metrics(output_dir: str | Path) -> list[dict[str, Any]]:
 class MetricsLogger:
     """Writes the run's metrics and samples; one per run.
 
-    ``start_step`` > 0 means a resumed run: the files are cut back to that step first, and
-    TensorBoard events after it are purged.
+    ``start_step`` > 0 means a resumed run: the files are cut back to that step first,
+    TensorBoard events after it are purged, and the first line logged gets
+    ``resumed_from: start_step``.
     """
 
     def __init__(
@@ -357,6 +365,7 @@ class MetricsLogger:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logging_steps = logging_steps
         self.max_steps = max_steps
+        self._resumed_from = start_step if start_step > 0 else None  # until the first line
         _cut(self.dir / METRICS_FILE, start_step)
         _cut(self.dir / SAMPLES_FILE, start_step)
         self._metrics = open(self.dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
@@ -407,12 +416,16 @@ class MetricsLogger:
         """Write one step's metrics (must contain ``step``) everywhere."""
         step = int(metrics["step"])
         line = {k: _clean(v) for k, v in metrics.items()}
+        if self._resumed_from is not None:
+            line[RESUMED_FROM], self._resumed_from = self._resumed_from, None
         self._metrics.write(json.dumps(line) + "\n")
         self._metrics.flush()
         numeric = {
             k: float(v)
             for k, v in line.items()
-            if isinstance(v, int | float) and not isinstance(v, bool) and k != "step"
+            if isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and k not in ("step", RESUMED_FROM)
         }
         if self._tb is not None:
             for k, v in numeric.items():
@@ -510,7 +523,8 @@ def progress_figures(m: Mapping[str, Any], third: str | None) -> dict[str, str]:
 
 def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
     """``step 12/100 | reward 0.412 ± 0.31 | answer 0.250 format 0.920 | loss 0.0123 | len 87
-    | kl 0.0011 | 3.2 s`` (the per-reward means follow the weighted total)."""
+    | kl 0.0011 | 3.2 s/step`` (the per-reward means follow the weighted total; the last figure
+    is the step's wall time)."""
 
     def num(key: str, fmt: str) -> str | None:
         v = m.get(key)
@@ -529,7 +543,7 @@ def compact_line(m: Mapping[str, Any], max_steps: int) -> str:
         ("step_time", "", ".1f"),
     ):
         if (v := num(key, fmt)) is not None:
-            parts.append(f"{label} {v}".strip() + (" s" if key == "step_time" else ""))
+            parts.append(f"{label} {v}".strip() + (" s/step" if key == "step_time" else ""))
     means = [
         f"{k.removeprefix('rewards/').removesuffix('/mean')} {_shown(v, '.3f')}"
         for k, v in m.items()
@@ -624,6 +638,7 @@ __all__ = [
     "reduce_metrics",
     "CORE_KEYS",
     "METRICS_FILE",
+    "RESUMED_FROM",
     "SAMPLES_FILE",
     "TIMING_KEYS",
     "LEGACY_ALGO_KEYS",

@@ -24,7 +24,9 @@ A curve that is 0 at every step where 0 means "not in play" (:func:`zero_is_abse
 without a reference model or with one update per rollout, clip fractions, groups filtered
 without dynamic sampling, failed or drifted episodes) is left out, and so is a panel left
 without curves. Steps are whole numbers on every x axis. Noisy curves get a moving average
-drawn over the faint raw values once a run has 20 steps.
+drawn over the faint raw values once a run has 20 steps. Where a run was resumed (the
+``resumed_from`` its first line after the resume logged), every panel has a dotted vertical line
+at the checkpoint's step: the process there is a new one, so e.g. the peak memory starts again.
 Uses matplotlib's object API with the Agg canvas (no display, no global pyplot state); needs
 the ``plot`` extra: ``pip install 'rlvr[plot]'``.
 """
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.outputs.metrics import LEGACY_ALGO_KEYS, METRICS_FILE
+from rlvr.outputs.metrics import LEGACY_ALGO_KEYS, METRICS_FILE, RESUMED_FROM
 
 PLOTS_DIR = "plots"
 SMOOTH_FROM = 20  # steps before a moving average is drawn
@@ -256,6 +258,7 @@ def draw(name: str, panels: list[Panel], rows: Sequence[dict[str, Any]], title: 
     """The matplotlib ``Figure`` of one figure's ``panels`` over ``rows``."""
     Figure = _matplotlib()
     steps = [_number(r["step"]) for r in rows]
+    resumes = resume_steps(rows)
     cols = min(3, len(panels)) if len(panels) != 4 else 2
     nrows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(5.0 * cols, 3.4 * nrows), layout="constrained")
@@ -269,15 +272,24 @@ def draw(name: str, panels: list[Panel], rows: Sequence[dict[str, Any]], title: 
                 _draw(ax, [x for x, _ in points], [y for _, y in points], label, None, False)
             else:
                 _draw(ax, steps, values, label, _band(key, rows), key not in NO_SMOOTHING)
+        for j, at in enumerate(resumes):
+            ax.axvline(at, color="grey", linestyle=":", label="resumed" if j == 0 else None)
         ax.set_title(panel_title)
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(_integer_locator())  # steps are whole numbers
         if ylabel:
             ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
-        if len(lines) > 1 or name in ("rewards", "eval") and i > 0 or name == "episodes":
+        if len(lines) > 1 or name in ("rewards", "eval") and i > 0 or name == "episodes" or resumes:
             ax.legend(fontsize="small")
     return fig
+
+
+def resume_steps(rows: Sequence[dict[str, Any]]) -> list[float]:
+    """The steps of the checkpoints the run was resumed from, in order (each resume's first
+    line logs ``resumed_from``)."""
+    steps = (_number(r.get(RESUMED_FROM)) for r in rows)
+    return sorted({s for s in steps if math.isfinite(s)})
 
 
 def _integer_locator() -> Any:
@@ -361,5 +373,6 @@ __all__ = [
     "figure_panels",
     "moving_average",
     "plot_run",
+    "resume_steps",
     "zero_is_absent",
 ]

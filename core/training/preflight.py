@@ -20,7 +20,13 @@ from rlvr.api.host import Host
 from rlvr.config.problems import sort_problems, with_origins
 from rlvr.config.schema import SECTIONS, ConfigError, RunConfig
 from rlvr.data.prompts import field_problems, load_rows
-from rlvr.model.loading import ModelLoadError, cached_on_hub, load_model_config, load_tokenizer
+from rlvr.model.loading import (
+    ModelLoadError,
+    cached_on_hub,
+    load_model_config,
+    load_tokenizer,
+    not_found,
+)
 from rlvr.outputs.metrics import reporters
 from rlvr.outputs.rundir import not_a_directory
 
@@ -97,7 +103,7 @@ def _model(config: RunConfig) -> list[tuple[str, str]]:
     problems = []
     try:
         if cached_on_hub(cfg) is False:
-            return [("model.name_or_path", _not_found(cfg.name_or_path))]
+            return [("model.name_or_path", not_found(cfg.name_or_path))]
     except ModelLoadError as exc:
         return [("model.name_or_path", str(exc))]
     if cfg.trust_remote_code:
@@ -122,14 +128,6 @@ def _remote_code_model(name: str) -> list[tuple[str, str]]:
     except (OSError, ValueError) as exc:
         return [("model.name_or_path", f"cannot read the model's config {str(config)!r}: {exc}")]
     return []
-
-
-def _not_found(name: str) -> str:
-    return (
-        f"{name!r} is no local directory or file ({str(Path(name).absolute())!r} does not exist) "
-        "and no model in the Hugging Face cache (HF_HUB_OFFLINE is set, so the hub is not "
-        "asked); point model.name_or_path at a local model directory or .gguf file"
-    )
 
 
 def _quiet(fn: Any, *args: Any) -> Any:

@@ -307,6 +307,12 @@ class Trainer:
             best = ckpt.best_checkpoint(self.output_dir)
             if best is not None and int(best["step"]) <= self.step:
                 self.best = float(best["value"])
+            if self.dist.is_main:
+                print(
+                    f"rlvr: resuming from {resume_from} (step {self.step} of {self.max_steps})",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         backend = self.host.backends[self.backend_cfg.name]
         self.generator = build_generator(

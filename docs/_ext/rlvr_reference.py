@@ -480,10 +480,16 @@ def cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+#: A Sphinx cross-reference in a docstring (``:mod:`rlvr.data` ``, ``:func:`~rlvr.train` ``),
+#: which Markdown would print as written.
+SPHINX_ROLE = re.compile(r":(?:py:)?[a-z]+:`~?([^`]+)`")
+
+
 def prose(text: str) -> str:
-    """Plain text (a docstring, a description) as Markdown that shows it as written: the
-    characters Markdown would read as markup are escaped outside `code spans`."""
-    parts = re.split(r"(`+[^`]*`+)", text)
+    """Plain text (a docstring, a description) as Markdown that shows it as written: Sphinx
+    cross-references become code spans of their target, and the characters Markdown would read
+    as markup are escaped outside `code spans`."""
+    parts = re.split(r"(`+[^`]*`+)", SPHINX_ROLE.sub(r"`\1`", text))
     return "".join(
         part if part.startswith("`") else re.sub(r"([\\*_\[\]<>#~$])", r"\\\1", part)
         for part in parts

@@ -97,6 +97,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from huggingface_hub.utils import are_progress_bars_disabled
 
 from rlvr import Generation, check_request, eos_token_ids, hf_weights, is_peft, unwrap
 from rlvr.plugins.backends import INSTALL_HINT, vllm_available
@@ -283,6 +284,9 @@ class VLLMGenerator:
             "logprobs_mode": f"{params.logprobs_mode}_logprobs",
             "gpu_memory_utilization": params.gpu_memory_utilization,
             "enable_prefix_caching": params.enable_prefix_caching,
+            # its weight-loading bar follows the hub's, as transformers' bars do (rlvr hides
+            # third-party bars unless asked: `rlvr -v`, HF_HUB_DISABLE_PROGRESS_BARS=0)
+            "use_tqdm_on_load": not are_progress_bars_disabled(),
         }
         if params.max_num_batched_tokens is not None:
             kwargs["max_num_batched_tokens"] = params.max_num_batched_tokens
