@@ -29,6 +29,7 @@ from rlvr.config.schema import load_config
 from rlvr.data.prompts import DataError, PromptSampler, PromptSet, check_fields
 from rlvr.outputs.checkpoint import (
     COMPLETE,
+    MARK,
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
@@ -661,6 +662,7 @@ def test_checkpoints_are_atomic_and_rotated(tmp_path):
     # A half-written checkpoint (no marker) and leftovers are never picked.
     (out / "checkpoint-9").mkdir()
     (out / ".checkpoint-10.tmp").mkdir()
+    (out / ".checkpoint-10.tmp" / MARK).touch()  # rlvr's: what a killed save leaves
     assert latest_checkpoint(out) == out / "checkpoint-3"
     state = load_checkpoint(out / "checkpoint-3", restore_rng=True)
     assert state["step"] == 3 and state["data"]["position"] == 3

@@ -110,7 +110,8 @@ class Reward:
     ``batched``: the factory builds a :class:`BatchRewardFn`, called on a batch of samples;
     ``batch(params)`` says which: ``"call"`` (every sample of a scoring round: a training
     step's completions on this rank, an eval batch) or ``"group"`` (the samples of one
-    prompt). Its ``timeout`` is per sample: a batch of ``n`` may take ``n x timeout``.
+    prompt). Its ``timeout`` bounds one call, so the whole batch: raise it for a reward
+    whose batch takes longer (a judge answering one completion at a time).
     ``in_process``: the reward runs in the scoring process itself (a reward model on the
     trainer's GPU), never in the reward workers; it has no timeout there.
     ``scope``: what it scores of a multi-turn episode by default, the final answer

@@ -532,7 +532,12 @@ class RewardEntry(PluginEntry):
 
     label: str | None = Field(None, description="name in logs (default: the reward's name)")
     weight: float = Field(1.0, description="weight in the summed reward")
-    timeout: float = Field(10.0, gt=0, description="seconds per call before the fallback")
+    timeout: float = Field(
+        10.0,
+        gt=0,
+        description="seconds per call before the fallback (a batched reward's one call on "
+        "its whole batch included)",
+    )
     fallback: float = Field(0.0, description="value of a call that times out or crashes")
     on_error: Literal["fallback", "raise"] = Field(
         "fallback", description="a call that raises: use the fallback, or stop the run"

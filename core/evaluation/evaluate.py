@@ -11,7 +11,8 @@ generator, and :class:`rlvr.rewards.scoring.Scorer` for the rewards. Decisions, 
   ``from_pretrained`` loads), a LoRA adapter checkpoint (``adapter_config.json``: loaded on the
   config's ``model``, merged, then handed to the backend as a plain model), a run's
   ``output_dir`` (its latest complete checkpoint is used), or a ``.gguf`` file; otherwise
-  ``model`` from the config.
+  ``model`` from the config. A checkpoint with a manifest is verified first (a damaged one is
+  an :class:`EvalError` naming the file).
 - **Data**: ``data.eval_path`` (default ``data.path``) with split ``split`` (default
   ``data.eval_split``; when that is null, ``data.split``). A directory of files or a hub
   dataset has splits (a directory with ``train.jsonl`` and ``test.jsonl`` has ``train`` and
@@ -101,7 +102,13 @@ from rlvr.model.loading import (
     load_policy,
     resolve_device_dtype,
 )
-from rlvr.outputs.checkpoint import best_checkpoint, latest_checkpoint, list_checkpoints
+from rlvr.outputs.checkpoint import (
+    MANIFEST,
+    best_checkpoint,
+    damage,
+    latest_checkpoint,
+    list_checkpoints,
+)
 from rlvr.outputs.metrics import length_metrics, reward_metrics
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import ERRORS_FILE, RewardErrorLog
@@ -306,7 +313,24 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
 def resolve_checkpoint(checkpoint: str | Path) -> Path:
     """A model directory (or ``.gguf`` file) from ``checkpoint``: itself, or, when it is a
     run's ``output_dir``, the checkpoint ``training.keep_best`` kept, else the latest complete
-    one (which of them is said on stderr)."""
+    one (which of them is said on stderr); checked against its manifest when it has one, as
+    ``--resume`` checks (a flipped byte in the weights would load silently and give wrong
+    numbers)."""
+    path = _located(checkpoint)
+    if path.is_dir() and (path / MANIFEST).is_file():
+        problem = damage(path)
+        if problem is not None:
+            others = [p.name for p in list_checkpoints(path.parent) if p != path]
+            hint = f" (beside it: {', '.join(others)})" if others else ""
+            raise EvalError(
+                f"checkpoint {path} is damaged: {problem}; evaluate another checkpoint"
+                f"{hint}, or restore the file from a copy"
+            )
+    return path
+
+
+def _located(checkpoint: str | Path) -> Path:
+    """The model directory or file ``checkpoint`` names (see :func:`resolve_checkpoint`)."""
     path = Path(checkpoint).expanduser()
     if not path.exists():
         there = [p.name for p in list_checkpoints(path.parent)] if path.parent.is_dir() else []

@@ -12,7 +12,9 @@ directory is renamed to ``checkpoint-<step>``.
 or a complete one; :func:`latest_checkpoint` also requires the marker. Old checkpoints are
 deleted by first renaming them to ``.checkpoint-<step>.del``, so a kill during the deletion
 never leaves a half-deleted ``checkpoint-<step>`` either. Leftover dot-directories are removed
-by the next save.
+by the next save, and only rlvr's: each holds the marker file :data:`MARK`, written into the
+temporary directory before anything else (and into a checkpoint before it is renamed away),
+so a user's directory that happens to be named ``.checkpoint-7.tmp`` is never touched.
 
 With several ranks (:mod:`rlvr.parallel.distributed`) rank 0 writes the checkpoint (the replicas'
 weights and optimizer states are equal) and every other rank adds its RNG state
@@ -37,6 +39,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import logging
 import os
 import pickle
 import random
@@ -57,6 +60,8 @@ from rlvr.parallel.distributed import Dist
 COMPLETE = "COMPLETE"
 TRAINER_STATE = "trainer_state.json"
 MANIFEST = "manifest.json"
+#: The file that makes a directory rlvr's own (see the module docstring); not in the manifest.
+MARK = ".rlvr-checkpoint"
 #: The manifest's hash (hashlib's, which uses the CPU's SHA extensions where it has them).
 HASH = "sha256"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -65,6 +70,8 @@ _LEFTOVER = re.compile(r"^\.checkpoint-\d+\.(tmp|del|old)$")
 #: Test hook: ``"STEP:SECONDS"`` sleeps inside the write of checkpoint STEP, after its files
 #: and before its COMPLETE marker (so a test can SIGKILL the process mid-write).
 SLEEP_ENV = "RLVR_TEST_CHECKPOINT_SLEEP"
+
+logger = logging.getLogger("rlvr.outputs.checkpoint")
 
 
 class CheckpointError(RlvrError, RuntimeError):
@@ -206,13 +213,43 @@ def rank_rng_file(rank: int) -> str:
     return "rng_state.pt" if rank == 0 else f"rng_state_rank{rank}.pt"
 
 
-def clean_leftovers(output_dir: str | Path) -> None:
-    """Remove what killed saves or deletions left behind (``.checkpoint-*.tmp`` etc.)."""
+def _mark(directory: Path) -> None:
+    """Make ``directory`` rlvr's: :func:`clean_leftovers` may remove it once left over."""
+    (directory / MARK).write_text(
+        "made by rlvr: removed when left over by an interrupted checkpoint save or deletion\n",
+        encoding="utf-8",
+    )
+
+
+def _unused(path: Path) -> Path:
+    """``path``, where rlvr is about to put a directory of its own; refused when something
+    is there: :func:`clean_leftovers` removed rlvr's, so it is not rlvr's to replace."""
+    if path.exists():
+        raise CheckpointError(
+            f"{path} is in the way: rlvr names its temporary checkpoint directories so, and "
+            f"this one is not rlvr's (no {MARK} file in it); move it out of {path.parent}"
+        )
+    return path
+
+
+def clean_leftovers(output_dir: str | Path) -> list[str]:
+    """Remove what killed saves or deletions left behind (``.checkpoint-*.tmp`` etc.), those
+    holding rlvr's :data:`MARK` only, and say so; return their names."""
     root = Path(output_dir)
-    if root.is_dir():
-        for p in root.iterdir():
-            if _LEFTOVER.match(p.name):
-                shutil.rmtree(p, ignore_errors=True)
+    if not root.is_dir():
+        return []
+    removed = sorted(
+        p.name for p in root.iterdir() if _LEFTOVER.match(p.name) and (p / MARK).is_file()
+    )
+    for name in removed:
+        shutil.rmtree(root / name, ignore_errors=True)
+    if removed:
+        logger.warning(
+            "%s: removed %s, left by an interrupted checkpoint save or deletion",
+            root,
+            ", ".join(removed),
+        )
+    return removed
 
 
 def save_checkpoint(
@@ -242,9 +279,10 @@ def save_checkpoint(
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
     clean_leftovers(root)
-    tmp = tmp_dir(root, step)
+    tmp = _unused(tmp_dir(root, step))
     try:
         tmp.mkdir()
+        _mark(tmp)  # first: from here on a kill leaves a leftover the next save removes
         if model_state is None:
             model.save_pretrained(tmp)
         else:
@@ -288,7 +326,8 @@ def save_checkpoint(
         ) from None
     final = root / f"checkpoint-{step}"
     if final.exists():  # the same step saved again: swap atomically, then drop the old one
-        old = root / f".checkpoint-{step}.old"
+        old = _unused(root / f".checkpoint-{step}.old")
+        _mark(final)  # it may predate the marker
         os.rename(final, old)
         os.rename(tmp, final)
         shutil.rmtree(old, ignore_errors=True)
@@ -342,7 +381,8 @@ def prune(output_dir: str | Path, keep: int) -> None:
     best = best_checkpoint(root)
     others = [p for p in list_checkpoints(root) if best is None or p != best["path"]]
     for path in others[:-keep] if keep > 0 else []:
-        doomed = root / f".{path.name}.del"
+        doomed = _unused(root / f".{path.name}.del")
+        _mark(path)  # it may predate the marker
         os.rename(path, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
     _fsync_dir(root)
@@ -361,7 +401,7 @@ def write_manifest(directory: Path) -> None:
     files = {
         p.relative_to(directory).as_posix(): {"bytes": p.stat().st_size, HASH: _digest(p)}
         for p in sorted(directory.rglob("*"))
-        if p.is_file() and p.name not in (MANIFEST, COMPLETE)
+        if p.is_file() and p.name not in (MANIFEST, COMPLETE, MARK)
     }
     with open(directory / MANIFEST, "w", encoding="utf-8") as f:
         json.dump({"version": 1, "hash": HASH, "files": files}, f, indent=1)
@@ -523,6 +563,7 @@ __all__ = [
     "load_checkpoint",
     "load_file",
     "MANIFEST",
+    "MARK",
     "damage",
     "disk_full",
     "write_manifest",

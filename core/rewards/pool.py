@@ -13,12 +13,18 @@ not finite, or past :data:`~rlvr.api.runtime.REWARD_LIMIT` in magnitude), yields
 fallback and counts as an error; the worker carries on.
 
 A batched reward (``PoolSpec.batch``, TRL's convention: one call on a list of samples) is one
-task per batch: its deadline is ``timeout`` per sample of the batch, and a raise, crash,
-timeout or a return that is not one value per sample gives every sample of the batch the
-fallback, each counted as an error (or timeout); an invalid value fails its sample only. What
-it logs (:class:`rlvr.BatchOutput`) comes back with its values. A spec marked ``in_process``
-(a reward model on the trainer's GPU) never goes to the workers: the calling process builds
-it and runs its tasks while the workers run the others.
+task per batch: its deadline is the reward's ``timeout``, whatever the batch's size (one
+call, one timeout: a judge that never answers costs ``timeout``, not ``timeout`` per sample),
+and a raise, crash, timeout or a return that is not one value per sample gives every sample
+of the batch the fallback, each counted as an error (or timeout); an invalid value fails its
+sample only. What it logs (:class:`rlvr.BatchOutput`) comes back with its values. A spec
+marked ``in_process`` (a reward model on the trainer's GPU) never goes to the workers: the
+calling process builds it and runs its tasks while the workers run the others.
+
+A stop request (``RewardPool.stop_requested``, set by the trainer to its Ctrl-C/SIGTERM flag)
+lets a scoring round finish for :data:`STOP_GRACE` seconds; calls still running then are
+abandoned (their workers killed) and :meth:`RewardPool.score` raises :class:`ScoringAbandoned`,
+so a run asked to stop while a reward hangs ends in seconds rather than after its timeouts.
 
 Workers are started with ``forkserver`` (default) or ``spawn``, never ``fork`` (the parent may
 hold torch threads). Each builds every reward once, ``factory(params)``, when it starts. They
@@ -87,10 +93,19 @@ MAX_MESSAGES = 5  # distinct error messages kept per reward
 #: and the call stops there instead of spending ``timeout x calls / workers`` on it.
 STUCK_AFTER = 4
 MAX_TRACEBACK = 4000  # characters of a traceback sent to the parent
+#: Seconds a scoring round may go on after a stop was requested before its calls still running
+#: are abandoned (:class:`ScoringAbandoned`): enough for a healthy round to end on real rewards.
+STOP_GRACE = 5.0
 
 
 class RewardWorkerError(RlvrError, RuntimeError):
     """Reward worker processes cannot start (the message says why, when a worker told)."""
+
+
+class ScoringAbandoned(RlvrError, RuntimeError):
+    """A stop was requested and the scoring round was still running :data:`STOP_GRACE`
+    seconds later: its calls were abandoned, so the round has no result (the trainer discards
+    the step)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +113,8 @@ class PoolSpec:
     """One reward to run: ``factory(params)`` builds it in each worker.
 
     ``factory`` must be importable by reference (a module-level function or class) and
-    ``params`` picklable. ``timeout`` is in seconds per call (per sample of a batch call).
+    ``params`` picklable. ``timeout`` is in seconds per call (a batched reward's call on a
+    whole batch included).
     ``fallback`` is the value of a call that times out, raises, crashes or returns something
     invalid. ``batch``: the reward is batched (:class:`rlvr.BatchRewardFn`), called once per
     batch: ``"call"`` (every sample of a :meth:`RewardPool.score` call) or ``"group"`` (the
@@ -580,9 +596,8 @@ class _Job:
         return self.specs[self.tasks[t][0]]
 
     def timeout(self, t: int) -> float:
-        """Task ``t``'s deadline: its reward's timeout, per sample of a batch."""
-        which = self.tasks[t][1]
-        return self.spec(t).timeout * (max(1, len(which)) if isinstance(which, list) else 1)
+        """Task ``t``'s deadline: its reward's timeout (one call, a batch's too)."""
+        return self.spec(t).timeout
 
     def record(self, t: int, *reply: Any) -> None:
         """Record what task ``t`` returned (:func:`_call`'s or :func:`_call_batch`'s reply)."""
@@ -729,6 +744,10 @@ class RewardPool:
     the parent runs its calls while the workers run the others). ``build_timeout`` bounds a
     worker's start plus its factories. :meth:`score` is thread-safe (calls are serialised).
     Use as a context manager, or call :meth:`close`.
+
+    ``stop_requested``: None, or a function saying whether the run was asked to stop (the
+    trainer's SIGINT/SIGTERM flag); once it says so, a round still running :data:`STOP_GRACE`
+    seconds later is abandoned (:class:`ScoringAbandoned`).
     """
 
     def __init__(
@@ -752,6 +771,7 @@ class RewardPool:
         self.max_chunk = max_chunk
         self._lock = threading.Lock()
         self._closed = False
+        self.stop_requested: Callable[[], bool] | None = None
         self._workers: list[_Worker] = []
         self._started: list = []  # every worker process not known to have ended
         self._all_local = workers == 0
@@ -885,6 +905,7 @@ class RewardPool:
     def _run(self, job: _Job, chunk: int, until_ready: bool = False) -> None:
         self._discard_stale()
         local = bool(job.local)
+        stop_seen: float | None = None  # when a stop request was first seen
         try:
             while (job.remaining and not job.stopped) or (
                 until_ready and not all(w.ready for w in self._workers)
@@ -895,11 +916,32 @@ class RewardPool:
                     self._run_local(job)
                     continue
                 self._wait(job)
-        except BaseException:  # e.g. Ctrl-C
+                stop_seen = self._abandon_if_stopping(job, stop_seen)
+        except BaseException:  # e.g. Ctrl-C, or ScoringAbandoned
             self._discard_stale()
             raise
         if job.stopped:  # the calls still running are not wanted
             self._discard_stale()
+
+    def _abandon_if_stopping(self, job: _Job, since: float | None) -> float | None:
+        """When a stop request was first seen (None: none was), or :class:`ScoringAbandoned`
+        once the round has run :data:`STOP_GRACE` seconds past it."""
+        if self.stop_requested is None or not self.stop_requested():
+            return None
+        now = time.monotonic()
+        if since is None:
+            return now
+        if now - since < STOP_GRACE:
+            return since
+        calls = ", ".join(
+            f"reward {job.spec(w.pending[0]).label!r} for {now - w.since:.1f} s"
+            for w in self._workers
+            if w.ready and w.pending
+        )
+        raise ScoringAbandoned(
+            f"the rewards were still scoring {STOP_GRACE:g} s after the stop was requested "
+            f"(running: {calls or 'workers starting'}); the round was abandoned"
+        )
 
     def _discard_stale(self) -> None:
         """Replace the workers an interrupted call left busy (their results would be stale)."""
@@ -1000,6 +1042,8 @@ __all__ = [
     "PoolSpec",
     "RewardPool",
     "RewardWorkerError",
+    "STOP_GRACE",
+    "ScoringAbandoned",
     "report_start_errors",
     "shield_from_stop_signals",
 ]

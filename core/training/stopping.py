@@ -3,7 +3,9 @@
 - :class:`StopFlag`: the first SIGINT/SIGTERM asks the loop to finish its step, save and
   return; a second SIGINT aborts at once.
 - :class:`Discarded`: a step whose reward calls failed once a stop was asked for is not trained
-  on (the signal reached the rewards' own processes too).
+  on (the signal reached the rewards' own processes too); nor is one whose scoring was
+  abandoned because it went on too long after the stop request
+  (:class:`~rlvr.rewards.pool.ScoringAbandoned`).
 - :class:`TimeBudget`: ``training.max_minutes``, stopping before a step (and the eval that ends a
   run) would end past it.
 """

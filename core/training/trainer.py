@@ -28,7 +28,9 @@ uninterrupted one (on CPU, up to timing fields).
 Stopping: Ctrl-C or SIGTERM finishes the step, saves a checkpoint and returns (the reward
 workers let both pass, :mod:`rlvr.rewards.pool`, so a signal to the whole process group does not
 fail the step's reward calls; a step whose reward calls failed all the same once the stop was
-asked for, e.g. a reward's own subprocess got the signal, is discarded, not trained on); so does
+asked for, e.g. a reward's own subprocess got the signal, or still scoring a few seconds after
+it, :data:`~rlvr.rewards.pool.STOP_GRACE`, e.g. a reward that hangs, is discarded, not trained
+on); so does
 ``max_minutes``, before a step that would end past the budget, keeping room for the eval (when
 ``eval_steps`` is set) that it then runs on the last step, as at a run's planned end. A step that
 raises (a second Ctrl-C, an error) before its first optimizer update is forgotten and the run
@@ -86,6 +88,7 @@ from rlvr.outputs.resume import config_changes, restore, resume_point
 from rlvr.outputs.summary import format_summary, summary_data, write_summary
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError, RewardErrorLog
+from rlvr.rewards.pool import ScoringAbandoned
 from rlvr.rewards.scoring import Scorer, score_entries
 from rlvr.rollout.episodes import EpisodeRunner, episode_runner
 from rlvr.rollout.guidance import Guides
@@ -593,6 +596,8 @@ class Trainer:
                 self.guard.observe_eval(0, _eval_accuracy(m))
             with StopFlag() as stop:
                 self._stop = stop
+                # a scoring round that hangs past a stop request is abandoned, not waited for
+                self.scorer.pool.stop_requested = lambda: stop.requested
                 while self.step < self.max_steps:
                     self._step_start = (self.step, self.sampler.position)
                     self.update.stepped = False
@@ -604,7 +609,9 @@ class Trainer:
                     except BaseException as exc:  # Ctrl-C, nothing to train on, out of memory...
                         step = self.step
                         # rewards that failed on the way to a requested stop: stop there
-                        discard = stop.requested and isinstance(exc, Discarded | RewardError)
+                        discard = stop.requested and isinstance(
+                            exc, Discarded | RewardError | ScoringAbandoned
+                        )
                         self._save_after_interrupt(announce=not discard)
                         if discard:
                             self._stopped_discarding(step, exc)

@@ -30,9 +30,11 @@ inside rlvr's reward workers, on the batch TRL's call would see::
   in training all completions of a step's generation round on this rank (TRL scores a
   process's whole generation batch per call), in ``rlvr eval`` an eval batch; ``group`` once
   per prompt's completions. ``rlvr rewards score`` always calls it on the rows that share a
-  prompt. The entry's ``timeout`` is per completion: a call on ``n`` may take ``n x timeout``;
-  a call that raises, times out or returns the wrong number of values gives every completion
-  of the batch the ``fallback`` (each counts as an error).
+  prompt. The entry's ``timeout`` bounds one call, on the whole batch (a function that never
+  returns costs one ``timeout``, not one per completion): raise it for a function whose batch
+  takes longer, e.g. a judge asked about one completion at a time. A call that raises, times
+  out or returns the wrong number of values gives every completion of the batch the
+  ``fallback`` (each counts as an error).
 - ``completion_ids`` are the sampled token ids of each completion (None when scoring a file of
   texts with ``rlvr rewards score``: there are no tokens).
 - ``trainer_state`` has ``global_step`` (optimizer steps done: 0 while the first step is

@@ -58,6 +58,14 @@ REWARDS = textwrap.dedent(
     def hang(prompts, completions, **kwargs):
         # an unreachable judge: every call hangs until the pool's timeout kills it
         time.sleep(3600)
+
+    def hang_from_step_2(prompts, completions, **kwargs):
+        # a judge that answers step 1, then stops answering (a signal arrives meanwhile)
+        _scoring(**kwargs)
+        state = kwargs.get("trainer_state")
+        if state is not None and state.global_step >= 1:
+            time.sleep(3600)
+        return [len(c) / 8 for c in completions]
     """
 )
 

@@ -16,10 +16,10 @@ import traceback
 from pathlib import Path
 
 import pytest
-from tiny_run import error_lines, rlvr, write_config
+from tiny_run import error_lines, rlvr, rlvr_process, wait_for, write_config
 
 from rlvr.cli.main import main
-from rlvr.outputs.checkpoint import latest_checkpoint, list_checkpoints
+from rlvr.outputs.checkpoint import MARK, latest_checkpoint, list_checkpoints, save_checkpoint
 from rlvr.outputs.metrics import read_metrics
 
 MANIFEST = "manifest.json"
@@ -41,7 +41,7 @@ def test_the_manifest_covers_every_file(tmp_path, tiny_model_dir, capsys):
     _, out = _trained(tmp_path, tiny_model_dir, capsys)
     ckpt = out / "checkpoint-2"
     listed = json.loads((ckpt / MANIFEST).read_text())["files"]
-    files = {p.name for p in ckpt.iterdir() if p.is_file()} - {MANIFEST, "COMPLETE"}
+    files = {p.name for p in ckpt.iterdir() if p.is_file()} - {MANIFEST, "COMPLETE", MARK}
     assert set(listed) == files
     assert {"model.safetensors", "tokenizer.json", "optimizer.pt"} <= files
     assert listed["model.safetensors"]["bytes"] == (ckpt / "model.safetensors").stat().st_size
@@ -70,6 +70,81 @@ def test_flipped_bytes_in_the_weights_are_detected(tmp_path, tiny_model_dir, cap
     [line] = error_lines(err)
     assert "model.safetensors: its sha256 differs from the manifest's" in line, line
     assert [p.name for p in list_checkpoints(out)] == ["checkpoint-2"]
+
+
+def test_eval_refuses_a_checkpoint_with_flipped_bytes(tmp_path, tiny_model_dir, capsys):
+    """#45 item 21: ``rlvr eval --checkpoint`` loaded the damaged weights and reported numbers,
+    exit code 0. It now checks the manifest as ``--resume`` does."""
+    config, out = _trained(tmp_path, tiny_model_dir, capsys)
+    code, err = rlvr(capsys, "eval", config, "--checkpoint", out / "checkpoint-2", "--limit", "2")
+    assert code == 0, err  # intact: evaluated
+    weights = out / "checkpoint-2" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    for checkpoint in (out / "checkpoint-2", out):  # named, or the output_dir's latest
+        code, err = rlvr(capsys, "eval", config, "--checkpoint", checkpoint, "--limit", "2")
+        assert code == 1
+        [line] = error_lines(err)
+        assert f"checkpoint {out / 'checkpoint-2'} is damaged" in line, line
+        assert "model.safetensors: its sha256 differs from the manifest's" in line, line
+        assert "evaluate another checkpoint" in line, line
+
+
+def test_a_users_look_alike_directories_are_never_deleted(tmp_path, tiny_model_dir, capsys):
+    """#45 item 22: an output_dir holding a user's ``.checkpoint-7.tmp/keep.txt`` and
+    ``.checkpoint-3.del/`` lost both, exit code 0, without a word. Only directories rlvr
+    marked as its own are leftovers."""
+    out = tmp_path / "out"
+    (out / ".checkpoint-7.tmp").mkdir(parents=True)
+    (out / ".checkpoint-7.tmp" / "keep.txt").write_text("mine")
+    (out / ".checkpoint-3.del").mkdir()
+    _trained(tmp_path, tiny_model_dir, capsys)
+    assert (out / ".checkpoint-7.tmp" / "keep.txt").read_text() == "mine"
+    assert (out / ".checkpoint-3.del").is_dir()
+    assert [p.name for p in list_checkpoints(out)] == ["checkpoint-2"]
+
+
+def test_a_save_that_would_replace_a_users_directory_stops_instead(tmp_path):
+    (tmp_path / ".checkpoint-1.tmp").mkdir()
+    (tmp_path / ".checkpoint-1.tmp" / "keep.txt").write_text("mine")
+    with pytest.raises(Exception, match=r"\.checkpoint-1\.tmp is in the way.*not rlvr's"):
+        save_checkpoint(
+            tmp_path,
+            1,
+            model=None,
+            tokenizer=None,
+            optimizer=None,
+            scheduler=None,
+            state={"data": {}},
+        )
+    assert (tmp_path / ".checkpoint-1.tmp" / "keep.txt").read_text() == "mine"
+
+
+def test_a_leftover_of_an_interrupted_save_is_still_removed(
+    tmp_path, tiny_model_dir, capsys, caplog
+):
+    """The other side of item 22: what a killed save left (marked first thing) goes, and the
+    run says so."""
+    config = write_config(
+        tmp_path, tiny_model_dir, tmp_path / "out", max_steps=3, save_steps=1, save_total_limit=1
+    )
+    env = {"RLVR_TEST_CHECKPOINT_SLEEP": "2:300"}  # sleeps inside the write of checkpoint 2
+    proc = rlvr_process("train", config, env=env)
+    out = tmp_path / "out"
+    partial = out / ".checkpoint-2.tmp"
+    try:
+        wait_for(lambda: (partial / "trainer_state.json").is_file(), proc)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert (partial / MARK).is_file()
+    code, err = _resume(capsys, config, 3)
+    assert code == 0, err
+    assert not partial.exists()
+    assert "removed .checkpoint-2.tmp, left by an interrupted checkpoint save" in caplog.text
+    assert [p.name for p in list_checkpoints(out)] == ["checkpoint-3"]
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".checkpoint")]
 
 
 def test_a_tokenizer_that_does_not_fit_the_model_stops_the_resume(tmp_path, tiny_model_dir, capsys):

@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import yaml
-from tiny_run import error_lines, rlvr, rlvr_process, write_config
+from tiny_run import error_lines, rlvr, rlvr_process, wait_for, write_config
 
 from rlvr.outputs.checkpoint import list_checkpoints
 from rlvr.outputs.metrics import read_metrics
@@ -19,15 +18,6 @@ from rlvr.outputs.metrics import read_metrics
 RECORD = ".rlvr-run.json"
 #: The test hook that sleeps inside checkpoint STEP's write, before its COMPLETE marker.
 SLEEP = "RLVR_TEST_CHECKPOINT_SLEEP"
-
-
-def _wait_for(condition, proc, seconds: float = 180) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if proc.poll() is not None:
-            raise AssertionError(proc.stderr.read()[-4000:])
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def _holder(out: Path) -> dict:
@@ -48,7 +38,7 @@ def test_a_second_run_on_the_same_output_dir_stops(tmp_path, tiny_model_dir):
         "train", config, "--set", "training.seed=1", env={SLEEP: "2:15"}
     )  # holds the directory for 15 s inside its checkpoint write
     try:
-        _wait_for(lambda: _holder(out).get("pid") == first.pid, first)
+        wait_for(lambda: _holder(out).get("pid") == first.pid, first)
         second = rlvr_process("train", config, "--set", "training.seed=2")
         _, err = second.communicate(timeout=180)
         assert second.returncode == 1
@@ -74,7 +64,7 @@ def _killed_before_the_first_checkpoint(tmp_path: Path, model: Path) -> tuple[Pa
     config = write_config(tmp_path, model, out)
     proc = rlvr_process("train", config, env={SLEEP: "2:300"})
     try:
-        _wait_for(lambda: (out / ".checkpoint-2.tmp" / "trainer_state.json").is_file(), proc)
+        wait_for(lambda: (out / ".checkpoint-2.tmp" / "trainer_state.json").is_file(), proc)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate()

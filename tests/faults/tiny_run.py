@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,16 @@ def rlvr_process(*args: str, **kwargs: Any) -> subprocess.Popen:
         text=True,
         **kwargs,
     )
+
+
+def wait_for(condition: Any, proc: subprocess.Popen, seconds: float = 180) -> None:
+    """Until ``condition()``; fails with ``proc``'s stderr should it end first."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(proc.stderr.read()[-4000:] if proc.stderr else proc.returncode)
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
 
 
 def error_lines(stderr: str) -> list[str]:
