@@ -60,10 +60,14 @@ class OutputDirError(RlvrError):
 class Hold:
     """Rank 0's lock on ``root`` and the record of what rlvr created there (:func:`hold`)."""
 
-    def __init__(self, root: Path, fd: int, created: list[str]) -> None:
+    def __init__(
+        self, root: Path, fd: int, created: list[str], *, made: tuple[bool, bool] = (False, False)
+    ) -> None:
         self.root = root
         self._fd: int | None = fd
         self.created = set(created)
+        #: whether this hold made the directory, and the record in it (undone by abandon())
+        self._made_dir, self._made_record = made
         self.holder = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -117,11 +121,23 @@ class Hold:
             os.close(self._fd)  # closing the last descriptor releases the flock
             self._fd = None
 
+    def abandon(self) -> None:
+        """Release the lock of a run that was refused the directory, and take back what
+        :func:`hold` made there (the record, the directory if it is empty): a refused run
+        leaves the directory as it found it."""
+        if self._made_record:
+            (self.root / RECORD).unlink(missing_ok=True)  # still locked: no one else wrote it
+        self.close()
+        if self._made_dir:
+            with contextlib.suppress(OSError):  # not empty: someone else's files now
+                self.root.rmdir()
+
 
 def hold(output_dir: str | Path) -> Hold:
     """Create ``output_dir`` if needed and lock it for this process; raises
     :class:`OutputDirError` when another live run holds it or it is not a directory."""
     root = Path(output_dir).absolute()
+    made = (not root.exists(), not (root / RECORD).exists())
     try:
         root.mkdir(parents=True, exist_ok=True)
         fd = os.open(root / RECORD, os.O_RDWR | os.O_CREAT, 0o644)
@@ -135,7 +151,7 @@ def hold(output_dir: str | Path) -> Hold:
         raise OutputDirError(_in_use(root)) from None
     try:
         created = _read(root / RECORD).get("created") or []
-        return Hold(root, fd, [str(n) for n in created])
+        return Hold(root, fd, [str(n) for n in created], made=made)
     except BaseException:
         os.close(fd)
         raise

@@ -342,7 +342,12 @@ class Trainer:
             try:
                 held = rundir.hold(self.output_dir)
                 self._closers.append(held)  # the first in: released last
-                outcome = resume_point(self.output_dir, self.resume, held)
+                try:
+                    outcome = resume_point(self.output_dir, self.resume, held)
+                except RlvrError:  # refused: the directory is left as it was found
+                    self._closers.remove(held)
+                    held.abandon()
+                    raise
             except RlvrError as exc:
                 outcome = exc
         if self.dist.enabled:
