@@ -40,8 +40,6 @@ NPROC_HELP = (
     "data-parallel processes on this machine (as torchrun --standalone --nproc-per-node N "
     "-m rlvr ...; for several nodes run torchrun itself)"
 )
-#: The commands that load a model (or its tokenizer): they check the installation first.
-MODEL_COMMANDS = ("train", "eval", "export", "validate")
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -158,11 +156,18 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "validate",
         "check a config as rlvr train would, before any model loads",
-        "Runs every check rlvr train runs before loading weights (schema, plugin params, "
-        "cross-plugin rules, data files and columns, the model's config). Prints every "
-        "problem with its path and exits 2, or ends with one OK line.",
+        "Runs every check rlvr train runs before loading weights, with the same warnings "
+        "(schema, plugin params, cross-plugin rules, the output directory, data files and "
+        "columns, the model's config and chat template, the eval data). Prints every problem "
+        "with its path and exits 2 (1 for an output directory that refuses the run, as rlvr "
+        "train does), or ends with one OK line.",
     )
     _add_config(p)
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="check as for rlvr train --resume (output_dir holds the run to continue)",
+    )
     p.add_argument(
         "--print",
         action="store_true",
@@ -392,8 +397,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
     try:
-        if args.command in MODEL_COMMANDS:
-            check_installation()
         return _COMMANDS[args.command](args)
     except ConfigError as exc:
         print(exc.format(), file=sys.stderr)
@@ -457,6 +460,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         host=host,
         allow_code=args.allow_code,
         trust_remote_code=args.trust_remote_code,
+        resume=args.resume,
     )
     if args.print_config:
         print(dump(config), end="", flush=True)
@@ -509,10 +513,6 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_rewards(args: argparse.Namespace) -> int:
-    # Loads tqdm and the reward worker pool (multiprocessing), which `rlvr --help` and
-    # `rlvr plugins` do not need: together a third of their time.
-    from rlvr.rewards.score_file import score_file
-
     host = _host()
     config = load_config(
         args.config,
@@ -522,6 +522,10 @@ def cmd_rewards(args: argparse.Namespace) -> int:
         training=False,
         allow_code=args.allow_code,
     )
+    # Loads tqdm and the reward worker pool (multiprocessing), which `rlvr --help` and
+    # `rlvr plugins` do not need (a third of their time): after the config's checks.
+    from rlvr.rewards.score_file import score_file
+
     workers = args.workers if args.workers is not None else config.training.reward_workers
     report = score_file(
         config, host, args.input, args.output, workers=workers, batch_size=args.batch_size
@@ -608,8 +612,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # Loads torch with the evaluator, which `rlvr --help` and `rlvr plugins` must not.
 
     host = _host()
-    from rlvr.evaluation.evaluate import report  # loads torch with the evaluator
-
     result: dict[str, Any] = evaluate(
         args.config,
         checkpoint=args.checkpoint,
@@ -625,6 +627,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         allow_code=args.allow_code,
         trust_remote_code=args.trust_remote_code,
     )
+    from rlvr.evaluation.evaluate import report  # loaded by evaluate() by now
+
     if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
         if args.json:
             print(json.dumps(result, indent=2))
@@ -634,6 +638,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    check_installation()
     # Both load torch and transformers, which `rlvr --help` and `rlvr plugins` must not.
     from rlvr.evaluation.evaluate import resolve_checkpoint
     from rlvr.model.lora import export_merged
