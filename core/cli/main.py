@@ -194,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
         "score",
         "score a JSONL file of completions",
         "Scores each row's `completion` with the config's rewards (the row's other fields "
-        "reach them as dataset fields) and writes the rows with their rewards.",
+        "reach them as dataset fields) and writes the rows with their rewards. The token ids "
+        "the rewards get (completion_ids) are the row's own, else the config's model's "
+        "tokens of the completion.",
     )
     _add_config(p)
     p.add_argument("--input", "-i", required=True, help="JSONL rows with a `completion` field")

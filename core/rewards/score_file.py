@@ -10,6 +10,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,14 @@ def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.4f}"
 
 
-def parse_row(line: str, lineno: int) -> tuple[Sample | None, dict[str, Any] | None, str | None]:
-    """A row as ``(sample, row, None)``, or ``(None, None, why)`` when it is malformed."""
+def parse_row(
+    line: str, lineno: int, tokenize: Callable[[str, Any], list[int]] | None = None
+) -> tuple[Sample | None, dict[str, Any] | None, str | None]:
+    """A row as ``(sample, row, None)``, or ``(None, None, why)`` when it is malformed.
+
+    The completion's token ids: the row's ``completion_ids`` when it has them, else
+    ``tokenize(completion, truncated)`` (``truncated``: the row's field, None without one) when
+    given, else None."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -68,6 +75,13 @@ def parse_row(line: str, lineno: int) -> tuple[Sample | None, dict[str, Any] | N
         return None, None, f"line {lineno}: needs a string `completion` field"
     prompt = row.get("prompt", "")
     num_tokens = row.get("num_tokens")
+    ids = row.get("completion_ids")
+    if ids is not None and not _token_ids(ids):
+        return None, None, f"line {lineno}: `completion_ids` must be a list of token ids (ints)"
+    if ids is None and tokenize is not None:
+        ids = tokenize(completion, row.get("truncated"))
+    if not isinstance(num_tokens, int) and ids is not None:
+        num_tokens = len(ids)
     # The samples.jsonl of `rlvr train` and `rlvr eval` keep the dataset row under "row": its
     # fields (e.g. GSM8K's `answer`) are what the rewards read, so rescoring such a file works.
     nested = row.get("row")
@@ -78,9 +92,41 @@ def parse_row(line: str, lineno: int) -> tuple[Sample | None, dict[str, Any] | N
         prompt=text,
         row=fields,
         num_tokens=num_tokens if isinstance(num_tokens, int) else None,
+        completion_ids=tuple(ids) if ids is not None else None,
         group=text,  # a batched reward is called on the rows that share a prompt
     )
     return sample, row, None
+
+
+def _token_ids(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in value
+    )
+
+
+def tokenizer_ids(config: Any) -> Callable[[str, Any], list[int]] | None:
+    """How rows without ``completion_ids`` get them: the config's model's tokenizer (loaded
+    on the first such row), the text's tokens and, for a row that says ``truncated: false``
+    (``samples.jsonl``'s rows do), the end-of-sequence token the sampler ended with, as
+    training passes them to a TRL function. None without ``model:``, and for a model with
+    ``trust_remote_code`` (loading its tokenizer would run its files)."""
+    model = getattr(config, "model", None)
+    if model is None or model.trust_remote_code:
+        return None
+    loaded: list[Any] = []
+
+    def tokenize(text: str, truncated: Any) -> list[int]:
+        if not loaded:
+            from rlvr.model.loading import load_tokenizer  # transformers: only when needed
+
+            loaded.append(load_tokenizer(model))
+        tokenizer = loaded[0]
+        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if truncated is False and tokenizer.eos_token_id is not None:
+            ids.append(tokenizer.eos_token_id)
+        return ids
+
+    return tokenize
 
 
 def score_file(
@@ -98,7 +144,8 @@ def score_file(
 
     A batched reward (a TRL-style ``callable``) is called once on the rows that share a
     ``prompt`` (within a batch of about ``batch_size`` rows, which never splits adjacent rows
-    of one prompt), with ``completion_ids=None``: a file has texts, not tokens."""
+    of one prompt). The rewards get each row's ``completion_ids``: its own, else the config's
+    model's tokens of the completion (:func:`tokenizer_ids`), else None."""
     report = ScoreReport()
     summaries = []
     totals: list[float] = []
@@ -107,6 +154,7 @@ def score_file(
     bar = tqdm(total=len(lines), unit="row", disable=not progress, file=sys.stderr)
     entries = score_entries(config, host)
     failures = RewardErrorLog(entries, None, echo=lambda message: bar.write(message, sys.stderr))
+    tokenize = tokenizer_ids(config)
     with (
         Scorer(entries, workers=workers) as scorer,
         open(output_path, "w", encoding="utf-8") as out,
@@ -134,7 +182,7 @@ def score_file(
             if not line.strip():
                 bar.update(1)
                 continue
-            sample, row, why = parse_row(line, lineno)
+            sample, row, why = parse_row(line, lineno, tokenize)
             if why:
                 report.bad_rows.append(why)
                 bar.update(1)
