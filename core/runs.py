@@ -64,7 +64,7 @@ def validate(
 
     The checks that need no model files come first and load no torch, so a config that fails
     them fails in a second (:mod:`rlvr.training.preflight`)."""
-    from rlvr.training.preflight import check_resume
+    from rlvr.training.preflight import check_resume  # tqdm, the reward pool: not for --help
 
     config = _checked(config, overrides, host, allow_code, trust_remote_code, resume)
     if resume:  # the run makes these under the directory's lock: see train()
@@ -303,7 +303,7 @@ class Trainer:
         """Train; return the run's summary (what ``rlvr train`` prints at the end:
         :func:`rlvr.outputs.summary.summary_data`). ``resume`` continues from the latest
         checkpoint in :attr:`output_dir`; ``progress`` shows the progress bar."""
-        from rlvr.training.preflight import refuse_output_dir
+        from rlvr.training.preflight import refuse_output_dir  # see validate()
 
         refuse_output_dir(self.config, resume=resume)  # before torch loads
         from rlvr.training.trainer import run  # torch, transformers

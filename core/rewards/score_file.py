@@ -17,6 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host
 from rlvr.api.registration import Sample
 from rlvr.rewards.failures import RewardErrorLog
@@ -57,7 +58,7 @@ def _fmt(x: float) -> str:
 
 
 def parse_row(
-    line: str, lineno: int, tokenize: Callable[[str, Any], list[int]] | None = None
+    line: str, lineno: int, tokenize: Callable[[str, Any], list[int] | None] | None = None
 ) -> tuple[Sample | None, dict[str, Any] | None, str | None]:
     """A row as ``(sample, row, None)``, or ``(None, None, why)`` when it is malformed.
 
@@ -104,23 +105,30 @@ def _token_ids(value: Any) -> bool:
     )
 
 
-def tokenizer_ids(config: Any) -> Callable[[str, Any], list[int]] | None:
+def tokenizer_ids(config: Any) -> Callable[[str, Any], list[int] | None] | None:
     """How rows without ``completion_ids`` get them: the config's model's tokenizer (loaded
     on the first such row), the text's tokens and, for a row that says ``truncated: false``
     (``samples.jsonl``'s rows do), the end-of-sequence token the sampler ended with, as
     training passes them to a TRL function. None without ``model:``, and for a model with
-    ``trust_remote_code`` (loading its tokenizer would run its files)."""
+    ``trust_remote_code`` (loading its tokenizer would run its files). A tokenizer that does
+    not load is a warning: the rows are scored with ``completion_ids=None``, as without one."""
     model = getattr(config, "model", None)
     if model is None or model.trust_remote_code:
         return None
     loaded: list[Any] = []
 
-    def tokenize(text: str, truncated: Any) -> list[int]:
+    def tokenize(text: str, truncated: Any) -> list[int] | None:
         if not loaded:
             from rlvr.model.loading import load_tokenizer  # transformers: only when needed
 
-            loaded.append(load_tokenizer(model))
+            try:
+                loaded.append(load_tokenizer(model))
+            except RlvrError as exc:
+                print(f"warning: rows without completion_ids get None: {exc}", file=sys.stderr)
+                loaded.append(None)
         tokenizer = loaded[0]
+        if tokenizer is None:
+            return None
         ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
         if truncated is False and tokenizer.eos_token_id is not None:
             ids.append(tokenizer.eos_token_id)

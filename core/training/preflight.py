@@ -22,7 +22,7 @@ from typing import Any
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host
 from rlvr.config.problems import sort_problems, with_origins
-from rlvr.config.schema import SECTIONS, ConfigError, RunConfig
+from rlvr.config.schema import SECTIONS, ConfigError, RunConfig, dump
 from rlvr.outputs.metrics import reporters
 from rlvr.outputs.rundir import OutputDirError, latest_checkpoint, not_a_directory, refusal
 
@@ -40,7 +40,6 @@ def check_resume(config: RunConfig) -> None:
     loads, with its warnings: one is intact (its files match its manifest), and the config
     changes nothing that gives the saved weights another shape. Raises
     :class:`~rlvr.TrainingError` as the run does."""
-    from rlvr.config.schema import dump
     from rlvr.outputs.resume import check_config, newest_intact  # torch
 
     root = Path(config.training.output_dir).absolute()
@@ -127,7 +126,7 @@ def _chat_template(
 ) -> list[tuple[str, str]]:
     """The prompts go through the chat template as ``data.chat_template`` says (a problem
     when it asks for one the tokenizer lacks), and the run's warning about plain strings."""
-    from rlvr.data.prompts import use_chat_template, warn_plain_strings
+    from rlvr.data.prompts import use_chat_template, warn_plain_strings  # datasets
 
     data = config.data
     assert data is not None
@@ -218,7 +217,7 @@ def _not_found(name: str) -> str:
 
 def _quiet(fn: Any, *args: Any) -> Any:
     """Run ``fn`` without third-party progress bars (they would interleave with messages)."""
-    import datasets
+    import datasets  # see the module doc
 
     enabled = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
