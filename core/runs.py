@@ -30,6 +30,7 @@ from typing import Any
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, create_host
 from rlvr.config.schema import RunConfig, load_config
+from rlvr.model.installation import check_installation
 from rlvr.outputs.console import quiet_third_party
 from rlvr.outputs.metrics import read_metrics
 from rlvr.rewards.functions import FUNCTION_REWARD, FunctionPlugin, function_name, unpicklable
@@ -56,14 +57,36 @@ def validate(
     host: Host | None = None,
     allow_code: bool = False,
     trust_remote_code: bool = False,
+    resume: bool = False,
 ) -> RunConfig:
     """Load ``config`` and run every check ``train`` runs before a model loads (schema, plugin
-    params, cross-plugin rules, data files and columns, the model's config, the opt-ins to
-    run code): raises :class:`~rlvr.ConfigError` listing every problem, else returns the
-    resolved config. Nothing of the config's code runs here."""
-    # Loads torch, transformers and datasets (it reads the model's config and the data), which
-    # `rlvr --help`, `rlvr plugins` and `import rlvr` must not.
-    from rlvr.training.preflight import check
+    params, cross-plugin rules, the output directory, data files and columns, the model's
+    config and chat template, the eval data and its judge, the opt-ins to run code), with the
+    same warnings: raises :class:`~rlvr.ConfigError` listing every problem (or the
+    :class:`~rlvr.RlvrError` that ``train`` stops with), else returns the resolved config.
+    ``resume``: check as ``train(resume=True)`` does, the checkpoint it would continue from
+    included. Nothing of the config's code runs here.
+
+    The checks that need no model files come first and load no torch, so a config that fails
+    them fails in a second (:mod:`rlvr.training.preflight`)."""
+    from rlvr.training.preflight import check_resume  # tqdm, the reward pool: not for --help
+
+    config = _checked(config, overrides, host, allow_code, trust_remote_code, resume)
+    if resume:  # the run makes these under the directory's lock: see train()
+        check_resume(config)
+    return config
+
+
+def _checked(
+    config: str | Path | RunConfig,
+    overrides: Sequence[str],
+    host: Host | None,
+    allow_code: bool,
+    trust_remote_code: bool,
+    resume: bool,
+) -> RunConfig:
+    """:func:`validate` but for the checkpoint a resume continues from."""
+    from rlvr.training.preflight import check, refuse_output_dir  # light: see validate()
 
     quiet_third_party()
     host = host or plugin_host()
@@ -78,6 +101,8 @@ def validate(
             allow_code=allow_code,
             trust_remote_code=trust_remote_code,
         )
+    refuse_output_dir(config, resume=resume)
+    check_installation()  # before torch loads: a broken torchvision stops every import of it
     check(config, host, source=None if source is None else str(source), overrides=list(overrides))
     return config
 
@@ -95,16 +120,12 @@ def train(
     """Validate ``config`` as :func:`validate` does, then train; returns the run's summary (the
     figures ``rlvr train`` prints at the end, :func:`rlvr.outputs.summary.summary_data`).
     Everything lands in ``training.output_dir``."""
-    from rlvr.training.trainer import run  # torch, transformers: see above
-
     host = host or plugin_host()
-    config = validate(
-        config,
-        overrides=overrides,
-        host=host,
-        allow_code=allow_code,
-        trust_remote_code=trust_remote_code,
-    )
+    # The checkpoint's checks (its manifest hashed, its config compared) run once, in the run,
+    # under the directory's lock.
+    config = _checked(config, overrides, host, allow_code, trust_remote_code, resume)
+    from rlvr.training.trainer import run  # torch, transformers: after the checks
+
     return run(config, host, resume=resume, progress=progress).summary
 
 
@@ -126,8 +147,6 @@ def evaluate(
 ) -> dict[str, Any]:
     """Evaluate ``config``'s model (or ``checkpoint``) on held-out prompts, as ``rlvr eval``:
     returns the summary (mean rewards, accuracy and pass@k) and writes the samples."""
-    from rlvr.evaluation.evaluate import evaluate as run_eval  # torch, transformers: see above
-
     quiet_third_party()
     host = host or plugin_host()
     greedy_set = ["training.temperature=0"] if greedy else []
@@ -141,6 +160,9 @@ def evaluate(
             allow_code=allow_code,
             trust_remote_code=trust_remote_code,
         )
+    check_installation()
+    from rlvr.evaluation.evaluate import evaluate as run_eval  # torch: after the config's checks
+
     return run_eval(
         config,
         host,
@@ -207,7 +229,7 @@ class Trainer:
         allow_code: bool = False,
         trust_remote_code: bool = False,
     ) -> None:
-        # Both load datasets, transformers and torch, which `rlvr --help` must not.
+        # Loads datasets, which `rlvr --help` must not.
         from rlvr.data.prompts import dataset_rows
         from rlvr.training.preflight import check
 
@@ -268,7 +290,15 @@ class Trainer:
         if eval_dataset is not None:
             self.eval_rows = dataset_rows(eval_dataset, what="eval_dataset")
         label = None if isinstance(source, dict) else str(source)
-        check(self.config, self.host, source=label, overrides=list(overrides), rows=self.rows)
+        check_installation()
+        check(
+            self.config,
+            self.host,
+            source=label,
+            overrides=list(overrides),
+            rows=self.rows,
+            eval_rows=self.eval_rows is not None,
+        )
         if functions and self.config.training.reward_workers > 0:
             _check_picklable(functions)
 
@@ -281,6 +311,9 @@ class Trainer:
         """Train; return the run's summary (what ``rlvr train`` prints at the end:
         :func:`rlvr.outputs.summary.summary_data`). ``resume`` continues from the latest
         checkpoint in :attr:`output_dir`; ``progress`` shows the progress bar."""
+        from rlvr.training.preflight import refuse_output_dir  # see validate()
+
+        refuse_output_dir(self.config, resume=resume)  # before torch loads
         from rlvr.training.trainer import run  # torch, transformers
 
         quiet_third_party()

@@ -44,6 +44,17 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "rlvr.outputs.plot": "tqdm and the reward pool, through rlvr.outputs.metrics",
         "rlvr.cli.env_check": "torch, transformers (env check samples episodes)",
     },
+    # rlvr validate and train report a config's errors before torch loads (#45 item 12)
+    "rlvr.training.preflight": {
+        "datasets": "datasets (the data's checks)",
+        "rlvr.data.prompts": "datasets (the data's checks)",
+        "rlvr.model.loading": "torch, transformers (the model's checks)",
+        "rlvr.evaluation.evaluate": "torch, transformers (the eval's checks)",
+        "rlvr.outputs.resume": "torch (the checkpoint's checks, --resume)",
+    },
+    "rlvr.rewards.score_file": {
+        "rlvr.model.loading": "torch, transformers: only for rows without completion_ids",
+    },
     "rlvr.runs": {
         "rlvr.training.preflight": "torch, transformers, datasets (validate)",
         "rlvr.training.trainer": "torch, transformers (train)",

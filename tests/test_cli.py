@@ -127,3 +127,56 @@ def test_third_party_warnings_only_with_v(verbose):
     assert "training.bf16 is ignored" in err
     for third in ("is_gradient_checkpointing", "TypedStorage"):
         assert (third in err) is verbose, err
+
+
+#: Prints the command's exit code and whether it imported torch, transformers or datasets.
+_IMPORTS = (
+    "import sys; from rlvr.cli.main import main; code = main(sys.argv[1:]); "
+    "print(code, sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "{config}"], "already holds a run (checkpoint-1); pass --resume"),
+        (["validate", "{config}"], "already holds a run (checkpoint-1); pass --resume"),
+        (["train", "{config}", "--resume", "--set", "training.output_dir={empty}"], "--resume:"),
+        (["train", "{code}"], "pass --allow-code to allow it"),
+        (["validate", "{code}"], "pass --allow-code to allow it"),
+        (["eval", "{code}"], "pass --allow-code to allow it"),
+        (["train", "{config}", "--set", "training.seed=\x01"], "unacceptable character"),
+    ],
+    ids=[
+        "run-dir",
+        "validate-run-dir",
+        "resume-nothing",
+        "allow-code",
+        "validate-allow-code",
+        "eval-allow-code",
+        "set-value",
+    ],
+)
+def test_config_errors_come_before_torch_loads(argv, message, tmp_path, train_sections):
+    """#45 item 12: these took 10-20 s on a loaded machine, importing torch and transformers
+    before a check that needs neither."""
+    out = tmp_path / "out"
+    (out / "checkpoint-1").mkdir(parents=True)
+    (out / "checkpoint-1" / "COMPLETE").write_text("")
+    (tmp_path / "empty").mkdir()
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        train_sections + f"rewards: [{{name: numbers}}]\ntraining: {{output_dir: {out}}}\n"
+    )
+    code = tmp_path / "code.yaml"
+    code.write_text(train_sections + "rewards: [{name: callable, params: {function: 'r.py:f'}}]\n")
+    (tmp_path / "r.py").write_text("def f(prompts, completions, **kw):\n    return [1.0]\n")
+    paths = {"config": config, "code": code, "empty": tmp_path / "empty"}
+    args = [a.format(**paths) for a in argv]
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTS, *args], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    exit_code, imported = done.stdout.split(" ", 1)
+    assert exit_code in ("1", "2") and imported.strip() == "[]", done.stdout

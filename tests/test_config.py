@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import warnings
 
 import pytest
@@ -240,6 +241,86 @@ def test_yaml_and_toml_files(tmp_path, host):
         "must be a mapping of settings, e.g. {key: value} (got True)"
     )
     assert "does not exist" in problems(tmp_path / "nope.yaml", host)[""]
+
+
+def _alias_bomb(levels: int) -> str:
+    """``data.chat_template_kwargs`` holding nine aliases of nine aliases, ``levels`` deep."""
+    lines = ["    a: &a [x, x, x, x, x, x, x, x, x]"]
+    names = "abcdefghijklmnop"
+    for prev, name in zip(names, names[1 : levels + 1], strict=False):
+        lines.append(f"    {name}: &{name} [{', '.join([f'*{prev}'] * 9)}]")
+    return "data:\n  chat_template_kwargs:\n" + "\n".join(lines) + "\nrewards: [{name: numbers}]\n"
+
+
+def test_an_alias_bomb_is_refused_when_the_file_is_read(tmp_path, host, capsys):
+    """Issue 45 item 23: 8 levels expand to 43 million values; refused in milliseconds, before
+    validation walks (and train's chat template copies) the expansion."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_alias_bomb(8))
+    start = time.perf_counter()
+    found = problems(path, host)[""]
+    assert time.perf_counter() - start < 1.0
+    assert found.startswith("cannot parse bomb.yaml: its aliases (*name) expand to more than")
+    assert "alias bomb" in found
+    # Aliases that stay small are fine, and so is a large config written out.
+    (tmp_path / "small.yaml").write_text(_alias_bomb(2))
+    kwargs = load_config(tmp_path / "small.yaml", host).data.chat_template_kwargs
+    assert len(kwargs["c"]) == 9 and kwargs["c"][0][0] == ["x"] * 9
+    # ... and one that refers to itself is refused, not built as an endless value.
+    (tmp_path / "loop.yaml").write_text("data: {chat_template_kwargs: {a: &a [1, *a]}}\n")
+    assert "refers to the value that contains it" in problems(tmp_path / "loop.yaml", host)[""]
+    # The same bound holds for a --set value, and the command prints the problem, no traceback.
+    flow = (
+        "{a: &a [1,1,1,1,1,1,1,1,1,1], "
+        + ", ".join(
+            f"{n}: &{n} [{','.join([f'*{p}'] * 10)}]" for p, n in zip("abcde", "bcdef", strict=True)
+        )
+        + "}"
+    )
+    assert (
+        "alias bomb"
+        in problems(
+            {"rewards": [{"name": "numbers"}]},
+            host,
+            overrides=[f"data.chat_template_kwargs={flow}"],
+        )["data.chat_template_kwargs"]
+    )
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "alias bomb" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("\x01", "unacceptable character #x0001"),
+        ("1" * 5000, "an integer has more digits than Python reads (4,300)"),
+        ("!!python/object/apply:os.system [echo hi]", "could not determine a constructor"),
+    ],
+    ids=["control-character", "5000-digit-int", "python-tag"],
+)
+def test_set_values_yaml_refuses_are_one_problem(
+    value, why, host, train_sections, tmp_path, capsys
+):
+    """Issue 45 item 24: each was a raw traceback from `rlvr validate --set`."""
+    found = problems({"rewards": [{"name": "numbers"}]}, host, overrides=[f"training.seed={value}"])
+    assert found["training.seed"].startswith("cannot read the value ")
+    assert found["training.seed"].endswith(why) or why in found["training.seed"]
+    assert "(from --set)" in found["training.seed"]
+    path = tmp_path / "c.yaml"
+    path.write_text(train_sections + "rewards:\n  - name: answer\n")
+    assert main(["validate", str(path), "--set", f"training.seed={value}"]) == 2
+    err = capsys.readouterr().err
+    assert why in err and "Traceback" not in err and len(err) < 600
+
+
+def test_a_file_with_a_huge_integer_is_one_problem(tmp_path, host):
+    (tmp_path / "big.yaml").write_text(f"training: {{seed: {'9' * 5000}}}\n")
+    assert "more digits than Python reads" in problems(tmp_path / "big.yaml", host)[""]
+    (tmp_path / "big.toml").write_text(f"[training]\nseed = {'9' * 5000}\n")
+    assert problems(tmp_path / "big.toml", host)[""].startswith("cannot parse big.toml")
+    with pytest.raises(ConfigError, match="no list item"):
+        apply_overrides({"rewards": [{}]}, [f"rewards.{'1' * 5000}.weight=1"])
 
 
 def test_json_schema_is_a_union_on_name(host):

@@ -354,6 +354,21 @@ def test_readme_config_validates():
     assert (ROOT / raw["data"]["path"]).is_file()  # relative to the repository root
 
 
+def test_the_quickstart_command_is_the_one_the_quickstart_test_runs():
+    """#45 item 11: with torch's default threads the quickstart ran at 3.7 s a step on a busy
+    CPU, 0.15 s with OMP_NUM_THREADS=1; the command people copy sets it, and the slow test
+    trains with the same environment."""
+    assert test_quickstart.README_COMMAND.startswith(
+        " ".join(f"{k}={v}" for k, v in test_quickstart.README_ENV.items())
+    )
+    pages = [README, *(DOCS / "getting-started" / n for n in ("install.md", "quickstart.md"))]
+    for page in pages:
+        text = page if isinstance(page, str) else page.read_text(encoding="utf-8")
+        assert test_quickstart.README_COMMAND in text, page if isinstance(page, Path) else "README"
+    environment = (DOCS / "reference" / "environment.md").read_text(encoding="utf-8")
+    assert "The README's quickstart command sets `OMP_NUM_THREADS=1`" in environment
+
+
 def test_quickstart_page_states_the_figures_the_quickstart_test_asserts():
     page = (DOCS / "getting-started" / "quickstart.md").read_text(encoding="utf-8")
     assert f"**{test_quickstart.FIRST:.2f}**" in page

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from rlvr import hookimpl
+from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import create_host
 from rlvr.api.registration import Params, Reward
 from rlvr.cli.main import main
@@ -91,16 +92,16 @@ def test_pass_at_ks_and_mean():
 # --------------------------------------------------------------------------- resolution
 
 
-def test_eval_data_decisions(tmp_path, caplog):
+def test_eval_data_decisions(tmp_path):
     train = tmp_path / "train.jsonl"
     test = tmp_path / "test.jsonl"
     for p in (train, test):
         p.write_text('{"prompt": "x", "answer": "1"}\n')
     data = DataConfig(path=str(train), max_samples=3)
     # a single file has no splits: used whole, with a warning that it is the training data
-    cfg, split, desc = eval_data(data)
+    with pytest.warns(ConfigWarning, match="TRAINING data"):
+        cfg, split, desc = eval_data(data)
     assert (cfg.path, split, desc, cfg.max_samples) == (str(train), None, str(train), None)
-    assert "TRAINING data" in caplog.text
     # a split that is a file path is the eval data
     cfg, split, _ = eval_data(data, str(test))
     assert (cfg.path, split) == (str(test), None)

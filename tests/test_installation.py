@@ -60,9 +60,11 @@ def test_no_problem_when_torchvision_loads_or_is_absent(fake_torchvision, monkey
     assert torchvision_problem() is None
 
 
-def test_model_commands_stop_with_the_fix_and_others_run(broken_torchvision, tmp_path, capsys):
+def test_model_commands_stop_with_the_fix_and_others_run(
+    broken_torchvision, tmp_path, capsys, train_sections
+):
     cfg = tmp_path / "run.yaml"
-    cfg.write_text(yaml.safe_dump({"rewards": [{"name": "format"}]}))
+    cfg.write_text(train_sections + yaml.safe_dump({"rewards": [{"name": "format"}]}))
     assert main(["validate", str(cfg)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: torchvision 0.28.0 is installed") and UNINSTALL in err

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+import rlvr
+from rlvr import Environment, Params, hookimpl
+from rlvr.api.host import create_host
 from rlvr.cli.main import main
 
 HAS_WANDB = importlib.util.find_spec("wandb") is not None
@@ -120,3 +125,137 @@ def test_a_typo_in_a_local_model_path_is_not_taken_for_a_hub_id(tmp_path, capsys
     assert f"model path '{tmp_path / 'models' / 'tiny-arithm'}' does not exist" in err
     assert f"did you mean '{tmp_path / 'models' / 'tiny-arith'}'?" in err
     assert "hub" not in err
+
+
+# --------------------------------------------------------------------------- validate == train
+
+
+class _ScoredEnvironment:
+    """An environment that scores its episodes (``rewards:`` may then be left out), as an
+    environment package's "guess the number" does."""
+
+    @hookimpl
+    def rlvr_register_environments(self, register):
+        register(
+            Environment(
+                name="guess",
+                params=Params,
+                factory=dict,
+                description="scores its own episodes",
+                rewards=lambda params: ("solved",),
+            )
+        )
+
+
+def _no_chat_template(model_dir: Path, tmp_path: Path) -> Path:
+    plain = tmp_path / "plain-model"
+    shutil.copytree(model_dir, plain)
+    (plain / "chat_template.jinja").unlink()
+    return plain
+
+
+#: ``(config change, --set overrides, resume, what train and validate both say)``: each a
+#: refusal `rlvr train` made that `rlvr validate` did not (#45 item 4).
+REFUSALS = {
+    "eval-without-a-judge": (
+        {"rewards": None, "environment": {"name": "guess"}},
+        ["training.eval_steps=5"],
+        False,
+        "evaluation needs at least one reward in the config's `rewards:`",
+    ),
+    "eval-data-without-the-rewards-field": (
+        {"data": {"eval_path": "eval.jsonl"}},
+        ["training.eval_steps=5"],
+        False,
+        "field 'answer' needed by reward 'answer'",
+    ),
+    "output-dir-holds-a-run": (
+        {"training": {"output_dir": "ran"}},
+        [],
+        False,
+        "already holds a run (checkpoint-3); pass --resume to continue it",
+    ),
+    "output-dir-holds-a-users-config": (
+        {"training": {"output_dir": "mine"}},
+        [],
+        False,
+        "holds config.yaml, which rlvr did not create",
+    ),
+    "resume-with-nothing-to-resume": (
+        {"training": {"output_dir": "empty"}},
+        [],
+        True,
+        "--resume: no complete checkpoint in",
+    ),
+    "chat-template-the-tokenizer-lacks": (
+        {"data": {"chat_template": True}, "model": "plain"},
+        [],
+        False,
+        "data.chat_template: is true but the tokenizer has no chat template",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS), ids=list(REFUSALS))
+def test_validate_refuses_what_train_refuses_with_the_same_message(case, tmp_path, model_dir):
+    change, overrides, resume, expected = REFUSALS[case]
+    _rows(tmp_path / "rows.jsonl", prompt="What is 1 + 1?", answer="2")
+    _rows(tmp_path / "eval.jsonl", prompt="What is 2 + 2?", solution="4")
+    (tmp_path / "ran" / "checkpoint-3").mkdir(parents=True)
+    (tmp_path / "ran" / "checkpoint-3" / "COMPLETE").write_text("")
+    _write(tmp_path / "mine" / "config.yaml", "# the user's own\n")
+    (tmp_path / "empty").mkdir()
+    model = _no_chat_template(model_dir, tmp_path) if change.get("model") else model_dir
+    data = {
+        "model": {"name_or_path": str(model)},
+        "data": {"path": "rows.jsonl", **change.get("data", {})},
+        "rewards": [{"name": "answer"}],
+        "training": {"output_dir": "out", **change.get("training", {})},
+    }
+    if "environment" in change:
+        data["environment"] = change["environment"]
+        del data["rewards"]
+    config = _write(tmp_path / "run.yaml", yaml.safe_dump(data))
+    host = create_host(plugins=[_ScoredEnvironment()])
+
+    said = []
+    for command in (rlvr.train, rlvr.validate):
+        with pytest.raises(rlvr.RlvrError) as info:
+            command(config, overrides=overrides, resume=resume, host=host)
+        said.append(str(info.value))
+    trained, validated = said
+    assert expected in trained, trained
+    assert validated == trained
+
+
+def test_validate_shows_the_warnings_train_shows(tmp_path, model_dir, capsys, monkeypatch):
+    """A TRL-style config (plain-string prompts, data.chat_template unset) warned only when
+    train built its prompts; and `rlvr eval`'s "evaluating on the TRAINING data" only in
+    train. Both commands now show both, each once."""
+    _rows(tmp_path / "rows.jsonl", prompt="What is 1 + 1?", answer="2")
+    config = _write(
+        tmp_path / "run.yaml",
+        yaml.safe_dump(
+            {
+                "model": {"name_or_path": str(model_dir)},
+                "data": {"path": "rows.jsonl"},
+                "rewards": [{"name": "answer"}],
+                "training": {
+                    "output_dir": "out",
+                    "max_steps": 1,
+                    "eval_steps": 1,
+                    "per_device_train_batch_size": 1,
+                    "num_generations": 2,
+                    "max_completion_length": 4,
+                    "reward_workers": 0,
+                },
+            }
+        ),
+    )
+    expected = ("warning: data.chat_template is unset", "evaluating on the TRAINING data")
+    assert main(["validate", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert all(err.count(w) == 1 for w in expected), err
+    assert main(["train", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert all(err.count(w) == 1 for w in expected), err

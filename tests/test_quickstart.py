@@ -27,9 +27,15 @@ MAKE_MODEL = ROOT / "examples" / "quickstart" / "make_model.py"
 CONFIG = ROOT / "examples" / "quickstart.yaml"
 
 
-def _env() -> dict[str, str]:
+#: The environment the README's quickstart command sets (`OMP_NUM_THREADS=1 rlvr train ...`):
+#: one torch thread, which a busy CPU needs (docs/reference/environment.md).
+README_ENV = {"OMP_NUM_THREADS": "1"}
+README_COMMAND = "OMP_NUM_THREADS=1 rlvr train examples/quickstart.yaml"
+
+
+def _env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", **extra)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     return env
 
@@ -87,7 +93,7 @@ def test_quickstart_learns(tmp_path):
         a, plus, b = r["question"].removeprefix("What is ").removesuffix("?").split()
         assert plus == "+" and int(a) + int(b) == int(r["answer"]) <= 9
 
-    _train_and_check(model_dir, data_dir, tmp_path / "run")
+    _train_and_check(model_dir, data_dir, tmp_path / "run", env=README_ENV)  # the README's
 
 
 def _train_and_check(
@@ -97,9 +103,10 @@ def _train_and_check(
     *sets: str,
     args: tuple[str, ...] = (),
     last_min: float = LAST - LAST_TOL,
+    env: dict[str, str] | None = None,
 ) -> list[dict]:
-    """Train the quickstart (with extra ``--set`` overrides and ``rlvr train`` arguments) and
-    assert that it learned."""
+    """Train the quickstart (with extra ``--set`` overrides, ``rlvr train`` arguments and
+    environment variables) and assert that it learned."""
     start = time.perf_counter()
     overrides = [
         f"model.name_or_path={model_dir}",
@@ -111,7 +118,7 @@ def _train_and_check(
     for item in overrides:
         command += ["--set", item]
     proc = subprocess.run(
-        command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=1800
+        command, cwd=ROOT, env=_env(**(env or {})), capture_output=True, text=True, timeout=1800
     )
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

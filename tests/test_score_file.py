@@ -128,3 +128,46 @@ def test_rows_of_a_multi_turn_run_keep_their_environment_rewards_weighted(tmp_pa
     assert scored[0]["rewards"] == {"format": 0.0, "solved": 1.0, "rank": 1.0}
     assert report.summary["rank"].mean == 1.0 and report.summary["solved"].none_count == 1
     assert report.bad_rows == ["line 3: `env_rewards` must map names to finite numbers"]
+
+
+def test_a_trl_function_gets_the_rows_completion_ids_or_the_models_tokens(
+    tmp_path, capsys, tiny_model_dir
+):
+    """#45 item 10: a TRL reward function that reads ``completion_ids`` got None from a file
+    (and failed: TRL's soft overlong punishment iterates them). Now: the row's own ids, else
+    the config's model's tokens of the text (with the end-of-sequence token when the row says
+    it was not truncated, as training passes them)."""
+    from transformers import AutoTokenizer
+
+    (tmp_path / "r.py").write_text(
+        "def ids_seen(prompts, completions, completion_ids, **kwargs):\n"
+        "    return [float(sum(ids)) + len(ids) / 1000 for ids in completion_ids]\n"
+    )
+    rows = [
+        {"prompt": "p", "completion": "whatever", "completion_ids": [5, 6, 7]},
+        {"prompt": "p", "completion": "12 + 30 = 42"},
+        {"prompt": "q", "completion": "12 + 30 = 42", "truncated": False},
+    ]
+    src = tmp_path / "rows.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"model: {{name_or_path: {tiny_model_dir}}}\n"
+        "rewards: [{name: callable, label: ids, params: {function: 'r.py:ids_seen'}}]\n"
+    )
+    out = tmp_path / "scored.jsonl"
+    argv = ["rewards", "score", str(config), "-i", str(src), "-o", str(out), "--allow-code"]
+    assert main([*argv, "--workers", "0"]) == 0, capsys.readouterr().err
+    scored = [json.loads(line)["rewards"]["ids"] for line in out.read_text().splitlines()]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    text = tokenizer("12 + 30 = 42", add_special_tokens=False)["input_ids"]
+    with_eos = [*text, tokenizer.eos_token_id]
+    assert scored == [
+        18 + 0.003,
+        sum(text) + len(text) / 1000,
+        sum(with_eos) + len(with_eos) / 1000,
+    ]
+    # A row whose ids are not token ids is reported by its line, and the others scored.
+    src.write_text(json.dumps({"completion": "x", "completion_ids": "1 2"}) + "\n")
+    assert main([*argv, "--workers", "0"]) == 1
+    assert "line 1: `completion_ids` must be a list of token ids (ints)" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import create_host
 from rlvr.cli.main import main
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
@@ -467,7 +468,7 @@ def test_per_device_train_batch_size_keeps_trl_meaning_or_is_an_error(host):
     assert "32 prompts x num_generations 8 = 256 completions" in msg
     assert "TRL-only keys (bf16)" in msg and "top-level `trl:` section" in msg
     # rlvr's own keys only: rlvr's meaning, no question asked
-    own = {"per_device_train_batch_size": 32, "num_generations": 8, "beta": 0.0}
+    own = {"per_device_train_batch_size": 32, "num_generations": 8}
     assert run_config(host, {"training": own})["training"]["per_device_train_batch_size"] == 32
     # not whole groups: the fix keeps the completions per step
     msg = problems(host, {"trl": {"per_device_train_batch_size": 4, "num_generations": 8}})
@@ -592,3 +593,32 @@ def test_plain_string_prompts_through_the_template_warn_unless_explicit(tiny_mod
         chat = [{"prompt": [{"role": "user", "content": "What is 2 + 2?"}]}]
         PromptSet(chat, DataConfig(path="x"), tok, None)
     assert templated.text == explicit.text != plain.text == "What is 2 + 2?"
+
+
+def test_a_grpoconfig_pasted_under_training_is_refused_or_warned_by_its_shape(host):
+    """#45 item 9: a GRPOConfig with no TRL-only key but TRL's algorithm keys (their rlvr home
+    is algorithm.params) validated under training: and trained 8x the completions a step and
+    rlvr's loss_type grpo instead of TRL's dapo."""
+    paste = {"per_device_train_batch_size": 16, "num_generations": 8, "beta": 0.04}
+    msg = problems(host, {"training": paste})["training.per_device_train_batch_size"]
+    assert "16 prompts x num_generations 8 = 128 completions" in msg
+    assert "TRL-only keys (beta)" in msg and "top-level `trl:` section" in msg
+    # the same block under trl: is TRL's run: 2 prompts x 8, dapo
+    config = run_config(host, {"trl": paste})
+    assert config["training"]["per_device_train_batch_size"] == 2
+    assert config["algorithm"]["params"]["loss_type"] == "dapo"
+    # without a batch size, rlvr's default batch holds there, and the user is told before
+    with pytest.warns(ConfigWarning, match="training: holds TRL GRPOConfig keys") as seen:
+        load_config(merged(BASE, {"training": {"loss_type": "dapo"}}), host, require=TRAIN_SECTIONS)
+    (warning,) = [w for w in seen if "GRPOConfig" in str(w.message)]
+    text = str(warning.message)
+    assert "8 prompts x num_generations 8 = 64 completions a micro-batch" in text
+    assert "TRL's default: 8 completions" in text and "`trl:`" in text
+    # rlvr's own spelling of the same settings: no word
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        native = {
+            "training": {"per_device_train_batch_size": 16, "num_generations": 8},
+            "algorithm": {"name": "grpo", "params": {"beta": 0.04}},
+        }
+        load_config(merged(BASE, native), host, require=TRAIN_SECTIONS)

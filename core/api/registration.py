@@ -36,10 +36,10 @@ class Sample:
 
     ``row`` holds every field of the dataset row (e.g. GSM8K's ``answer``). ``num_tokens`` is
     the completion's token length when the caller knows it (always during training), and
-    ``completion_ids`` its sampled token ids (None where there are no tokens: ``rlvr rewards
-    score`` of a file of texts). ``group`` tells which samples answer the same prompt (the
-    prompt's group in training and eval, the prompt text when scoring a file): a batched
-    reward's ``batch: group`` batches by it. ``state`` is where training stands.
+    ``completion_ids`` its sampled token ids (``rlvr rewards score``: the row's, else the
+    config's model's tokens of the text, else None). ``group`` tells which samples answer the
+    same prompt (the prompt's group in training and eval, the prompt text when scoring a
+    file): a batched reward's ``batch: group`` batches by it. ``state`` is where training stands.
 
     A multi-turn episode (an environment) is seen through its reward entry's ``scope``:
     ``"answer"`` (the default), ``completion`` is the last assistant message and

@@ -41,8 +41,6 @@ NPROC_HELP = (
     "data-parallel processes on this machine (as torchrun --standalone --nproc-per-node N "
     "-m rlvr ...; for several nodes run torchrun itself)"
 )
-#: The commands that load a model (or its tokenizer): they check the installation first.
-MODEL_COMMANDS = ("train", "eval", "export", "validate")
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -159,11 +157,18 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "validate",
         "check a config as rlvr train would, before any model loads",
-        "Runs every check rlvr train runs before loading weights (schema, plugin params, "
-        "cross-plugin rules, data files and columns, the model's config). Prints every "
-        "problem with its path and exits 2, or ends with one OK line.",
+        "Runs every check rlvr train runs before loading weights, with the same warnings "
+        "(schema, plugin params, cross-plugin rules, the output directory, data files and "
+        "columns, the model's config and chat template, the eval data). Prints every problem "
+        "with its path and exits 2 (1 for an output directory that refuses the run, as rlvr "
+        "train does), or ends with one OK line.",
     )
     _add_config(p)
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="check as for rlvr train --resume (output_dir holds the run to continue)",
+    )
     p.add_argument(
         "--print",
         action="store_true",
@@ -190,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
         "score",
         "score a JSONL file of completions",
         "Scores each row's `completion` with the config's rewards (the row's other fields "
-        "reach them as dataset fields) and writes the rows with their rewards.",
+        "reach them as dataset fields) and writes the rows with their rewards. The token ids "
+        "the rewards get (completion_ids) are the row's own, else the config's model's "
+        "tokens of the completion.",
     )
     _add_config(p)
     p.add_argument("--input", "-i", required=True, help="JSONL rows with a `completion` field")
@@ -400,8 +407,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Python API hides the same)
     quiet_third_party(verbose=args.verbose)
     try:
-        if args.command in MODEL_COMMANDS:
-            check_installation()
         return _COMMANDS[args.command](args)
     except ConfigError as exc:
         print(exc.format(), file=sys.stderr)
@@ -465,6 +470,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         host=host,
         allow_code=args.allow_code,
         trust_remote_code=args.trust_remote_code,
+        resume=args.resume,
     )
     if args.print_config:
         print(dump(config), end="", flush=True)
@@ -530,10 +536,6 @@ def plugin_lines(plugins: list[dict[str, Any]]) -> list[str]:
 
 
 def cmd_rewards(args: argparse.Namespace) -> int:
-    # Loads tqdm and the reward worker pool (multiprocessing), which `rlvr --help` and
-    # `rlvr plugins` do not need: together a third of their time.
-    from rlvr.rewards.score_file import score_file
-
     host = _host()
     config = load_config(
         args.config,
@@ -543,6 +545,10 @@ def cmd_rewards(args: argparse.Namespace) -> int:
         training=False,
         allow_code=args.allow_code,
     )
+    # Loads tqdm and the reward worker pool (multiprocessing), which `rlvr --help` and
+    # `rlvr plugins` do not need (a third of their time): after the config's checks.
+    from rlvr.rewards.score_file import score_file
+
     workers = args.workers if args.workers is not None else config.training.reward_workers
     report = score_file(
         config, host, args.input, args.output, workers=workers, batch_size=args.batch_size
@@ -629,8 +635,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # Loads torch with the evaluator, which `rlvr --help` and `rlvr plugins` must not.
 
     host = _host()
-    from rlvr.evaluation.evaluate import report  # loads torch with the evaluator
-
     result: dict[str, Any] = evaluate(
         args.config,
         checkpoint=args.checkpoint,
@@ -646,6 +650,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         allow_code=args.allow_code,
         trust_remote_code=args.trust_remote_code,
     )
+    from rlvr.evaluation.evaluate import report  # loaded by evaluate() by now
+
     if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
         if args.json:
             print(json.dumps(result, indent=2))
@@ -655,6 +661,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    check_installation()
     # Both load torch and transformers, which `rlvr --help` and `rlvr plugins` must not.
     from rlvr.evaluation.evaluate import resolve_checkpoint
     from rlvr.model.lora import export_merged

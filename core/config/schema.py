@@ -45,6 +45,7 @@ from rlvr.api.host import Host
 from rlvr.api.registration import REWARD_LIMIT, Params, Requirements
 from rlvr.config.problems import key_path, pydantic_problems, sort_problems, with_origins
 from rlvr.config.trl import TRL_KEYS, move_trl_keys
+from rlvr.config.yaml_text import YamlTextError, load_yaml
 
 SECTIONS = ("model", "data", "rewards", "algorithm", "backend", "environment", "training")
 DEFAULT_ALGORITHM = "grpo"
@@ -705,8 +706,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError([("", f"config file {str(p.absolute())!r} does not exist")])
     text = p.read_text(encoding="utf-8")
     try:
-        data = tomllib.loads(text) if p.suffix == ".toml" else yaml.safe_load(text)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        data = tomllib.loads(text) if p.suffix == ".toml" else load_yaml(text)
+    except (YamlTextError, tomllib.TOMLDecodeError, ValueError) as exc:  # ValueError: a huge int
         msg = str(exc).replace('"<unicode string>"', p.name)  # yaml names no file of its own
         raise ConfigError([("", f"cannot parse {p.name}: {msg}")], source=str(p)) from None
     if data is None:
@@ -724,12 +725,19 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             raise ConfigError([("--set", f"{item!r} is not KEY=VALUE (e.g. training.seed=1)")])
         key, raw = item.split("=", 1)
         parts = key.replace("[", ".").replace("]", "").strip(".").split(".")
-        value = _parse_value(raw)
+        try:
+            value = _parse_value(raw)
+        except YamlTextError as exc:  # the first line: the rest points into the value
+            shown = repr(raw) if len(raw) <= 60 else f"{raw[:40]!r}... ({len(raw):,} characters)"
+            why = str(exc).splitlines()[0]
+            raise ConfigError(
+                [(key, f"cannot read the value {shown} (from --set): {why}")]
+            ) from None
         node: Any = data
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             if isinstance(node, list):
-                if not part.isdigit() or int(part) >= len(node):
+                if not part.isdigit() or len(part) > 9 or int(part) >= len(node):
                     raise ConfigError(
                         [(key, f"no list item {part!r} (the list has {len(node)}) (from --set)")]
                     )
@@ -754,7 +762,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 def _parse_value(raw: str) -> Any:
     """A ``--set`` value as YAML, plus what YAML 1.1 misses: ``1e-3`` is a float. A quoted
     value (``'x="1e3"'``) is a string, as in the file."""
-    value = yaml.safe_load(raw) if raw.strip() else ""
+    value = load_yaml(raw) if raw.strip() else ""
     if isinstance(value, str) and _plain_scalar(raw):
         try:
             return float(value)

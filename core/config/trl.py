@@ -11,9 +11,12 @@ Where a pasted ``GRPOConfig`` goes:
   completions per device step), unless the config sets it natively. :func:`move_trl_keys`
   translates it into rlvr's sections.
 - under ``training:``, keys keep rlvr's meaning. TRL-only keys are accepted there too, with
-  the same decisions; but since ``per_device_train_batch_size`` would then silently mean
-  ``num_generations`` times the work, a ``training:`` block that sets it next to TRL-only keys
-  (a pasted GRPOConfig, by all signs) is an error that says to use ``trl:``. TRL's
+  the same decisions; but a block with TRL-only keys (``bf16``, or ``beta``/``loss_type``,
+  whose rlvr home is ``algorithm.params``) is shaped like a pasted GRPOConfig: next to
+  ``per_device_train_batch_size``, which would then silently mean ``num_generations`` times
+  the work, it is an error that says to use ``trl:``; without it, a warning says that rlvr's
+  default batch and defaults hold there (:func:`_looks_pasted`). A block of names that rlvr
+  shares with TRL only cannot be told from rlvr's own, and means rlvr's. TRL's
   ``steps_per_generation`` and ``generation_batch_size`` count in TRL's units: ``trl:`` only.
 
 Each key is one :class:`TrlKey`: ``mapped`` (an rlvr ``training`` key of the same name and
@@ -1093,7 +1096,7 @@ def move_trl_keys(
         paste = _Paste(data, host, "training", values, require, defaults, overridden)
         _translate(paste)
         problems += paste.problems
-        markers = [k for k in values if k not in native and k not in TRL_ALGORITHM_KEYS]
+        markers = [k for k in values if k not in native]
         problems += _looks_pasted(data, markers)
     block = data.pop(TRL_SECTION, None)
     if block is not None and not isinstance(block, dict):
@@ -1144,16 +1147,28 @@ def _inert(value: Any, inert: tuple[Any, ...]) -> bool:
 
 
 def _looks_pasted(data: dict[str, Any], markers: list[str]) -> list[tuple[str, str]]:
-    """``training.per_device_train_batch_size`` beside TRL-only keys: a pasted GRPOConfig
-    whose batch size would mean num_generations times the work (rlvr counts prompts)."""
+    """A ``training:`` block shaped like a pasted GRPOConfig: ``markers``, keys that are TRL's
+    and not rlvr's own ``training`` keys (``bf16``; ``beta`` or ``loss_type``, whose rlvr home
+    is ``algorithm.params``). Beside ``per_device_train_batch_size``, which would then mean
+    num_generations times the work (rlvr counts prompts), a problem; without it, a warning
+    that rlvr's default batch (8 prompts, not TRL's 8 completions) and defaults hold."""
     training = data.get("training")
     if not markers or not isinstance(training, dict):
         return []
     size = training.get("per_device_train_batch_size")
-    if size is None:
-        return []
     g = training.get("num_generations", _TRL_DEFAULTS["num_generations"])
     shown = ", ".join(markers[:3]) + (", ..." if len(markers) > 3 else "")
+    if size is None:
+        warnings.warn(
+            f"training: holds TRL GRPOConfig keys ({shown}), and keeps rlvr's meaning and "
+            f"defaults there: per_device_train_batch_size 8 prompts x num_generations {g} = "
+            f"{_times(8, g)} completions a micro-batch (TRL's default: 8 completions), "
+            "loss_type grpo (TRL's: dapo); to keep TRL's meaning, put the GRPOConfig under a "
+            "top-level `trl:` section",
+            ConfigWarning,
+            stacklevel=4,
+        )
+        return []
     return [
         (
             "training.per_device_train_batch_size",

@@ -389,6 +389,14 @@ def plain_string_warning(rows: Sequence[Mapping[str, Any]], data: Any, chat: boo
     )
 
 
+def warn_plain_strings(rows: Sequence[Mapping[str, Any]], data: Any, chat: bool) -> None:
+    """Warn :func:`plain_string_warning`'s warning, from this one place: ``rlvr validate``'s
+    check and the run's prompts both call it, and Python shows a warning once per place."""
+    warning = plain_string_warning(rows, data, chat)
+    if warning is not None:
+        warnings.warn(warning, ConfigWarning, stacklevel=1)
+
+
 @dataclass
 class Prompt:
     """One row ready for the backend: its text, token ids and the row itself."""
@@ -412,9 +420,7 @@ class PromptSet:
         self.chat = use_chat_template(data, tokenizer)
         self._cache: dict[int, Prompt] = {}
         self._warned = False
-        warning = plain_string_warning(rows, data, self.chat)
-        if warning is not None:
-            warnings.warn(warning, ConfigWarning, stacklevel=1)  # one location: shown once
+        warn_plain_strings(rows, data, self.chat)
 
     def __len__(self) -> int:
         return len(self.rows)

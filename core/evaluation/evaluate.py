@@ -82,6 +82,7 @@ import math
 import re
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -90,7 +91,7 @@ from typing import Any, NamedTuple
 from tqdm.auto import tqdm
 from transformers import set_seed
 
-from rlvr.api.errors import RlvrError
+from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import build_generator, create_host
 from rlvr.api.runtime import RunInfo, SamplingParams, TrainerState
 from rlvr.config.schema import DEFAULT_BACKEND, multi_turn
@@ -291,11 +292,13 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
                     "pass --split PATH/TO/FILE.jsonl, or set data.eval_path to a directory or "
                     "hub dataset with splits"
                 )
-            if data.eval_path is None:
-                logger.warning(
-                    "data.path %r is a single file (no splits) and data.eval_path is not set: "
-                    "evaluating on the TRAINING data; set data.eval_path or pass --split FILE",
-                    path,
+            if data.eval_path is None:  # one place: validate's check and the run warn once
+                warnings.warn(
+                    f"data.path {path!r} is a single file (no splits) and data.eval_path is not "
+                    "set: evaluating on the TRAINING data; set data.eval_path or pass --split "
+                    "FILE",
+                    ConfigWarning,
+                    stacklevel=1,
                 )
             name, desc = None, path
         else:

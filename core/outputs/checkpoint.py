@@ -54,17 +54,16 @@ import numpy as np
 import torch
 
 from rlvr.api.errors import RlvrError
+from rlvr.outputs.rundir import COMPLETE, latest_checkpoint, list_checkpoints
 from rlvr.parallel import distributed
 from rlvr.parallel.distributed import Dist
 
-COMPLETE = "COMPLETE"
 TRAINER_STATE = "trainer_state.json"
 MANIFEST = "manifest.json"
 #: The file that makes a directory rlvr's own (see the module docstring); not in the manifest.
 MARK = ".rlvr-checkpoint"
 #: The manifest's hash (hashlib's, which uses the CPU's SHA extensions where it has them).
 HASH = "sha256"
-_NAME = re.compile(r"^checkpoint-(\d+)$")
 _LEFTOVER = re.compile(r"^\.checkpoint-\d+\.(tmp|del|old)$")
 
 #: Test hook: ``"STEP:SECONDS"`` sleeps inside the write of checkpoint STEP, after its files
@@ -112,31 +111,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-# --------------------------------------------------------------------------- finding
-
-
-def _step(path: Path) -> int | None:
-    m = _NAME.match(path.name)
-    return int(m.group(1)) if m else None
-
-
-def list_checkpoints(output_dir: str | Path) -> list[Path]:
-    """Complete checkpoints in ``output_dir``, oldest step first."""
-    root = Path(output_dir)
-    if not root.is_dir():
-        return []
-    found = [
-        (step, p)
-        for p in root.iterdir()
-        if (step := _step(p)) is not None and p.is_dir() and (p / COMPLETE).is_file()
-    ]
-    return [p for _, p in sorted(found)]
-
-
-def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The complete checkpoint with the highest step, or None; incomplete ones are ignored."""
-    found = list_checkpoints(output_dir)
-    return found[-1] if found else None
+# --------------------------------------------------------------------------- the best one
 
 
 #: ``training.keep_best``'s record, in ``output_dir``: the step, metric and value of the best

@@ -54,6 +54,8 @@ first line the resumed run logs says where it resumed: ``resumed_from`` (the che
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib.util
 import json
 import math
@@ -138,6 +140,25 @@ _PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "
 
 class ReportError(RlvrError, RuntimeError):
     """A logger named in ``training.report_to`` cannot be used."""
+
+
+class OutputWriteError(RlvrError, OSError):
+    """``metrics.jsonl`` or ``samples.jsonl`` cannot be written (a full disk, a quota)."""
+
+
+def _append(f: Any, text: str) -> None:
+    """Write ``text`` to the open run file ``f`` and flush it; a failure (a full disk, a
+    quota, a file size limit) is one message that says which file and what to do."""
+    try:
+        f.write(text)
+        f.flush()
+    except OSError as exc:
+        code = errno.errorcode.get(exc.errno or 0)
+        why = f"{exc.strerror or exc} ({code})" if code else str(exc)
+        raise OutputWriteError(
+            f"cannot write {Path(f.name).name} in {Path(f.name).parent}: {why}; the run stops "
+            "here. Free some space, then --resume continues from the last checkpoint"
+        ) from None
 
 
 def reporters(report_to: str | Sequence[str]) -> list[str]:
@@ -418,8 +439,7 @@ class MetricsLogger:
         line = {k: _clean(v) for k, v in metrics.items()}
         if self._resumed_from is not None:
             line[RESUMED_FROM], self._resumed_from = self._resumed_from, None
-        self._metrics.write(json.dumps(line) + "\n")
-        self._metrics.flush()
+        _append(self._metrics, json.dumps(line) + "\n")
         numeric = {
             k: float(v)
             for k, v in line.items()
@@ -444,10 +464,11 @@ class MetricsLogger:
         """Append sample completions (with rewards) of ``step`` to ``samples.jsonl``."""
         if self._samples is None:
             self._samples = open(self.dir / SAMPLES_FILE, "a", encoding="utf-8")  # noqa: SIM115
-        for sample in samples:
-            record = {"step": step, **sample}
-            self._samples.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
-        self._samples.flush()
+        lines = [
+            json.dumps({"step": step, **sample}, default=str, ensure_ascii=False) + "\n"
+            for sample in samples
+        ]
+        _append(self._samples, "".join(lines))
 
     def write(self, message: str) -> None:
         """A line of text that does not break the progress bar."""
@@ -462,7 +483,9 @@ class MetricsLogger:
             self._bar = None
         for f in (self._metrics, self._samples):
             if f is not None and not f.closed:
-                f.close()
+                # What a failed write left in the buffer fails again here: already reported.
+                with contextlib.suppress(OSError):
+                    f.close()
         if self._tb is not None:
             self._tb.close()
             self._tb = None

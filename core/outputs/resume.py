@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import pickle
+import warnings
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rlvr.api.errors import TrainingError
+from rlvr.api.errors import ConfigWarning, TrainingError
 from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs import rundir
 from rlvr.parallel import distributed
@@ -34,20 +35,10 @@ def resume_point(output_dir: Path, resume: bool, hold: rundir.Hold) -> Path | No
     found = ckpt.latest_checkpoint(output_dir)
     if found is not None and not hold.created:  # a run of an rlvr from before the record
         hold.adopt()
-    foreign = hold.foreign()
-    if foreign:
-        raise TrainingError(
-            f"training.output_dir {output_dir} holds {', '.join(foreign)}, which rlvr did not "
-            f"create (its record, {rundir.RECORD}, does not list it); rlvr writes files of "
-            "those names and never overwrites one it did not create: set training.output_dir "
-            "to another directory, or move them away"
-        )
+    why = rundir.refusal(output_dir, resume=resume, created=hold.created)
+    if why is not None:
+        raise TrainingError(why)
     if found is not None:
-        if not resume:
-            raise TrainingError(
-                f"{output_dir} already holds a run ({found.name}); pass --resume to continue "
-                "it, or set training.output_dir to a new directory (rlvr never overwrites a run)"
-            )
         path: Path | None = newest_intact(output_dir)
     else:
         left = hold.left_behind()
@@ -60,12 +51,6 @@ def resume_point(output_dir: Path, resume: bool, hold: rundir.Hold) -> Path | No
             )
             hold.remove(left)
             ckpt.clean_leftovers(output_dir)
-        elif resume:
-            raise TrainingError(
-                f"--resume: no complete checkpoint in {output_dir}, and no run started there "
-                "(looked for checkpoint-<step> directories with a COMPLETE marker); run without "
-                "--resume to start one"
-            )
         path = None
     hold.claim()
     return path
@@ -107,6 +92,19 @@ def newest_intact(output_dir: Path) -> Path:
 #: ``name_or_path`` is only warned about: the model may have moved, and the checkpoint holds
 #: the weights (or, under LoRA, the adapters) that the run goes on from.
 _WEIGHT_KEYS = ("model.lora",)
+
+
+def check_config(checkpoint: Path, config_text: str, *, warn: bool = True) -> None:
+    """:func:`config_changes`, and with ``warn`` the warning about them: from this one place,
+    so ``rlvr validate --resume`` and the run that follows warn once."""
+    changes = config_changes(checkpoint, config_text)
+    if changes and warn:
+        warnings.warn(
+            "resuming with a config that differs from the checkpoint's (which keeps the "
+            f"original as rlvr_config.yaml): {'; '.join(changes)}",
+            ConfigWarning,
+            stacklevel=1,
+        )
 
 
 def config_changes(checkpoint: Path, config_text: str) -> list[str]:

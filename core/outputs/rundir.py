@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.outputs.checkpoint import COMPLETE
 from rlvr.outputs.metrics import METRICS_FILE, SAMPLES_FILE
 from rlvr.rewards.failures import ERRORS_FILE
 
@@ -48,9 +47,30 @@ CONFIG_FILE = "config.yaml"
 #: The top-level names a training run writes besides its checkpoints (``tensorboard`` and
 #: ``wandb`` with ``training.report_to``).
 RUN_NAMES = (CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, ERRORS_FILE, "tensorboard", "wandb")
+#: The marker a checkpoint directory gets last (:mod:`rlvr.outputs.checkpoint`): without it,
+#: a ``checkpoint-<step>`` directory is no complete rlvr checkpoint.
+COMPLETE = "COMPLETE"
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
-_CHECKPOINT = re.compile(r"^checkpoint-\d+$")
+def list_checkpoints(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints in ``output_dir``, oldest step first."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := _CHECKPOINT.match(p.name)) and p.is_dir() and (p / COMPLETE).is_file()
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    """The complete checkpoint with the highest step, or None; incomplete ones are ignored."""
+    found = list_checkpoints(output_dir)
+    return found[-1] if found else None
 
 
 class OutputDirError(RlvrError):
@@ -60,10 +80,14 @@ class OutputDirError(RlvrError):
 class Hold:
     """Rank 0's lock on ``root`` and the record of what rlvr created there (:func:`hold`)."""
 
-    def __init__(self, root: Path, fd: int, created: list[str]) -> None:
+    def __init__(
+        self, root: Path, fd: int, created: list[str], *, made: tuple[bool, bool] = (False, False)
+    ) -> None:
         self.root = root
         self._fd: int | None = fd
         self.created = set(created)
+        #: whether this hold made the directory, and the record in it (undone by abandon())
+        self._made_dir, self._made_record = made
         self.holder = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -79,23 +103,13 @@ class Hold:
         os.pwrite(self._fd, data, 0)
         os.fsync(self._fd)
 
-    def foreign(self) -> list[str]:
-        """Names the run would write that exist and are not rlvr's."""
-        names = [n for n in RUN_NAMES if (self.root / n).exists() and n not in self.created]
-        names += [
-            f"{p.name} (no {COMPLETE} marker: not an rlvr checkpoint)"
-            for p in sorted(self.root.iterdir())
-            if _CHECKPOINT.match(p.name) and p.is_dir() and not (p / COMPLETE).exists()
-        ]
-        return names
-
     def left_behind(self) -> list[str]:
         """The files an earlier run here created that are still there."""
         return [n for n in RUN_NAMES if n in self.created and (self.root / n).exists()]
 
     def adopt(self) -> None:
         """Take the run files of a directory written before the record existed as rlvr's."""
-        self.created |= {n for n in RUN_NAMES if (self.root / n).exists()}
+        self.created = _adopted(self.root, self.created)
         self._write()
 
     def remove(self, names: list[str]) -> None:
@@ -117,11 +131,23 @@ class Hold:
             os.close(self._fd)  # closing the last descriptor releases the flock
             self._fd = None
 
+    def abandon(self) -> None:
+        """Release the lock of a run that was refused the directory, and take back what
+        :func:`hold` made there (the record, the directory if it is empty): a refused run
+        leaves the directory as it found it."""
+        if self._made_record:
+            (self.root / RECORD).unlink(missing_ok=True)  # still locked: no one else wrote it
+        self.close()
+        if self._made_dir:
+            with contextlib.suppress(OSError):  # not empty: someone else's files now
+                self.root.rmdir()
+
 
 def hold(output_dir: str | Path) -> Hold:
     """Create ``output_dir`` if needed and lock it for this process; raises
     :class:`OutputDirError` when another live run holds it or it is not a directory."""
     root = Path(output_dir).absolute()
+    made = (not root.exists(), not (root / RECORD).exists())
     try:
         root.mkdir(parents=True, exist_ok=True)
         fd = os.open(root / RECORD, os.O_RDWR | os.O_CREAT, 0o644)
@@ -135,10 +161,67 @@ def hold(output_dir: str | Path) -> Hold:
         raise OutputDirError(_in_use(root)) from None
     try:
         created = _read(root / RECORD).get("created") or []
-        return Hold(root, fd, [str(n) for n in created])
+        return Hold(root, fd, [str(n) for n in created], made=made)
     except BaseException:
         os.close(fd)
         raise
+
+
+def refusal(output_dir: str | Path, *, resume: bool, created: set[str] | None = None) -> str | None:
+    """Why ``rlvr train`` (``resume``: with ``--resume``) may not use ``output_dir``, or None:
+    a run there and no ``--resume``, ``--resume`` and nothing to resume, or a file it would
+    write that rlvr did not create. ``created``: the record's names (default: read from the
+    record). Read-only and light (no torch), so ``rlvr validate`` and ``rlvr train`` say it
+    before anything loads; the run asks again under the directory's lock
+    (:func:`rlvr.outputs.resume.resume_point`)."""
+    root = Path(output_dir).absolute()
+    if not root.is_dir():
+        return None  # a new directory; a file in the way is preflight's problem
+    if created is None:
+        created = {str(n) for n in _read(root / RECORD).get("created") or []}
+    found = latest_checkpoint(root)
+    if found is not None:
+        created = _adopted(root, created)  # a run of an rlvr from before the record
+    foreign = _foreign(root, created)
+    if foreign:
+        return (
+            f"training.output_dir {root} holds {', '.join(foreign)}, which rlvr did not "
+            f"create (its record, {RECORD}, does not list it); rlvr writes files of those "
+            "names and never overwrites one it did not create: set training.output_dir to "
+            "another directory, or move them away"
+        )
+    if found is not None and not resume:
+        return (
+            f"{root} already holds a run ({found.name}); pass --resume to continue it, or set "
+            "training.output_dir to a new directory (rlvr never overwrites a run)"
+        )
+    started = any(n in created and (root / n).exists() for n in RUN_NAMES)
+    if found is None and resume and not started:
+        return (
+            f"--resume: no complete checkpoint in {root}, and no run started there (looked "
+            "for checkpoint-<step> directories with a COMPLETE marker); run without --resume "
+            "to start one"
+        )
+    return None
+
+
+def _adopted(root: Path, created: set[str]) -> set[str]:
+    """``created`` of a directory with a checkpoint: an empty record (a run from before the
+    record existed) takes the run files there as rlvr's."""
+    if created:
+        return created
+    return {n for n in RUN_NAMES if (root / n).exists()}
+
+
+def _foreign(root: Path, created: set[str]) -> list[str]:
+    """Names a run would write that exist in ``root`` and are not rlvr's."""
+    names = [n for n in RUN_NAMES if (root / n).exists() and n not in created]
+    names += [
+        f"{p.name} (no {COMPLETE} marker: not an rlvr checkpoint)"
+        for p in sorted(root.iterdir())
+        if _CHECKPOINT.match(p.name) and p.is_dir() and not (p / COMPLETE).exists()
+    ]
+    return names
 
 
 def not_a_directory(root: Path) -> str:
@@ -171,4 +254,15 @@ def _in_use(root: Path) -> str:
     )
 
 
-__all__ = ["CONFIG_FILE", "RECORD", "RUN_NAMES", "Hold", "OutputDirError", "hold"]
+__all__ = [
+    "COMPLETE",
+    "CONFIG_FILE",
+    "RECORD",
+    "RUN_NAMES",
+    "Hold",
+    "OutputDirError",
+    "hold",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "refusal",
+]

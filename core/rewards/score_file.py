@@ -10,12 +10,14 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host
 from rlvr.api.registration import Sample
 from rlvr.rewards.failures import RewardErrorLog
@@ -62,8 +64,14 @@ def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.4f}"
 
 
-def parse_row(line: str, lineno: int) -> tuple[Sample | None, dict[str, Any] | None, str | None]:
-    """A row as ``(sample, row, None)``, or ``(None, None, why)`` when it is malformed."""
+def parse_row(
+    line: str, lineno: int, tokenize: Callable[[str, Any], list[int] | None] | None = None
+) -> tuple[Sample | None, dict[str, Any] | None, str | None]:
+    """A row as ``(sample, row, None)``, or ``(None, None, why)`` when it is malformed.
+
+    The completion's token ids: the row's ``completion_ids`` when it has them, else
+    ``tokenize(completion, truncated)`` (``truncated``: the row's field, None without one) when
+    given, else None."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -75,6 +83,13 @@ def parse_row(line: str, lineno: int) -> tuple[Sample | None, dict[str, Any] | N
         return None, None, f"line {lineno}: needs a string `completion` field"
     prompt = row.get("prompt", "")
     num_tokens = row.get("num_tokens")
+    ids = row.get("completion_ids")
+    if ids is not None and not _token_ids(ids):
+        return None, None, f"line {lineno}: `completion_ids` must be a list of token ids (ints)"
+    if ids is None and tokenize is not None:
+        ids = tokenize(completion, row.get("truncated"))
+    if not isinstance(num_tokens, int) and ids is not None:
+        num_tokens = len(ids)
     # The samples.jsonl of `rlvr train` and `rlvr eval` keep the dataset row under "row": its
     # fields (e.g. GSM8K's `answer`) are what the rewards read, so rescoring such a file works.
     nested = row.get("row")
@@ -91,9 +106,48 @@ def parse_row(line: str, lineno: int) -> tuple[Sample | None, dict[str, Any] | N
         prompt=text,
         row=fields,
         num_tokens=num_tokens if isinstance(num_tokens, int) else None,
+        completion_ids=tuple(ids) if ids is not None else None,
         group=text,  # a batched reward is called on the rows that share a prompt
     )
     return sample, row, None
+
+
+def _token_ids(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(i, int) and not isinstance(i, bool) for i in value
+    )
+
+
+def tokenizer_ids(config: Any) -> Callable[[str, Any], list[int] | None] | None:
+    """How rows without ``completion_ids`` get them: the config's model's tokenizer (loaded
+    on the first such row), the text's tokens and, for a row that says ``truncated: false``
+    (``samples.jsonl``'s rows do), the end-of-sequence token the sampler ended with, as
+    training passes them to a TRL function. None without ``model:``, and for a model with
+    ``trust_remote_code`` (loading its tokenizer would run its files). A tokenizer that does
+    not load is a warning: the rows are scored with ``completion_ids=None``, as without one."""
+    model = getattr(config, "model", None)
+    if model is None or model.trust_remote_code:
+        return None
+    loaded: list[Any] = []
+
+    def tokenize(text: str, truncated: Any) -> list[int] | None:
+        if not loaded:
+            from rlvr.model.loading import load_tokenizer  # transformers: only when needed
+
+            try:
+                loaded.append(load_tokenizer(model))
+            except RlvrError as exc:
+                print(f"warning: rows without completion_ids get None: {exc}", file=sys.stderr)
+                loaded.append(None)
+        tokenizer = loaded[0]
+        if tokenizer is None:
+            return None
+        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if truncated is False and tokenizer.eos_token_id is not None:
+            ids.append(tokenizer.eos_token_id)
+        return ids
+
+    return tokenize
 
 
 def score_file(
@@ -111,7 +165,8 @@ def score_file(
 
     A batched reward (a TRL-style ``callable``) is called once on the rows that share a
     ``prompt`` (within a batch of about ``batch_size`` rows, which never splits adjacent rows
-    of one prompt), with ``completion_ids=None``: a file has texts, not tokens.
+    of one prompt). The rewards get each row's ``completion_ids``: its own, else the config's
+    model's tokens of the completion (:func:`tokenizer_ids`), else None.
 
     A row of a multi-turn run's ``samples.jsonl`` keeps its environment's rewards
     (``env_rewards``): they join ``rewards`` and the total with the config's
@@ -127,6 +182,7 @@ def score_file(
     environment = getattr(config, "environment", None)
     weights = dict(environment.reward_weights) if environment is not None else {}
     failures = RewardErrorLog(entries, None, echo=lambda message: bar.write(message, sys.stderr))
+    tokenize = tokenizer_ids(config)
     with (
         Scorer(entries, workers=workers) as scorer,
         open(output_path, "w", encoding="utf-8") as out,
@@ -160,7 +216,7 @@ def score_file(
             if not line.strip():
                 bar.update(1)
                 continue
-            sample, row, why = parse_row(line, lineno)
+            sample, row, why = parse_row(line, lineno, tokenize)
             if why:
                 report.bad_rows.append(why)
                 bar.update(1)

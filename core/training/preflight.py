@@ -1,10 +1,16 @@
 """Pre-flight: everything a run needs that the schema cannot see, checked before any weights
 load, every problem reported at once with its path in the config.
 
-``rlvr validate`` and ``rlvr train`` run the same :func:`preflight`: the data files exist and
-their columns cover every field the prompt and the rewards need; the model's config and
-tokenizer are readable (its weights are not loaded); the packages that ``report_to`` names are
-installed. Paths in messages are absolute, so it is clear where rlvr looked.
+``rlvr validate`` and ``rlvr train`` run the same checks (:func:`rlvr.runs.validate`): first
+:func:`refuse_output_dir`, light (no torch), so a run directory that refuses the run is
+reported at once; then :func:`preflight`: the data files exist and their columns cover every
+field the prompt and the rewards need; the model's config and tokenizer are readable (its
+weights are not loaded) and the prompts go through its chat template as the data section
+says (with the same warning as the run); with ``training.eval_steps``, the eval data loads
+and a reward can judge it; the packages that ``report_to`` names are installed. Paths in
+messages are absolute, so it is clear where rlvr looked.
+
+Light to import: torch, transformers and datasets load when :func:`preflight` runs.
 """
 
 from __future__ import annotations
@@ -13,34 +19,56 @@ import json
 from pathlib import Path
 from typing import Any
 
-import datasets
-
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import Host
 from rlvr.config.problems import sort_problems, with_origins
-from rlvr.config.schema import SECTIONS, ConfigError, RunConfig
-from rlvr.data.prompts import field_problems, load_rows
-from rlvr.model.loading import (
-    ModelLoadError,
-    cached_on_hub,
-    load_model_config,
-    load_tokenizer,
-    not_found,
-)
+from rlvr.config.schema import SECTIONS, ConfigError, RunConfig, dump
 from rlvr.outputs.metrics import reporters
-from rlvr.outputs.rundir import not_a_directory
+from rlvr.outputs.rundir import OutputDirError, latest_checkpoint, not_a_directory, refusal
+
+
+def refuse_output_dir(config: RunConfig, *, resume: bool) -> None:
+    """Raise :class:`~rlvr.outputs.rundir.OutputDirError` when ``training.output_dir`` would
+    refuse ``rlvr train`` (``resume``: with ``--resume``), with the run's own message."""
+    why = refusal(config.training.output_dir, resume=resume)
+    if why is not None:
+        raise OutputDirError(why)
+
+
+def check_resume(config: RunConfig) -> None:
+    """What ``rlvr train --resume`` checks of the checkpoint it continues from before anything
+    loads, with its warnings: one is intact (its files match its manifest), and the config
+    changes nothing that gives the saved weights another shape. Raises
+    :class:`~rlvr.TrainingError` as the run does."""
+    from rlvr.outputs.resume import check_config, newest_intact  # torch
+
+    root = Path(config.training.output_dir).absolute()
+    if latest_checkpoint(root) is not None:  # else a run that died early: it starts over
+        check_config(newest_intact(root), dump(config))
 
 
 def preflight(
-    config: RunConfig, host: Host, rows: list[dict[str, Any]] | None = None
+    config: RunConfig,
+    host: Host,
+    rows: list[dict[str, Any]] | None = None,
+    *,
+    eval_rows: bool = False,
 ) -> list[tuple[str, str]]:
     """``(config path, problem)`` for everything in ``config`` that would stop a run;
-    ``rows``: the training rows when they come from memory, not ``data.path``."""
+    ``rows``: the training rows when they come from memory, not ``data.path``; ``eval_rows``:
+    the eval rows do too (their data is not looked for)."""
     problems = _report_to(config) + _output_dir(config)
     if config.data is not None:
-        problems += _data(config, host, rows)
+        found, rows = _data(config, host, rows)
+        problems += found
+    tokenizer = None
     if config.model is not None:
-        problems += _model(config)
+        found, tokenizer = _model(config)
+        problems += found
+    if config.data is not None and tokenizer is not None:
+        problems += _chat_template(config, rows, tokenizer)
+    if config.training.eval_steps is not None:
+        problems += _evaluation(config, host, eval_rows)
     return problems
 
 
@@ -62,7 +90,10 @@ def _output_dir(config: RunConfig) -> list[tuple[str, str]]:
 
 def _data(
     config: RunConfig, host: Host, rows: list[dict[str, Any]] | None
-) -> list[tuple[str, str]]:
+) -> tuple[list[tuple[str, str]], list[dict[str, Any]] | None]:
+    """The data's problems, and its rows when they load."""
+    from rlvr.data.prompts import field_problems, load_rows  # datasets
+
     data = config.data
     assert data is not None
     problems = []
@@ -73,20 +104,57 @@ def _data(
             rows = _quiet(load_rows, data)
         except RlvrError as exc:
             where = "data.path" if data.reasoning_gym is None else "data.reasoning_gym"
-            return [*problems, (where, str(exc).removeprefix(f"{where} "))]
+            return [*problems, (where, str(exc).removeprefix(f"{where} "))], None
     if data.reasoning_gym is not None:  # its held-out split is made now too: cheap, and may fail
         try:
             _quiet(lambda: load_rows(data, split=data.eval_split or "test"))
         except RlvrError as exc:
             problems.append(("data.reasoning_gym", str(exc)))
     guidance = config.training.guidance
-    return problems + field_problems(
+    problems += field_problems(
         rows,
         config.rewards,
         host,
         prompt_field=data.prompt_field,
         guide_field=guidance.field if guidance is not None else None,
     )
+    return problems, rows
+
+
+def _chat_template(
+    config: RunConfig, rows: list[dict[str, Any]] | None, tokenizer: Any
+) -> list[tuple[str, str]]:
+    """The prompts go through the chat template as ``data.chat_template`` says (a problem
+    when it asks for one the tokenizer lacks), and the run's warning about plain strings."""
+    from rlvr.data.prompts import use_chat_template, warn_plain_strings  # datasets
+
+    data = config.data
+    assert data is not None
+    try:
+        chat = use_chat_template(data, tokenizer)
+    except RlvrError as exc:
+        return [("data.chat_template", str(exc).removeprefix("data.chat_template "))]
+    warn_plain_strings(rows or [], data, chat)
+    return []
+
+
+def _evaluation(config: RunConfig, host: Host, in_memory: bool) -> list[tuple[str, str]]:
+    """With ``training.eval_steps``: a reward judges the eval samples, and the eval data loads
+    with the fields the rewards need (as the run checks them before its first step)."""
+    from rlvr.evaluation.evaluate import correctness, eval_prompt_rows  # torch
+
+    problems = []
+    try:
+        correctness(config, host=host)
+    except RlvrError as exc:
+        problems.append(("training.eval_steps", str(exc)))
+    if not in_memory and config.data is not None:
+        try:
+            _quiet(eval_prompt_rows, config, host, None, config.training.eval_limit)
+        except RlvrError as exc:
+            where = "data.eval_path" if config.data.eval_path is not None else "data"
+            problems.append((where, str(exc)))
+    return problems
 
 
 def _looks_missing(path: str) -> bool:
@@ -94,28 +162,38 @@ def _looks_missing(path: str) -> bool:
     return p.is_absolute() and not p.exists()
 
 
-def _model(config: RunConfig) -> list[tuple[str, str]]:
-    """The model's config and tokenizer load (no weights). A model with
-    ``trust_remote_code`` is only looked at (its config.json is read as JSON): loading it with
-    transformers would run its Python files, and a check never runs code."""
+def _model(config: RunConfig) -> tuple[list[tuple[str, str]], Any]:
+    """The model's config and tokenizer load (no weights): the problems, and the tokenizer
+    when it loads. A model with ``trust_remote_code`` is only looked at (its config.json is
+    read as JSON): loading it with transformers would run its Python files, and a check never
+    runs code."""
+    from rlvr.model.loading import (  # torch, transformers
+        ModelLoadError,
+        cached_on_hub,
+        load_model_config,
+        load_tokenizer,
+        not_found,
+    )
+
     cfg = config.model
     assert cfg is not None
     problems = []
     try:
         if cached_on_hub(cfg) is False:
-            return [("model.name_or_path", not_found(cfg.name_or_path))]
+            return [("model.name_or_path", not_found(cfg.name_or_path))], None
     except ModelLoadError as exc:
-        return [("model.name_or_path", str(exc))]
+        return [("model.name_or_path", str(exc))], None
     if cfg.trust_remote_code:
-        return _remote_code_model(cfg.name_or_path)
+        return _remote_code_model(cfg.name_or_path), None
+    loaded = {}
     for what, load in (("config", load_model_config), ("tokenizer", load_tokenizer)):
         try:
-            _quiet(load, cfg)
+            loaded[what] = _quiet(load, cfg)
         except ModelLoadError as exc:
-            return [("model.name_or_path", str(exc))]
+            return [("model.name_or_path", str(exc))], None
         except Exception as exc:  # a broken file: say which part and why
             problems.append(("model.name_or_path", f"cannot read the model's {what}: {exc}"))
-    return problems
+    return problems, loaded.get("tokenizer")
 
 
 def _remote_code_model(name: str) -> list[tuple[str, str]]:
@@ -132,6 +210,8 @@ def _remote_code_model(name: str) -> list[tuple[str, str]]:
 
 def _quiet(fn: Any, *args: Any) -> Any:
     """Run ``fn`` without third-party progress bars (they would interleave with messages)."""
+    import datasets  # see the module doc
+
     enabled = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
@@ -148,8 +228,9 @@ def check(
     source: str | None = None,
     overrides=(),
     rows: list[dict[str, Any]] | None = None,
+    eval_rows: bool = False,
 ) -> None:
     """Raise :class:`rlvr.config.schema.ConfigError` listing every :func:`preflight` problem."""
-    problems = preflight(config, host, rows)
+    problems = preflight(config, host, rows, eval_rows=eval_rows)
     if problems:
         raise ConfigError(sort_problems(with_origins(problems, overrides), SECTIONS), source=source)

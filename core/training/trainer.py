@@ -55,6 +55,7 @@ import logging
 import math
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +63,7 @@ from typing import Any, TypeVar
 
 from transformers import set_seed
 
-from rlvr.api.errors import RlvrError, TrainingError
+from rlvr.api.errors import ConfigWarning, RlvrError, TrainingError
 from rlvr.api.host import Host, build_algorithm, build_generator
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, multi_turn, requirements
@@ -84,7 +85,7 @@ from rlvr.outputs.metrics import (
     reporters,
     step_metrics,
 )
-from rlvr.outputs.resume import config_changes, restore, resume_point
+from rlvr.outputs.resume import check_config, restore, resume_point
 from rlvr.outputs.summary import format_summary, summary_data, write_summary
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError, RewardErrorLog
@@ -112,6 +113,15 @@ _T = TypeVar("_T")
 
 def _seed_everything(seed: int) -> None:
     set_seed(seed)
+
+
+@contextlib.contextmanager
+def _shown_by_validation() -> Iterator[None]:
+    """Without the config warnings that the validation every run starts with
+    (:func:`rlvr.runs.train`, :class:`rlvr.Trainer`) has shown: the data's and the eval's."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        yield
 
 
 def _section(value: _T | None, name: str) -> _T:
@@ -172,13 +182,7 @@ class Trainer:
         reporters(t.report_to)  # a missing tensorboard/wandb fails now, not after loading
         resume_from = self._take_output_dir()
         if resume_from is not None:  # before anything loads: a changed model stops here
-            changes = config_changes(resume_from, dump(config))
-            if changes and self.dist.is_main:
-                logger.warning(
-                    "resuming with a config that differs from the checkpoint's (which keeps "
-                    "the original as rlvr_config.yaml): %s",
-                    "; ".join(changes),
-                )
+            check_config(resume_from, dump(config), warn=self.dist.is_main)
         if self.dist.is_main:
             ckpt.clean_leftovers(self.output_dir)
         self.dist.barrier()  # no rank sees files rank 0 writes before every rank checked
@@ -204,7 +208,8 @@ class Trainer:
             )
             eval_rows = (limited, self.data_cfg, None, "eval_dataset")
         elif t.eval_steps is not None:  # the eval data is checked before any model loads
-            eval_rows = eval_prompt_rows(config, self.host, None, t.eval_limit)
+            with _shown_by_validation():
+                eval_rows = eval_prompt_rows(config, self.host, None, t.eval_limit)
         entries = score_entries(config, self.host)
         self.labels = [e.label for e in entries]
         # Started before the models load, so the workers build their rewards meanwhile.
@@ -261,13 +266,16 @@ class Trainer:
             resume_from=resume_from,
         )
         self.policy, self.tokenizer, self.pad_id = models.policy, models.tokenizer, models.pad_id
-        prompts = PromptSet(rows, self.data_cfg, self.tokenizer, t.max_prompt_length)
+        with _shown_by_validation():
+            prompts = PromptSet(rows, self.data_cfg, self.tokenizer, t.max_prompt_length)
         self.sampler = PromptSampler(len(rows), seed=t.seed, shuffle=self.data_cfg.shuffle)
         if eval_rows is not None:
             rows_, eval_cfg, _, _ = eval_rows
+            with _shown_by_validation():
+                eval_prompts = PromptSet(rows_, eval_cfg, self.tokenizer, t.max_prompt_length)
             self.evaluation = Evaluation(
                 config,
-                PromptSet(rows_, eval_cfg, self.tokenizer, t.max_prompt_length),
+                eval_prompts,
                 k=t.eval_num_generations,
                 greedy=t.eval_sampling == "greedy",
                 host=self.host,
@@ -358,7 +366,12 @@ class Trainer:
             try:
                 held = rundir.hold(self.output_dir)
                 self._closers.append(held)  # the first in: released last
-                outcome = resume_point(self.output_dir, self.resume, held)
+                try:
+                    outcome = resume_point(self.output_dir, self.resume, held)
+                except RlvrError:  # refused: the directory is left as it was found
+                    self._closers.remove(held)
+                    held.abandon()
+                    raise
             except RlvrError as exc:
                 outcome = exc
         if self.dist.enabled:

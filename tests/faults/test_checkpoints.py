@@ -4,6 +4,7 @@ and every load error is one ``error:`` line naming the file."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import resource
@@ -318,3 +319,23 @@ def test_a_full_disk_names_enospc_and_leaves_no_partial_checkpoint(how, tmp_path
     assert f"cannot write checkpoint-2 in {out}: {expect}" in line, line
     assert "the partial .checkpoint-2.tmp was removed" in line
     assert not [name for name in left if "checkpoint" in name], left
+
+
+@pytest.mark.parametrize("name", ["METRICS_FILE", "SAMPLES_FILE"])
+def test_a_full_disk_under_the_metrics_is_one_error_line(
+    name, tmp_path, tiny_model_dir, capsys, monkeypatch
+):
+    """#45 item 24: the run's metrics (or samples) written to ``/dev/full``, where every
+    flush fails with ENOSPC. Before: a raw ``OSError: [Errno 28]`` traceback from
+    ``outputs/metrics.py``."""
+    importlib.import_module("rlvr.outputs.rundir")  # its RUN_NAMES keep the real file names
+
+    monkeypatch.setattr(f"rlvr.outputs.metrics.{name}", "/dev/full")  # absolute: used as is
+    config = write_config(tmp_path, tiny_model_dir, tmp_path / "out")
+    code, err = rlvr(capsys, "train", config)
+    assert code == 1, err
+    [line] = error_lines(err)
+    assert line == (
+        "error: cannot write full in /dev: No space left on device (ENOSPC); the run stops "
+        "here. Free some space, then --resume continues from the last checkpoint"
+    )

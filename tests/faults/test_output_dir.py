@@ -133,6 +133,7 @@ def test_a_config_yaml_in_the_output_dir_is_never_overwritten(tmp_path, tiny_mod
     assert "set training.output_dir to another directory" in line
     assert config.read_text() == mine
     assert not list_checkpoints(tmp_path) and not (tmp_path / "metrics.jsonl").exists()
+    assert not (tmp_path / RECORD).exists()  # #45 item 24: a refused directory gets no record
 
 
 def test_an_output_dir_with_other_files_is_fine_and_resumable(tmp_path, tiny_model_dir, capsys):
@@ -166,3 +167,4 @@ def test_a_checkpoint_directory_of_another_trainer_is_never_replaced(
     [line] = error_lines(err)
     assert "checkpoint-2 (no COMPLETE marker: not an rlvr checkpoint)" in line, line
     assert os.listdir(theirs) == ["pytorch_model.bin"]
+    assert sorted(os.listdir(out)) == ["checkpoint-2"]  # #45 item 24: no record left there
