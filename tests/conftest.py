@@ -42,10 +42,13 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture
 def train_sections(tmp_path, tiny_model_dir) -> str:
     """YAML for the `model:` and `data:` sections that `rlvr train` and `validate` need, so a
-    test's config can add just the sections it is about."""
+    test's config can add just the sections it is about (``chat_template: true``, what rlvr
+    does anyway with this tokenizer, said outright: no warning about it)."""
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"prompt": "What is 1 + 1?", "answer": "2"}\n')
-    return f"model: {{name_or_path: {tiny_model_dir}}}\ndata: {{path: {rows}}}\n"
+    return (
+        f"model: {{name_or_path: {tiny_model_dir}}}\ndata: {{path: {rows}, chat_template: true}}\n"
+    )
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
     "rlvr.training.preflight": {
         "datasets": "datasets (the data's checks)",
         "rlvr.data.prompts": "datasets (the data's checks)",
-        "rlvr.model.loading": "torch, transformers (the model's checks)",
+        "rlvr.model.loading": "torch, transformers (the model's and the algorithm's checks)",
         "rlvr.evaluation.evaluate": "torch, transformers (the eval's checks)",
         "rlvr.outputs.resume": "torch (the checkpoint's checks, --resume)",
     },

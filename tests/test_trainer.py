@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from rlvr import hookimpl
+from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import create_host
 from rlvr.api.registration import Params, Reward
 from rlvr.config.schema import load_config
@@ -305,9 +306,9 @@ def test_resume_names_what_the_config_changed(make_config, host, caplog):
     run(first, host)
     out = Path(first.training.output_dir)
     more = make_config(output="changed", max_steps=3, save_steps=2, learning_rate=5e-4)
-    with caplog.at_level("WARNING", logger="rlvr.training.trainer"):
+    with pytest.warns(ConfigWarning, match="resuming with a config that differs") as seen:
         run(more, host, resume=True)
-    warned = " ".join(r.getMessage() for r in caplog.records if r.name == "rlvr.training.trainer")
+    warned = " ".join(str(w.message) for w in seen)
     assert "training.learning_rate: 0.001 -> 0.0005" in warned
     assert "training.max_steps: 2 -> 3" in warned
     assert "rlvr_config.yaml" in warned  # where the original settings still are

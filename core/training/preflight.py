@@ -7,7 +7,8 @@ reported at once; then :func:`preflight`: the data files exist and their columns
 field the prompt and the rewards need; the model's config and tokenizer are readable (its
 weights are not loaded) and the prompts go through its chat template as the data section
 says (with the same warning as the run); with ``training.eval_steps``, the eval data loads
-and a reward can judge it; the packages that ``report_to`` names are installed. Paths in
+and a reward can judge it; the packages that ``report_to`` names are installed; and, when
+all that holds, the algorithm builds as the run builds it. Paths in
 messages are absolute, so it is clear where rlvr looked.
 
 Light to import: torch, transformers and datasets load when :func:`preflight` runs.
@@ -16,15 +17,18 @@ Light to import: torch, transformers and datasets load when :func:`preflight` ru
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.host import Host
+from rlvr.api.host import Host, build_algorithm
+from rlvr.api.runtime import RunInfo
 from rlvr.config.problems import sort_problems, with_origins
-from rlvr.config.schema import SECTIONS, ConfigError, RunConfig, dump
+from rlvr.config.schema import SECTIONS, ConfigError, RunConfig, dump, multi_turn, requirements
 from rlvr.outputs.metrics import reporters
 from rlvr.outputs.rundir import OutputDirError, latest_checkpoint, not_a_directory, refusal
+from rlvr.training.stopping import planned_steps
 
 
 def refuse_output_dir(config: RunConfig, *, resume: bool) -> None:
@@ -69,6 +73,8 @@ def preflight(
         problems += _chat_template(config, rows, tokenizer)
     if config.training.eval_steps is not None:
         problems += _evaluation(config, host, eval_rows)
+    if not problems and rows is not None:
+        _algorithm(config, host, len(rows))
     return problems
 
 
@@ -155,6 +161,28 @@ def _evaluation(config: RunConfig, host: Host, in_memory: bool) -> list[tuple[st
             where = "data.eval_path" if config.data.eval_path is not None else "data"
             problems.append((where, str(exc)))
     return problems
+
+
+def _algorithm(config: RunConfig, host: Host, rows: int) -> None:
+    """Build the algorithm as the run does before its models load (a plugin's factory may
+    refuse what its params model let through): raises the run's
+    :class:`~rlvr.api.host.PluginError`."""
+    from rlvr.model.loading import resolve_device_dtype  # torch
+
+    algorithm, model = config.algorithm, config.model
+    if algorithm is None or model is None:
+        return
+    device, dtype = resolve_device_dtype(model.dtype)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    run = RunInfo.from_config(
+        config,
+        max_steps=planned_steps(config.training, rows, world),
+        device=device,
+        dtype=dtype,
+        multi_turn=multi_turn(config, host),
+    )
+    record = host.algorithms[algorithm.name]
+    build_algorithm(record, algorithm.params, run, requirements(config, host))
 
 
 def _looks_missing(path: str) -> bool:

@@ -1,4 +1,5 @@
-"""How a run stops early without losing work: the stop signals and the time budget.
+"""When a run stops: its planned steps (:func:`planned_steps`), and how it stops early without
+losing work: the stop signals and the time budget.
 
 - :class:`StopFlag`: the first SIGINT/SIGTERM asks the loop to finish its step, save and
   return; a second SIGINT aborts at once.
@@ -13,12 +14,26 @@
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 import time
 from typing import Any
 
 logger = logging.getLogger("rlvr.training.trainer")
+
+
+def planned_steps(training: Any, rows: int, world_size: int) -> int:
+    """The steps a run plans: ``training.max_steps``, else ``num_train_epochs`` over ``rows``
+    prompts at ``per_device_train_batch_size x gradient_accumulation_steps x world_size`` a
+    step (at least 1)."""
+    if training.max_steps > 0:
+        return int(training.max_steps)
+    per_step = (
+        training.per_device_train_batch_size * training.gradient_accumulation_steps * world_size
+    )
+    return max(1, math.ceil(training.num_train_epochs * rows / per_step))
+
 
 #: The wall clock ``max_minutes`` reads (a module attribute, so a test can make steps "long").
 _clock = time.monotonic

@@ -103,7 +103,7 @@ from rlvr.rollout.runner import (
 from rlvr.training import memory
 from rlvr.training.collapse import Collapse, CollapseGuard, warning_text
 from rlvr.training.models import load_run_models
-from rlvr.training.stopping import Discarded, StopFlag, TimeBudget
+from rlvr.training.stopping import Discarded, StopFlag, TimeBudget, planned_steps
 from rlvr.training.update import PolicyUpdate, WeightsError, without_environment_tokens
 
 logger = logging.getLogger("rlvr.training.trainer")
@@ -226,12 +226,7 @@ class Trainer:
         self.prompts_per_step = (
             t.per_device_train_batch_size * t.gradient_accumulation_steps * self.dist.world_size
         )
-        if t.max_steps > 0:
-            self.max_steps = t.max_steps
-        else:
-            self.max_steps = max(
-                1, math.ceil(t.num_train_epochs * len(rows) / self.prompts_per_step)
-            )
+        self.max_steps = planned_steps(t, len(rows), self.dist.world_size)
 
         _seed_everything(t.seed)
         device, dtype = resolve_device_dtype(self.model_cfg.dtype)
