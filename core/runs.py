@@ -34,6 +34,7 @@ from rlvr.model.installation import check_installation
 from rlvr.outputs.console import quiet_third_party
 from rlvr.outputs.metrics import read_metrics
 from rlvr.rewards.functions import FUNCTION_REWARD, FunctionPlugin, function_name, unpicklable
+from rlvr.training.callbacks import adapt
 
 #: The sections a training run needs (``rlvr validate`` checks the same).
 TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
@@ -205,6 +206,10 @@ class Trainer:
       (``format``, ``kwargs``, ``batch``). A string (or path) is a reward model, as in TRL's
       ``reward_funcs``: the ``reward_model`` reward of that model directory or hub id,
       labelled by its last path part.
+    - ``callbacks``: objects that observe the run and may stop it, called after the config's
+      ``callbacks:`` (the methods of :class:`rlvr.RunCallback`); a
+      ``transformers.TrainerCallback`` is called as TRL's trainer calls it, and its
+      ``control.should_training_stop`` ends the run after the step (saved, resumable).
 
     The functions run where every reward runs, in the reward worker processes: a call that
     hangs past its ``timeout`` or crashes costs that call, not the run. A function defined in
@@ -224,6 +229,7 @@ class Trainer:
         dataset: Any = None,
         eval_dataset: Any = None,
         rewards: Sequence[Callable[..., Any] | Mapping[str, Any]] = (),
+        callbacks: Sequence[Any] = (),
         overrides: Sequence[str] = (),
         host: Host | None = None,
         allow_code: bool = False,
@@ -301,6 +307,9 @@ class Trainer:
         )
         if functions and self.config.training.reward_workers > 0:
             _check_picklable(functions)
+        self.callbacks = list(callbacks)
+        for obj in self.callbacks:  # each one's shape checked now, not at the run's start
+            adapt(obj, self.config)
 
     @property
     def output_dir(self) -> Path:
@@ -324,6 +333,7 @@ class Trainer:
             progress=progress,
             rows=self.rows,
             eval_rows=self.eval_rows,
+            callbacks=self.callbacks,
         )
         return result.summary
 

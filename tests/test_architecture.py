@@ -89,9 +89,15 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
     # every run, and the package takes 1.5 s to import)
     "rlvr.data.reasoning_gym": {"reasoning_gym": "optional extra rlvr[reasoning-gym]"},
     "rlvr.model.logprobs": {"peft.tuners.tuners_utils": "optional extra rlvr[lora]"},
-    "rlvr.outputs.metrics": {
+    # the loggers: each imports its library when a run starts it
+    "rlvr.plugins.callbacks.tensorboard": {
         "torch.utils.tensorboard": "optional extra rlvr[tensorboard]",
-        "wandb": "optional extra rlvr[wandb]",
+    },
+    "rlvr.plugins.callbacks.wandb": {"wandb": "optional extra rlvr[wandb]"},
+    "rlvr.plugins.callbacks.trackio": {"trackio": "optional extra rlvr[trackio]"},
+    "rlvr.plugins.callbacks.mlflow": {"mlflow": "optional extra rlvr[mlflow]"},
+    "rlvr.training.callbacks": {
+        "transformers": "only for a transformers.TrainerCallback a script passes",
     },
     "rlvr.outputs.plot": {
         "matplotlib": "optional extra rlvr[plot]",

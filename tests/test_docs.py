@@ -131,7 +131,7 @@ def test_plugin_reference_covers_every_registered_plugin_and_param():
     page = rlvr_reference.render_plugins()
     # by kind: a reward and an environment may share a name (reasoning_gym)
     titles = {"Rewards": "reward", "Algorithms": "algorithm", "Backends": "backend"}
-    titles["Environments"] = "environment"
+    titles |= {"Environments": "environment", "Callbacks": "callback"}
     by_kind = {}
     for part in page.split("\n## ")[1:]:
         by_kind[titles[part.splitlines()[0].strip()]] = tables_by_heading(part, "###")
@@ -150,7 +150,7 @@ def test_plugin_reference_covers_every_registered_plugin_and_param():
                     for other in alias.choices:
                         if other != field_name:
                             assert f"`{other}`" in page, f"{name}.{field_name}: alias {other}"
-    assert seen >= 19  # 7 rewards, 10 algorithms, 2 backends
+    assert seen >= 23  # 7 rewards, 10 algorithms, 2 backends, 4 loggers
 
 
 def test_plugin_reference_example_validates():

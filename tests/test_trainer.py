@@ -36,7 +36,8 @@ from rlvr.outputs.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from rlvr.outputs.metrics import CORE_KEYS, TIMING_KEYS, ReportError, read_metrics
+from rlvr.outputs.metrics import CORE_KEYS, TIMING_KEYS, read_metrics
+from rlvr.training.callbacks import ReportError
 from rlvr.training.trainer import TrainingError, train
 
 TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
@@ -454,7 +455,7 @@ def test_missing_report_package_fails_before_loading(make_config, host, tmp_path
     config = config.model_copy(
         update={"model": config.model.model_copy(update={"name_or_path": str(tmp_path / "no")})}
     )
-    with pytest.raises(ReportError, match="pip install wandb"):
+    with pytest.raises(ReportError, match=r"pip install 'rlvr\[wandb\]'"):
         run(config, host)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from rlvr.api.registration import Algorithm, Backend, Environment, Reward
+    from rlvr.api.registration import Algorithm, Backend, Callback, Environment, Reward
 
 hookspec = pluggy.HookspecMarker("rlvr")
 
@@ -40,6 +40,12 @@ def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
 def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
     """Register environments (multi-turn, tool-using episodes): call
     ``register(Environment(...))`` once per environment."""
+
+
+@hookspec
+def rlvr_register_callbacks(register: Callable[[Callback], None]) -> None:
+    """Register callbacks (objects that observe a run, log it elsewhere, or stop it): call
+    ``register(Callback(...))`` once per callback. A run uses those its config names."""
 
 
 @hookspec

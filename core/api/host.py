@@ -32,6 +32,7 @@ from rlvr.api.registration import (
     FACTORY_ARGS,
     Algorithm,
     Backend,
+    Callback,
     Environment,
     Record,
     Reward,
@@ -49,12 +50,14 @@ KINDS: dict[str, type] = {
     "algorithm": Algorithm,
     "backend": Backend,
     "environment": Environment,
+    "callback": Callback,
 }
 _HOOKS = {
     "reward": "rlvr_register_rewards",
     "algorithm": "rlvr_register_algorithms",
     "backend": "rlvr_register_backends",
     "environment": "rlvr_register_environments",
+    "callback": "rlvr_register_callbacks",
 }
 BUILTIN_DIST = "rlvr"
 
@@ -116,6 +119,10 @@ class Host:
     @property
     def environments(self) -> dict[str, Environment]:
         return self.records["environment"]  # type: ignore[return-value]
+
+    @property
+    def callbacks(self) -> dict[str, Callback]:
+        return self.records["callback"]  # type: ignore[return-value]
 
     def get(self, kind: str, name: str) -> Any:
         """The record of ``kind`` called ``name``, or a ``KeyError`` that explains why not."""

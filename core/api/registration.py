@@ -273,7 +273,39 @@ class LazyFactory:
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
 
-Record = Reward | Algorithm | Backend | Environment
+# --------------------------------------------------------------------------- callbacks
+
+
+class CallbackFactory(Protocol):
+    """``factory(params, run)``: builds the object a run calls back (see :class:`Callback`)."""
+
+    def __call__(self, params: Any, run: RunInfo, /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A callback plugin: ``factory(params, run)`` builds an object that observes a run and
+    may stop it; a logger (tensorboard, wandb, trackio, mlflow) is one.
+
+    The object has any of the methods ``on_run_start``, ``on_step_end``, ``on_log``,
+    ``on_evaluate``, ``on_save``, ``on_run_end`` (:class:`rlvr.api.runtime.RunCallback`
+    lists their keyword arguments); each gets only the arguments its signature names, as
+    pluggy calls hooks. A run uses the callbacks its config names (``callbacks:``, and the
+    loggers of ``training.report_to``). ``available()``: None when it can run here, else what
+    to install (``rlvr validate`` says it before anything loads). ``logger``: one of the sinks
+    ``report_to: all`` picks when installed.
+    """
+
+    name: str
+    params: type[Params]
+    factory: CallbackFactory
+    description: str
+    available: Callable[[], str | None] = lambda: None
+    logger: bool = False
+    dist: str | None = None
+
+
+Record = Reward | Algorithm | Backend | Environment | Callback
 
 #: How many positional arguments each kind's factory is called with (checked at registration).
 FACTORY_ARGS: dict[type, tuple[str, ...]] = {
@@ -281,6 +313,7 @@ FACTORY_ARGS: dict[type, tuple[str, ...]] = {
     Algorithm: ("params", "run"),
     Backend: ("params", "run", "model", "tokenizer"),
     Environment: ("params", "run"),
+    Callback: ("params", "run"),
 }
 
 __all__ = [
@@ -292,6 +325,8 @@ __all__ = [
     "BackendFactory",
     "BatchOutput",
     "BatchRewardFn",
+    "Callback",
+    "CallbackFactory",
     "Capabilities",
     "Environment",
     "EnvironmentFactory",

@@ -415,6 +415,48 @@ class RunInfo:
         )
 
 
+# --------------------------------------------------------------------------- callbacks
+
+
+@dataclass
+class RunControl:
+    """What a callback may ask of the run it observes: :meth:`stop` ends it after the current
+    step, saved as any stop is (``stop_reason`` says who asked and why)."""
+
+    stop_reason: str | None = None
+
+    def stop(self, reason: str) -> None:
+        """End the run after this step (saved, resumable); ``reason`` is printed."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+
+
+class RunCallback(Protocol):
+    """The methods a callback object may have, every one optional. rlvr passes each only
+    the keyword arguments its signature names (``def on_step_end(self, step, metrics)`` is
+    fine). They run on rank 0, in the order the config names the callbacks.
+
+    - ``on_run_start(run, output_dir, config, start_step)``: before the first step
+      (``start_step`` > 0 on ``--resume``; ``config`` is the resolved config as a dict).
+    - ``on_step_end(step, metrics, scalars, control)``: after each training step, with the
+      step's metrics (a ``metrics.jsonl`` line; ``scalars``: its numbers alone).
+    - ``on_log(step, metrics, scalars, control)``: every line written to ``metrics.jsonl``
+      (the baseline eval of step 0 included): where a logger writes.
+    - ``on_evaluate(step, metrics, scalars, control)``: after an in-training eval
+      (``eval/...`` keys).
+    - ``on_save(step, checkpoint, control)``: after a checkpoint is complete.
+    - ``on_run_end(step, summary, status)``: once, last; ``status`` is ``"finished"``,
+      ``"stopped"`` (a stop request, the time budget, a callback) or ``"failed"``; ``summary``
+      is ``run_summary.json``'s content (empty when the run failed before it).
+
+    ``control`` is the run's :class:`RunControl`. A method that raises is reported once and
+    not called again; the run goes on (``metrics.jsonl`` stays the record)."""
+
+    def on_run_start(
+        self, *, run: RunInfo, output_dir: Any, config: dict[str, Any], start_step: int
+    ) -> None: ...
+
+
 def missing_members(obj: object, protocol: type, *, skip: tuple[str, ...] = ()) -> list[str]:
     """The attributes and methods of ``protocol`` that ``obj`` lacks (methods must be callable),
     leaving out ``skip``. Used right after a factory builds a plugin object, so that the error

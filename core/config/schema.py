@@ -47,7 +47,16 @@ from rlvr.config.problems import key_path, pydantic_problems, sort_problems, wit
 from rlvr.config.trl import TRL_KEYS, move_trl_keys
 from rlvr.config.yaml_text import YamlTextError, load_yaml
 
-SECTIONS = ("model", "data", "rewards", "algorithm", "backend", "environment", "training")
+SECTIONS = (
+    "model",
+    "data",
+    "rewards",
+    "algorithm",
+    "backend",
+    "environment",
+    "training",
+    "callbacks",
+)
 DEFAULT_ALGORITHM = "grpo"
 DEFAULT_BACKEND = "hf"
 DEFAULT_ENVIRONMENT = "single_turn"
@@ -389,7 +398,10 @@ class TrainingConfig(Section):
         None, ge=1, description="keep only the last N checkpoints (null: all)"
     )
     report_to: list[str] | str = Field(
-        "none", description="none, tensorboard, wandb, all, or a list (metrics.jsonl is always)"
+        "none",
+        description="loggers the metrics also go to: none, tensorboard, wandb, trackio, mlflow "
+        "(or any logger callback a plugin registers), all (every installed one), or a list; "
+        "metrics.jsonl is always written. Each is a callback plugin (see callbacks)",
     )
     gradient_checkpointing: bool = Field(
         False, description="recompute activations in the backward pass: less memory, more time"
@@ -506,10 +518,6 @@ class TrainingConfig(Section):
                 "keep_best keeps the checkpoint of the best in-training eval, so it needs "
                 "eval_steps (e.g. eval_steps: 25)"
             )
-        reports = [self.report_to] if isinstance(self.report_to, str) else self.report_to
-        bad = [r for r in reports if r not in {"none", "tensorboard", "wandb", "all"}]
-        if bad:
-            raise ValueError(f"report_to: unknown {bad}; use any of none, tensorboard, wandb, all")
         return self
 
 
@@ -637,6 +645,11 @@ class RunConfig(Section):
     training: TrainingConfig = Field(
         default_factory=TrainingConfig, description="optimisation, sampling, logging, faults"
     )
+    callbacks: list[PluginEntry] = Field(
+        default_factory=list,
+        description="callback plugins that observe the run (and may stop it), in order: "
+        "entries {name, params}, or just the name (rlvr plugins lists them)",
+    )
 
 
 class ConfigError(RlvrError):
@@ -685,10 +698,12 @@ def json_schema(host: Host) -> dict[str, Any]:
     algorithm: Any = _union("algorithm", host, PluginEntry)
     backend: Any = _union("backend", host, PluginEntry)
     environment: Any = _union("environment", host, EnvironmentEntry)
+    callback: Any = _union("callback", host, PluginEntry)
     model = create_model(
         "RunConfig",
         __base__=RunConfig,
         rewards=(list[reward], Field(default_factory=list)),
+        callbacks=(list[callback], Field(default_factory=list)),
         algorithm=(algorithm | None, None),
         backend=(backend | None, None),
         environment=(environment | None, None),
@@ -975,6 +990,8 @@ def validate(
     data = dict(data)
     if "training" in data and data["training"] is None:  # `training:` with every key commented out
         data["training"] = {}
+    if isinstance(data.get("callbacks"), list):  # `callbacks: [my_logger]`: a name alone
+        data["callbacks"] = [{"name": e} if isinstance(e, str) else e for e in data["callbacks"]]
     # Before the defaults: a TRL key may name the backend (use_vllm) or land in the defaulted
     # algorithm's params.
     defaults = {
@@ -1019,7 +1036,7 @@ def validate(
 def _entries(config: RunConfig) -> list[PluginEntry]:
     """The plugin entries of ``config``, in the order of :func:`_raw_entries`."""
     plugins = (config.algorithm, config.backend, config.environment)
-    return [*config.rewards, *(e for e in plugins if e is not None)]
+    return [*config.rewards, *(e for e in plugins if e is not None), *config.callbacks]
 
 
 def _raw_entries(data: dict[str, Any]) -> list[tuple[str, str, Any]]:
@@ -1028,6 +1045,8 @@ def _raw_entries(data: dict[str, Any]) -> list[tuple[str, str, Any]]:
     out = [("reward", f"rewards[{i}]", e) for i, e in enumerate(rewards or [])]
     kinds = ("algorithm", "backend", "environment")
     out += [(k, k, data[k]) for k in kinds if data.get(k) is not None]
+    callbacks = data.get("callbacks")
+    out += [("callback", f"callbacks[{i}]", e) for i, e in enumerate(callbacks or [])]
     return out
 
 
@@ -1037,7 +1056,9 @@ def _plugin_params(
     """Each entry's params validated against its plugin's model; problems at their paths."""
     values: list[Params] = []
     problems: list[tuple[str, str]] = []
-    if not isinstance(data.get("rewards", []), list):
+    if not isinstance(data.get("rewards", []), list) or not isinstance(
+        data.get("callbacks", []), list
+    ):
         return values, problems
     for kind, path, entry in _raw_entries(data):
         record = host.records[kind].get(str(entry.get("name"))) if isinstance(entry, dict) else None
@@ -1224,10 +1245,14 @@ def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tu
 
 def _unknown_names(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
     """Plugin names that are not registered, with did-you-mean and failed plugins."""
-    problems = []
+    problems: list[tuple[str, str]] = []
     rewards = data.get("rewards")
     if rewards is not None and not isinstance(rewards, list):
         return [("rewards", "must be a list of {name, weight, params} entries")]
+    callbacks = data.get("callbacks")
+    if callbacks is not None and not isinstance(callbacks, list):
+        return [("callbacks", "must be a list of callback names or {name, params} entries")]
+    problems += _unknown_loggers(data, host)
     for kind, path, entry in _raw_entries(data):
         if not isinstance(entry, dict):
             problems.append((path, f"must be a mapping with a `name` (got {entry!r})"))
@@ -1237,6 +1262,18 @@ def _unknown_names(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
         elif entry["name"] not in host.records[kind]:
             problems.append((f"{path}.name", host.unknown_message(kind, str(entry["name"]))))
     return problems
+
+
+def _unknown_loggers(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
+    """``training.report_to`` names that are no registered callback (``none``, ``all`` aside)."""
+    training = data.get("training")
+    raw = training.get("report_to") if isinstance(training, dict) else None
+    names = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+    return [
+        ("training.report_to", host.unknown_message("callback", name))
+        for name in names
+        if isinstance(name, str) and name not in ("none", "all") and name not in host.callbacks
+    ]
 
 
 # --------------------------------------------------------------------------- cross checks

@@ -629,7 +629,10 @@ TRL_KEYS: dict[str, TrlKey] = {
     "min_p": _mapped(),
     "repetition_penalty": _mapped(),
     "save_total_limit": _mapped(),
-    "report_to": _mapped("same meaning; rlvr has none, tensorboard, wandb, all"),
+    "report_to": _mapped(
+        "same meaning; rlvr has none, tensorboard, wandb, trackio, mlflow, all (and any logger "
+        "plugin)"
+    ),
     "gradient_checkpointing": _mapped(),
     "eval_on_start": _mapped(),
     "per_device_train_batch_size": _mapped(
@@ -1017,7 +1020,8 @@ TRL_KEYS: dict[str, TrlKey] = {
     ),
     **_group(
         "ignored",
-        "rlvr reports to none, tensorboard or wandb (training.report_to)",
+        "rlvr's trackio logger takes its Space as callbacks: [{name: trackio, params: "
+        "{space_id: ...}}] (report_to: trackio logs locally)",
         trackio_space_id=None,
         trackio_bucket_id=None,
         trackio_static_space_id=None,

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib.util
 import json
 import math
 import os
@@ -135,12 +134,6 @@ LEGACY_ALGO_KEYS = (
     "algo/clip_frac",
 )
 
-_PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
-
-
-class ReportError(RlvrError, RuntimeError):
-    """A logger named in ``training.report_to`` cannot be used."""
-
 
 class OutputWriteError(RlvrError, OSError):
     """``metrics.jsonl`` or ``samples.jsonl`` cannot be written (a full disk, a quota)."""
@@ -159,35 +152,6 @@ def _append(f: Any, text: str) -> None:
             f"cannot write {Path(f.name).name} in {Path(f.name).parent}: {why}; the run stops "
             "here. Free some space, then --resume continues from the last checkpoint"
         ) from None
-
-
-def reporters(report_to: str | Sequence[str]) -> list[str]:
-    """The integrations to use for ``report_to``; raise if a named one is not installed.
-
-    ``"all"`` means every installed one (none is an error); ``"none"`` none. Called before
-    any model loads.
-    """
-    names = [report_to] if isinstance(report_to, str) else list(report_to)
-    if "none" in names and len(names) == 1:
-        return []
-    if "all" in names:
-        return [n for n, (module, _) in _PACKAGES.items() if _installed(module)]
-    out = []
-    for name in names:
-        if name == "none":
-            continue
-        module, pip_name = _PACKAGES[name]
-        if not _installed(module):
-            raise ReportError(
-                f"training.report_to names {name!r} but the {pip_name!r} package is not "
-                f"installed: pip install {pip_name}  (or remove it from training.report_to)"
-            )
-        out.append(name)
-    return out
-
-
-def _installed(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
 
 
 def peak_memory_mb() -> float:
@@ -375,12 +339,10 @@ class MetricsLogger:
         self,
         output_dir: str | Path,
         *,
-        report_to: str | Sequence[str] = "none",
         max_steps: int,
         start_step: int = 0,
         logging_steps: int = 1,
         progress: bool = True,
-        config: Mapping[str, Any] | None = None,
     ) -> None:
         self.dir = Path(output_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -391,18 +353,6 @@ class MetricsLogger:
         _cut(self.dir / SAMPLES_FILE, start_step)
         self._metrics = open(self.dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
         self._samples: Any = None
-        self._tb: Any = None
-        self._wandb: Any = None
-        for name in reporters(report_to):
-            if name == "tensorboard":
-                # optional extra (rlvr[tensorboard]); reporters() checked it is installed
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._tb = SummaryWriter(
-                    log_dir=str(self.dir / "tensorboard"), purge_step=start_step + 1
-                )
-            elif name == "wandb":
-                self._wandb = self._start_wandb(config, resume=start_step > 0)
         self._bar: Any = None
         self._third: str | None = None  # the progress bar's third figure (third_figure)
         if progress:
@@ -417,22 +367,6 @@ class MetricsLogger:
                 disable=None,
             )
 
-    def _start_wandb(self, config: Mapping[str, Any] | None, resume: bool) -> Any:
-        import wandb  # optional extra (rlvr[wandb]); reporters() checked it is installed
-
-        id_file = self.dir / "wandb_id.txt"
-        run_id = id_file.read_text().strip() if resume and id_file.is_file() else None
-        run = wandb.init(
-            project=os.environ.get("WANDB_PROJECT", "rlvr"),
-            name=self.dir.name,
-            dir=str(self.dir),
-            config=dict(config or {}),
-            id=run_id,
-            resume="allow" if run_id else None,
-        )
-        id_file.write_text(run.id)
-        return run
-
     def log(self, metrics: Mapping[str, Any]) -> None:
         """Write one step's metrics (must contain ``step``) everywhere."""
         step = int(metrics["step"])
@@ -440,19 +374,6 @@ class MetricsLogger:
         if self._resumed_from is not None:
             line[RESUMED_FROM], self._resumed_from = self._resumed_from, None
         _append(self._metrics, json.dumps(line) + "\n")
-        numeric = {
-            k: float(v)
-            for k, v in line.items()
-            if isinstance(v, int | float)
-            and not isinstance(v, bool)
-            and k not in ("step", RESUMED_FROM)
-        }
-        if self._tb is not None:
-            for k, v in numeric.items():
-                self._tb.add_scalar(k, v, step)
-            self._tb.flush()
-        if self._wandb is not None:
-            self._wandb.log(numeric, step=step)
         if self._bar is not None and "reward" in line:  # a training step (not eval-only)
             self._bar.update(step - self._bar.n)
             self._third = third_figure(line, self._third)
@@ -486,12 +407,6 @@ class MetricsLogger:
                 # What a failed write left in the buffer fails again here: already reported.
                 with contextlib.suppress(OSError):
                     f.close()
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
-        if self._wandb is not None:
-            self._wandb.finish()
-            self._wandb = None
 
     def __enter__(self) -> MetricsLogger:
         return self
@@ -666,7 +581,6 @@ __all__ = [
     "TIMING_KEYS",
     "LEGACY_ALGO_KEYS",
     "MetricsLogger",
-    "ReportError",
     "compact_line",
     "eval_metrics",
     "progress_figures",
@@ -674,7 +588,6 @@ __all__ = [
     "length_metrics",
     "peak_memory_mb",
     "read_metrics",
-    "reporters",
     "reward_metrics",
     "step_metrics",
     "zero_std_frac",

@@ -26,8 +26,8 @@ from rlvr.api.host import Host, build_algorithm
 from rlvr.api.runtime import RunInfo
 from rlvr.config.problems import sort_problems, with_origins
 from rlvr.config.schema import SECTIONS, ConfigError, RunConfig, dump, multi_turn, requirements
-from rlvr.outputs.metrics import reporters
 from rlvr.outputs.rundir import OutputDirError, latest_checkpoint, not_a_directory, refusal
+from rlvr.training.callbacks import unavailable
 from rlvr.training.stopping import planned_steps
 
 
@@ -61,7 +61,7 @@ def preflight(
     """``(config path, problem)`` for everything in ``config`` that would stop a run;
     ``rows``: the training rows when they come from memory, not ``data.path``; ``eval_rows``:
     the eval rows do too (their data is not looked for)."""
-    problems = _report_to(config) + _output_dir(config)
+    problems = unavailable(config, host) + _output_dir(config)
     if config.data is not None:
         found, rows = _data(config, host, rows)
         problems += found
@@ -76,14 +76,6 @@ def preflight(
     if not problems and rows is not None:
         _algorithm(config, host, len(rows))
     return problems
-
-
-def _report_to(config: RunConfig) -> list[tuple[str, str]]:
-    try:
-        reporters(config.training.report_to)
-    except RlvrError as exc:
-        return [("training.report_to", str(exc).removeprefix("training.report_to "))]
-    return []
 
 
 def _output_dir(config: RunConfig) -> list[tuple[str, str]]:

@@ -56,7 +56,7 @@ import math
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,7 +82,6 @@ from rlvr.outputs.metrics import (
     MetricsLogger,
     eval_metrics,
     reduce_metrics,
-    reporters,
     step_metrics,
 )
 from rlvr.outputs.resume import check_config, restore, resume_point
@@ -101,6 +100,7 @@ from rlvr.rollout.runner import (
     step_seed,
 )
 from rlvr.training import memory
+from rlvr.training.callbacks import Callbacks, ReportError, unavailable
 from rlvr.training.collapse import Collapse, CollapseGuard, warning_text
 from rlvr.training.models import load_run_models
 from rlvr.training.stopping import Discarded, StopFlag, TimeBudget, planned_steps
@@ -145,8 +145,12 @@ class Trainer:
         progress: bool = True,
         rows: list[dict[str, Any]] | None = None,
         eval_rows: list[dict[str, Any]] | None = None,
+        callbacks: Sequence[Any] = (),
     ):
         self.config = config
+        self.extra_callbacks = list(callbacks)  # a script's objects (rlvr.Trainer(callbacks=))
+        self.callbacks = Callbacks()  # built in setup(), on rank 0
+        self.stopped: str | None = None  # why the run stopped early (None: it finished)
         self.rows, self.eval_rows = rows, eval_rows  # given in memory, instead of data.path
         self.host = host
         self.t = config.training
@@ -179,7 +183,9 @@ class Trainer:
     def setup(self) -> None:
         """Everything before the first step, cheap checks first, models last."""
         t, config = self.t, self.config
-        reporters(t.report_to)  # a missing tensorboard/wandb fails now, not after loading
+        missing = unavailable(config, self.host)
+        if missing:  # a logger's missing package fails now, not after loading
+            raise ReportError("; ".join(f"{path} {why}" for path, why in missing))
         resume_from = self._take_output_dir()
         if resume_from is not None:  # before anything loads: a changed model stops here
             check_config(resume_from, dump(config), warn=self.dist.is_main)
@@ -249,6 +255,9 @@ class Trainer:
                 print(f"rlvr: warning: {busy}", file=sys.stderr, flush=True)
         record = self.host.algorithms[self.algorithm_cfg.name]
         self.algo = build_algorithm(record, self.algorithm_cfg.params, run, self.req)
+        if self.dist.is_main:  # callbacks observe the run where its files are written
+            self.callbacks = Callbacks.build(config, self.host, run, self.extra_callbacks)
+        self.run_info = run
 
         models = load_run_models(
             self.model_cfg,
@@ -382,14 +391,28 @@ class Trainer:
         (self.output_dir / rundir.CONFIG_FILE).write_text(self.config_text, encoding="utf-8")
         self.log = MetricsLogger(
             self.output_dir,
-            report_to=t.report_to,
             max_steps=self.max_steps,
             start_step=self.step,
             logging_steps=t.logging_steps,
             progress=self.progress,
-            config=self.config.model_dump(mode="json"),
         )
         self._closers.append(self.log)
+        self.callbacks.call(
+            "on_run_start",
+            run=self.run_info,
+            output_dir=self.output_dir,
+            config=self.config.model_dump(mode="json"),
+            start_step=self.step,
+        )
+
+    def _log(self, m: dict[str, Any]) -> None:
+        """One metrics line: to metrics.jsonl and the console, then to the callbacks."""
+        if self.log is None:
+            return
+        self.log.log(m)
+        self.callbacks.call("on_log", step=m["step"], metrics=m)
+        if any(k.startswith("eval/") for k in m):
+            self.callbacks.call("on_evaluate", step=m["step"], metrics=m)
 
     def _guides(self, prompts: PromptSet) -> Guides | None:
         """``training.guidance``'s guide completions (None without it)."""
@@ -469,8 +492,7 @@ class Trainer:
             )
         if self._eval_due():
             m.update(self.evaluate())
-        if self.log is not None:
-            self.log.log(m)
+        self._log(m)
         self.last_metrics = m
         every = self.t.log_samples_steps
         if self.step % every == 0 or self.step == 1:
@@ -515,9 +537,7 @@ class Trainer:
         """A run that max_minutes stops ends with the eval its last step would have had."""
         if self.evaluation is None or self.t.eval_steps is None or self._eval_due():
             return  # no eval configured, or this step has just had its own
-        m = {"step": self.step, **self.evaluate()}
-        if self.log is not None:
-            self.log.log(m)
+        self._log({"step": self.step, **self.evaluate()})
 
     def _echo(self, message: str) -> None:
         if self.log is not None:
@@ -543,7 +563,9 @@ class Trainer:
                 f"{self._resumes()}"
             )
         with _saved_as_for_inference(self.policy):
-            return self._save()
+            path = self._save()
+        self.callbacks.call("on_save", step=self.step, checkpoint=path)
+        return path
 
     def _resumes(self) -> str:
         """Where ``--resume`` would continue from, for a message."""
@@ -599,8 +621,7 @@ class Trainer:
             self.setup()
             if self.step == 0 and self._eval_due():  # the baseline, on a line of its own
                 m = {"step": 0, **self.evaluate()}
-                if self.log is not None:
-                    self.log.log(m)
+                self._log(m)
                 self.guard.observe_eval(0, _eval_accuracy(m))
             with StopFlag() as stop:
                 self._stop = stop
@@ -625,6 +646,7 @@ class Trainer:
                             self._stopped_discarding(step, exc)
                             return self.last_metrics
                         raise
+                    self.callbacks.call("on_step_end", step=self.step, metrics=self.last_metrics)
                     if self.bad_steps >= self.t.max_bad_steps:
                         path = self.save()
                         raise TrainingError(
@@ -637,18 +659,22 @@ class Trainer:
                     if self.step % self.t.save_steps == 0:
                         self.save()
                     collapsed = self._watch(self.last_metrics)
+                    asked = self.callbacks.control.stop_reason
                     self.budget.step_ended()
                     out_of_time = self.step < self.max_steps and self.budget.out_of_time()
                     # every rank stops at the same step
-                    if self.dist.any(stop.requested or out_of_time or collapsed):
+                    if self.dist.any(stop.requested or out_of_time or collapsed or bool(asked)):
                         if self._last_saved != self.step:
                             self.save()
                         why = ""
                         if collapsed and not stop.requested:
                             why = " (training.collapse.action: stop)"
+                        elif asked and not stop.requested:
+                            why = f" (a callback asked: {asked})"
                         elif out_of_time and not stop.requested:
                             self._eval_at_stop()
                             why = f" ({self.budget.used()})"
+                        self.stopped = why.strip(" ()") or "a stop request"
                         if self.log is not None:
                             self.log.write(
                                 f"stopped at step {self.step}{why}; continue with --resume "
@@ -785,6 +811,7 @@ def run(
     progress: bool = True,
     rows: list[dict[str, Any]] | None = None,
     eval_rows: list[dict[str, Any]] | None = None,
+    callbacks: Sequence[Any] = (),
 ) -> RunResult:
     """Train the policy ``config`` describes; return its last step's metrics and summary.
 
@@ -793,15 +820,26 @@ def run(
     checkpoint in ``training.output_dir``. Ctrl-C (or SIGTERM) finishes the current step, saves
     a checkpoint and returns; a second Ctrl-C aborts without saving. ``rows`` and
     ``eval_rows``: the training and eval rows, when they come from memory rather than
-    ``data.path`` and ``data.eval_path``.
+    ``data.path`` and ``data.eval_path``. ``callbacks``: objects called back as the config's
+    callbacks are (:mod:`rlvr.training.callbacks`), ``transformers.TrainerCallback`` ones too.
     """
     start = time.perf_counter()
     memory.cap_onednn_cache()
     with distributed.data_parallel() as dist:
         trainer = Trainer(
-            config, host, resume=resume, progress=progress, rows=rows, eval_rows=eval_rows
+            config,
+            host,
+            resume=resume,
+            progress=progress,
+            rows=rows,
+            eval_rows=eval_rows,
+            callbacks=callbacks,
         )
-        metrics = trainer.run()
+        try:
+            metrics = trainer.run()
+        except BaseException:
+            trainer.callbacks.call("on_run_end", step=trainer.step, summary={}, status="failed")
+            raise
     summary: dict[str, Any] = {}
     collapse = trainer.guard.tripped
     if dist.is_main:
@@ -809,6 +847,8 @@ def run(
         summary = summary_data(trainer.output_dir, trainer.labels, took, collapse=collapse)
         print(format_summary(summary), flush=True)
         write_summary(trainer.output_dir, summary)
+    status = "finished" if trainer.stopped is None else "stopped"
+    trainer.callbacks.call("on_run_end", step=trainer.step, summary=summary, status=status)
     if collapse is not None and config.training.collapse.action == "stop":
         raise CollapseStop(
             f"the collapse guard stopped the run at step {trainer.step}: {collapse.message}; "

@@ -560,6 +560,7 @@ def render_plugins(docs: list[PluginDoc] | None = None) -> str:
         "algorithm": "Algorithms",
         "backend": "Backends",
         "environment": "Environments",
+        "callback": "Callbacks",
     }
     lines: list[str] = []
     kind = None
