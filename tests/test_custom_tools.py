@@ -369,3 +369,19 @@ def test_check_tool_is_lenient_where_only_running_would_tell(tool_files):
     assert check_tool(f"{tool_files}/hinted.py:f") is None  # Point: the build checks it
     assert check_tool(f"{tool_files}/hinted.py:g") is None
     assert check_tool("os.path:join") is None  # a module made on import: left to the build
+
+
+def test_env_check_runs_a_users_tool_only_with_allow_code(tool_files, monkeypatch, capsys):
+    monkeypatch.chdir(tool_files)  # a --set file spec is relative to the current directory
+    call = {"name": "multiply", "arguments": {"a": 6, "b": 7}}
+    script = tool_files / "script.yaml"
+    script.write_text(json.dumps([f"<tool_call>{json.dumps(call)}</tool_call>", "It is 42."]))
+    argv = ["env", "check", "tools", "--script", str(script), "--episodes", "1"]
+    argv += ["--set", "tools=[calculator, 'tools.py:multiply']"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"'{tool_files}/tools.py:multiply': pass --allow-code to allow it" in err
+    assert main([*argv, "--allow-code"]) == 0
+    out = capsys.readouterr().out
+    assert '<|im_start|>tool\n    {"product": 42}<|im_end|>' in out
+    assert "turns: 2, tool calls: 1" in out

@@ -589,6 +589,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         seed=args.seed,
         tool_format=args.tool_call_format,
         config=config,
+        allow_code=args.allow_code,
     )
     print("\n".join(lines))
     failed = [e for e in result.episodes if e.failed]
