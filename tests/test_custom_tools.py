@@ -258,7 +258,7 @@ def test_validate_runs_none_of_the_tools_code(tool_files, train_sections):
         load_tool(f"{tool_files}/explosive.py:fine")
 
 
-def test_an_unknown_built_in_tool_is_named(train_sections):
+def test_an_unknown_built_in_tool_is_named():
     host = create_host()
     base = {"model": {"name_or_path": "m"}, "data": {"path": "d.jsonl"}, "rewards": []}
     bad = {"name": "tools", "params": {"tools": ["calculator", "shell"]}}
