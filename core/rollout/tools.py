@@ -332,7 +332,7 @@ _BUILTIN_HINTS = (
     "object",
     "type",
 )
-_HINT_MODULES = ("typing", "typing_extensions", "collections.abc")
+_HINT_MODULES = ("typing", "collections.abc")  # the standard library only: nothing else loads
 
 
 def _hint_names(tree: ast.Module) -> dict[str, Any]:
