@@ -77,6 +77,9 @@ _EXPORTS: dict[str, str] = {
     "parse_tool_calls": "rlvr.rollout.tools",
     "tool_call_format": "rlvr.rollout.tools",
     "tool_schema": "rlvr.rollout.tools",
+    "tool_arguments": "rlvr.rollout.tools",
+    "tool_name": "rlvr.rollout.tools",
+    "check_tool": "rlvr.rollout.tools",
     "link_holds": "rlvr.rewards.calculations",
     "results": "rlvr.rewards.calculations",
     "Extraction": "rlvr.rewards.extract",
@@ -207,7 +210,14 @@ if TYPE_CHECKING:
     )
     from rlvr.rewards.functions import call_trl_batch, call_trl_reward, trl_inputs
     from rlvr.rewards.scoring import Scorer, Scores
-    from rlvr.rollout.tools import parse_tool_calls, tool_call_format, tool_schema
+    from rlvr.rollout.tools import (
+        check_tool,
+        parse_tool_calls,
+        tool_arguments,
+        tool_call_format,
+        tool_name,
+        tool_schema,
+    )
     from rlvr.runs import Trainer, evaluate, train, validate
 
 
@@ -260,6 +270,9 @@ __all__ = [
     "EnvResponse",
     "Message",
     "tool_schema",
+    "tool_arguments",
+    "tool_name",
+    "check_tool",
     "parse_tool_calls",
     "tool_call_format",
     "evaluate_arithmetic",

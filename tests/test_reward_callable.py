@@ -222,10 +222,12 @@ def test_config_check_finds_typos_without_importing(tmp_path, monkeypatch, host)
     with pytest.raises(ConfigError) as info:
         validate_config({"rewards": rewards}, host=host)
     problems = dict(info.value.problems)
-    assert set(problems) == {f"rewards[{i}].params.function" for i in range(3)}
+    assert set(problems) == {f"rewards[{i}].params.function" for i in (0, 1, 2, 4)}
     assert "did you mean 'correctness_reward_func'" in problems["rewards[0].params.function"]
     assert "no file" in problems["rewards[1].params.function"]
     assert "not importable" in problems["rewards[2].params.function"]
+    # a submodule's source is found in its package's directory, never imported (#45 item 5)
+    assert "decoder.py' defines no 'anything'" in problems["rewards[4].params.function"]
 
 
 def test_check_function_is_lenient_when_it_cannot_tell(tmp_path):

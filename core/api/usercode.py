@@ -124,12 +124,15 @@ def _defined_names(tree: ast.Module) -> set[str] | None:
 
 
 def _source_of(target: str) -> tuple[str | None, str | None]:
-    """``(path of the source, problem)`` for a module or file target, without importing it
-    (only the top-level package of a dotted module is located, never executed)."""
+    """``(path of the source, problem)`` for a module or file target, without importing it: the
+    top-level package is located, never executed, and a dotted module's submodules are looked
+    up in its package directories (None, None when that cannot be told: a compiled module, a
+    module that is not a package, a package that makes its submodules on import)."""
     if is_file_spec(target):
         path = Path(target)
         return (str(path), None) if path.is_file() else (None, f"no file {str(path)!r}")
-    top = target.split(".")[0]
+    parts = target.split(".")
+    top = parts[0]
     try:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
@@ -141,25 +144,71 @@ def _source_of(target: str) -> tuple[str | None, str | None]:
             f"module {top!r} is not importable (not on sys.path nor in the current directory "
             f"{os.getcwd()!r})"
         )
-    if "." in target or not spec.origin or not spec.origin.endswith(".py"):
-        return None, None  # a submodule or compiled module: checked when a worker imports it
+    for depth, part in enumerate(parts[1:], start=1):
+        locations = spec.submodule_search_locations
+        if not locations:
+            return None, None  # os.path: a module that is not a package (made on import)
+        found = PathFinder.find_spec(part, list(locations))
+        if found is None:
+            package = ".".join(parts[:depth])
+            return None, f"package {package!r} has no module {part!r} (in {', '.join(locations)})"
+        spec = found
+    if not spec.origin or not spec.origin.endswith(".py"):
+        return None, None  # a compiled or namespace module: checked when it is imported
     return spec.origin, None
+
+
+def _parsed(spec: str) -> tuple[str | None, ast.Module | None, str | None]:
+    """``(path, tree, problem)`` of the source that defines ``spec``, read, never run (path and
+    tree None when that cannot be told)."""
+    target, _ = split_spec(spec)
+    origin, problem = _source_of(target)
+    if problem or origin is None:
+        return None, None, problem
+    try:
+        source = Path(origin).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, None, f"cannot read {origin!r}: {exc}"
+    try:
+        tree = ast.parse(source, filename=origin)
+    except SyntaxError as exc:  # else every call of the reward would fail with it, in training
+        return None, None, f"{origin!r} line {exc.lineno}: SyntaxError: {exc.msg}; fix the file"
+    return origin, tree, None
+
+
+def definition(spec: str) -> tuple[ast.Module, ast.stmt] | None:
+    """The parsed module and the top-level statement that defines ``spec``'s attribute (its
+    ``def``, ``class`` or assignment; the last one when it is bound more than once), read,
+    never run; None when the source cannot be read or the name is dotted or bound elsewhere
+    (an import, a loop)."""
+    _, attr = split_spec(spec)
+    if "." in attr:
+        return None
+    _, tree, _ = _parsed(spec)
+    if tree is None:
+        return None
+    found: ast.stmt | None = None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name == attr:
+                found = node
+        elif isinstance(node, ast.Assign):
+            names = {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if attr in names:
+                found = node
+        elif isinstance(node, ast.Import | ast.ImportFrom) and any(
+            (a.asname or a.name.split(".")[0]) == attr for a in node.names
+        ):
+            found = None
+    return None if found is None else (tree, found)
 
 
 def check_function(spec: str) -> str | None:
     """Why ``spec`` cannot be imported, as far as reading (not running) the source tells."""
-    target, attr = split_spec(spec)
-    origin, problem = _source_of(target)
-    if problem or origin is None:
+    _, attr = split_spec(spec)
+    origin, tree, problem = _parsed(spec)
+    if problem or tree is None:
         return problem
-    try:
-        source = Path(origin).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"cannot read {origin!r}: {exc}"
-    try:
-        tree = ast.parse(source, filename=origin)
-    except SyntaxError as exc:  # else every call of the reward would fail with it, in training
-        return f"{origin!r} line {exc.lineno}: SyntaxError: {exc.msg}; fix the file"
     names = _defined_names(tree)
     head = attr.split(".")[0]
     if names is None or head in names:
@@ -169,4 +218,11 @@ def check_function(spec: str) -> str | None:
     return f"{origin!r} defines no {head!r} at top level{hint}"
 
 
-__all__ = ["check_function", "code_spec", "is_file_spec", "load_function", "split_spec"]
+__all__ = [
+    "check_function",
+    "code_spec",
+    "definition",
+    "is_file_spec",
+    "load_function",
+    "split_spec",
+]

@@ -34,6 +34,7 @@ from rlvr.config.schema import (
     RunConfig,
     TrainingConfig,
     apply_overrides,
+    check_code_opt_ins,
     load_config,
 )
 from rlvr.data.prompts import PromptSet, load_rows
@@ -204,6 +205,7 @@ def env_check(
     turn_timeout: float = 30.0,
     tool_format: str = "auto",
     config: RunConfig | None = None,
+    allow_code: bool = False,
 ) -> tuple[list[str], EpisodeRun]:
     """Check environment ``name`` and run ``episodes`` episodes; the lines to print and the
     episodes. Raises :class:`~rlvr.api.errors.RlvrError` (conformance problems included).
@@ -213,7 +215,8 @@ def env_check(
     :func:`~rlvr.rollout.runner.sample_and_score`). With a run ``config``
     (:func:`from_config`), its environment entry (params and limits), data (rows, prompt
     field, system prompt), model, sampling settings and rewards are used unless an argument
-    says otherwise; without one, the arguments' limits and no configured rewards."""
+    says otherwise; without one, the arguments' limits and no configured rewards, and
+    ``allow_code`` lets its ``--set`` params run code (a config's is checked when loaded)."""
     if episodes < 1:
         raise RlvrError(f"--episodes must be at least 1 (got {episodes})")
     if config is None:
@@ -230,6 +233,9 @@ def env_check(
             turn_timeout=turn_timeout,
             tool_format=tool_format,
             seed=seed,
+        )
+        check_code_opt_ins(
+            config, host, ("environment",), allow_code=allow_code, trust_remote_code=True
         )
     else:
         if model is None and script is None and config.model is not None:

@@ -113,8 +113,9 @@ def _add_opt_ins(p: argparse.ArgumentParser, *, code: bool = True, model: bool =
             ALLOW_CODE_FLAG,
             dest="allow_code",
             action="store_true",
-            help="let rewards import and run the Python code the config names (the callable "
-            "reward's function); only for a config you trust",
+            help="let the config import and run the Python code it names (the callable "
+            "reward's function, the tools environment's functions, an adapter's class); only "
+            "for a config you trust",
         )
     if model:
         p.add_argument(
@@ -588,6 +589,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         seed=args.seed,
         tool_format=args.tool_call_format,
         config=config,
+        allow_code=args.allow_code,
     )
     print("\n".join(lines))
     failed = [e for e in result.episodes if e.failed]

@@ -921,8 +921,9 @@ def check_code_opt_ins(
     """Raise :class:`CodeOptInError` when ``config`` (in the ``sections`` a command uses) would
     run code that was not allowed: a reward entry whose record says it imports code named in
     its params (``callable``), or an environment entry whose record says so (a user's class
-    given to an adapter), without ``allow_code``; ``model.trust_remote_code: true`` (the
-    model directory's Python files), or a reward whose record says it runs a model's own
+    given to an adapter, a function as a tool) where the command runs episodes, without
+    ``allow_code``; ``model.trust_remote_code: true`` (the model directory's Python files),
+    or a reward whose record says it runs a model's own
     files (``reward_model``'s ``trust_remote_code``), without ``trust_remote_code``. A config
     may come from anyone; only the person running the command can say that its code may run."""
     found = []
@@ -937,7 +938,10 @@ def check_code_opt_ins(
                     f"{ALLOW_CODE_FLAG} to allow it (allow_code=True in Python)"
                 )
     env = config.environment
-    if "algorithm" in sections and env is not None and not allow_code:
+    # The commands that run episodes: train and validate (algorithm), eval (data), env check
+    # (environment); scoring and export build no environment.
+    episodes = any(s in sections for s in ("algorithm", "data", "environment"))
+    if episodes and env is not None and not allow_code:
         env_record = host.environments.get(env.name)
         code = env_record.runs_code(env.params) if env_record is not None else None
         if code:

@@ -15,7 +15,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from rlvr import Environment, LazyFactory, check_function, hookimpl
+from rlvr import Environment, LazyFactory, check_function, check_tool, hookimpl
 from rlvr.plugins.environments.params import (
     SCORE_ANSWER,
     TASK_FIELDS,
@@ -40,6 +40,10 @@ def _openenv_rewards(params: OpenEnvParams) -> tuple[str, ...]:
 
 def _trl_env_code(params: TrlEnvParams) -> str | None:
     return params.factory
+
+
+def _tools_code(params: ToolsParams) -> str | None:
+    return ", ".join(params.user_functions()) or None
 
 
 def _no_rewards(params: Any) -> tuple[str, ...]:
@@ -72,9 +76,10 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
             name="tools",
             params=ToolsParams,
             factory=LazyFactory("rlvr.plugins.environments.tools:ToolsEnvironment"),
-            description="the model calls Python functions as tools (a calculator built in) "
-            "until it answers without a call",
+            description="the model calls Python functions as tools (a calculator built in; "
+            "yours as 'module:function' with --allow-code) until it answers without a call",
             rewards=_no_rewards,
+            runs_code=_tools_code,
         )
     )
     register(
@@ -124,8 +129,9 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
 @hookimpl
 def rlvr_validate_config(config: Any) -> list[tuple[str, str]]:
     """Cheap checks of the entries: ``reasoning_gym``'s feedback turns fit in ``max_turns``;
-    the adapters' package is installed, and the module or file they name defines the class
-    (read, not imported: the run imports it)."""
+    the adapters' package is installed, and the module or file they name defines the class;
+    each function of ``tools`` exists and its signature can be described to the model (all
+    read, not imported: the run imports them)."""
     env = getattr(config, "environment", None)
     params = getattr(env, "params", None)
     problems = []
@@ -148,6 +154,11 @@ def rlvr_validate_config(config: Any) -> list[tuple[str, str]]:
             problem = check_function(spec) if spec else None
             if problem:
                 problems.append((f"environment.params.{key}", problem))
+    if isinstance(params, ToolsParams):
+        for i, entry in enumerate(params.tools):
+            problem = check_tool(entry) if ":" in entry else None
+            if problem:
+                problems.append((f"environment.params.tools[{i}]", problem))
     if isinstance(params, TrlEnvParams):
         problem = check_function(params.factory)
         if problem:

@@ -3,11 +3,11 @@ and by ``rlvr validate``."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from rlvr import Params, ReasoningGymConfig, code_spec, create_host
+from rlvr import Params, ReasoningGymConfig, code_spec, create_host, tool_name
 
 #: The tools the ``tools`` environment has built in, by name.
 BUILTIN_TOOLS = ("calculator",)
@@ -17,21 +17,58 @@ class SingleTurnParams(Params):
     """``single_turn``: no params; the episode is one completion of the dataset prompt."""
 
 
+def _tool_entry(value: str, info: ValidationInfo) -> str:
+    """A built-in tool's name, or a function of the user's as a spec (resolved: a relative
+    file against the config's directory)."""
+    if ":" not in value:
+        if value in BUILTIN_TOOLS:
+            return value
+        raise ValueError(
+            f"unknown built-in tool {value!r} (the built-in tools: {', '.join(BUILTIN_TOOLS)}); "
+            "a function of yours is 'module:function' or 'path/to/file.py:function' (run with "
+            "--allow-code)"
+        )
+    return code_spec(value, (info.context or {}).get("config_dir"))
+
+
 class ToolsParams(Params):
     """``tools``: the model may call the listed tools; an answer without a call ends it."""
 
-    tools: list[Literal["calculator"]] = Field(
+    tools: list[Annotated[str, AfterValidator(_tool_entry)]] = Field(
         ["calculator"],
         min_length=1,
-        description="the built-in tools offered to the model (calculator: + - * / and "
-        "parentheses on numbers)",
+        description="the tools offered to the model: built-in ones by name (calculator: + - * / "
+        "and parentheses on numbers) and Python functions of yours as 'module:function' or "
+        "'path/to/file.py:function' (a relative path from the config's directory; needs "
+        "--allow-code). A function's schema comes from its type hints and docstring; the tool's "
+        "name is the function's",
     )
     system_prompt: str | None = Field(
         None, description="a system message put first in every episode (after none in the row)"
     )
     max_calls_per_turn: int = Field(
-        4, ge=1, description="most tool calls of one assistant message that are run"
+        4,
+        ge=1,
+        description="most tool calls of one assistant message that are run (the rest get no reply)",
     )
+
+    @field_validator("tools")
+    @classmethod
+    def _distinct_names(cls, value: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
+        for entry in value:
+            name = tool_name(entry) if ":" in entry else entry
+            if name in seen:
+                raise ValueError(
+                    f"two tools are named {name!r} ({seen[name]!r} and {entry!r}); the model "
+                    "calls a tool by its function's name, so each must be distinct"
+                )
+            seen[name] = entry
+        return value
+
+    def user_functions(self) -> list[str]:
+        """The functions of the user's that the tools are (the entries that are specs)."""
+        return [entry for entry in self.tools if ":" in entry]
 
 
 class VerifiersParams(Params):
