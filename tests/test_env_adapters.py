@@ -7,8 +7,10 @@ episode runner on the tiny model, and trains two steps by name from a config.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
@@ -126,7 +128,7 @@ def ending_model_dir(policy, tmp_path_factory) -> Path:
     return path
 
 
-def make_runner(policy, env, rows, generator=None, *, max_turns=5):
+def make_runner(policy, env, rows, generator=None, *, max_turns=5, turn_timeout=20.0):
     model, tok = policy
     runner = EpisodeRunner(
         environment=env,
@@ -134,7 +136,7 @@ def make_runner(policy, env, rows, generator=None, *, max_turns=5):
         generator=generator or HFGenerator(HFParams(), RUN, model, tok),
         tokenizer=tok,
         prompts=PromptSet(rows, DataConfig(path="x", chat_template=True), tok, None),
-        limits=EpisodeLimits(max_turns, 400, 20.0, 60.0, "hermes"),
+        limits=EpisodeLimits(max_turns, 400, turn_timeout, 60.0, "hermes"),
         max_turn_tokens=6,
         eos_ids=eos_token_ids(model, tok),
     )
@@ -582,3 +584,92 @@ def test_a_run_trains_two_steps_with_a_trl_environment_factory_class(
         assert s["transcript"][0]["content"] == f"Count up. Reach {s['row']['target']}."
         want = 1.0 if s["row"]["target"] == 0 else 0.0
         assert s["env_rewards"] == {"IncrementEnv": want}, s
+
+
+#: A TRL class whose synchronous reset() never returns on the rows marked ``hang`` (until the
+#: module's RELEASE is set: the test process lets its threads go at the end).
+HANGING_ENV = """
+import threading
+
+RELEASE = threading.Event()
+
+
+class HangingEnv:
+    def reset(self, hang: bool = False, **kwargs):
+        if hang:
+            RELEASE.wait()  # a synchronous call that never returns
+        return None
+
+    def get_reward(self) -> float:
+        return 1.0
+"""
+
+
+def test_a_hung_synchronous_reset_fails_only_its_own_episodes(policy, tmp_path):
+    """#45 item 19: one row of six whose reset() hangs, with as many episodes as asyncio's
+    default thread pool has threads (so they would fill it): only that row's episodes fail,
+    step after step; the others run as if it were not there."""
+    path = tmp_path / "hanging_env.py"
+    path.write_text(HANGING_ENV)
+    env = trl_env(f"{path}:HangingEnv")
+    module = sys.modules[env.cls.__module__]
+    n = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default pool (6 on a 2-core machine)
+    rows = [{"prompt": f"Count to {i}.", "hang": i == 3} for i in range(6)]
+    runner = make_runner(policy, env, rows, max_turns=1, turn_timeout=1.0)
+    try:
+        for step in (1, 2):
+            episodes = runner.run(list(range(6)), n, SamplingParams(max_tokens=4, seed=step))
+            failed = [e.prompt_index for e in episodes if e.failed is not None]
+            assert failed == [3] * n, (step, [(e.prompt_index, e.failed) for e in episodes])
+            assert all(e.failed == "start timed out after 1s" for e in episodes[3 * n : 4 * n])
+            assert runner.last_counts["env/failed"] == n
+        # each hung call holds a daemon thread of its own, not a pool's
+        hung = [t for t in threading.enumerate() if t.name.startswith("rlvr-env-call")]
+        assert len(hung) == 2 * n and all(t.daemon for t in hung)
+    finally:
+        module.RELEASE.set()
+        runner.close()
+
+
+def test_a_run_whose_environment_hangs_ends_its_process(tmp_path, ending_model_dir):
+    """#45 item 19: ``rlvr train`` with a reset() that never returns on one row of three exits
+    once the run has finished (it stayed alive for minutes, the hung calls' pool threads
+    joined at exit), and only that row's episodes failed."""
+    (tmp_path / "hanging_env.py").write_text(HANGING_ENV)
+    environment = {
+        "name": "trl_env",
+        "max_turns": 1,
+        "turn_timeout": 2,
+        "params": {"factory": "hanging_env.py:HangingEnv"},
+    }
+    rows = [{"prompt": f"Count to {i}.", "hang": i == 1} for i in range(3)]
+    config = train_config(tmp_path, ending_model_dir, environment, rows)
+    config["training"] |= {"max_steps": 1, "per_device_train_batch_size": 3}
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(json.dumps(config))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlvr", "train", str(config_path), "--allow-code"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 600
+    while not any(x.startswith("run finished") for x in lines) and proc.poll() is None:
+        assert time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.2)
+    try:  # the run has finished: the process must be gone within seconds
+        code = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the process stayed alive after its run finished") from None
+    reader.join(timeout=5)
+    assert any(x.startswith("run finished") for x in lines), "".join(lines)
+    assert code == 0, "".join(lines)
+    (m,) = rlvr.read_metrics(tmp_path / "out")
+    assert m["env/episodes"] == 6 and m["env/failed"] == 2, m

@@ -113,6 +113,36 @@ class Episode:
         return ""
 
 
+class DaemonThreads(concurrent.futures.ThreadPoolExecutor):
+    """An executor that runs each call in a daemon thread of its own (started per call, gone
+    when it returns). The default executor of the environments' event loop: a call that
+    hangs holds its own thread only, and a daemon thread never keeps the process alive
+    (the interpreter joins a ``ThreadPoolExecutor``'s threads at exit)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="rlvr-env-call")
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def work() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # the caller's to see, as a pool thread would pass it
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        name = f"rlvr-env-call-{getattr(fn, '__name__', 'call')}"
+        threading.Thread(target=work, daemon=True, name=name).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Nothing to wait for: a call still running belongs to an abandoned episode."""
+
+
 class EnvironmentLoop:
     """An event loop in a daemon thread that runs environment coroutines with timeouts.
 
@@ -126,6 +156,8 @@ class EnvironmentLoop:
 
     def _start(self) -> None:
         self.loop = asyncio.new_event_loop()
+        # asyncio.to_thread / run_in_executor(None, ...): a daemon thread per call
+        self.loop.set_default_executor(DaemonThreads())
         self.died: BaseException | None = None
         self.thread = threading.Thread(target=self._serve, daemon=True, name="rlvr-env")
         self.thread.start()
@@ -596,6 +628,7 @@ def episode_runner(
 
 
 __all__ = [
+    "DaemonThreads",
     "Episode",
     "EpisodeLimits",
     "EpisodeRunner",
