@@ -673,3 +673,100 @@ def test_a_run_whose_environment_hangs_ends_its_process(tmp_path, ending_model_d
     assert code == 0, "".join(lines)
     (m,) = rlvr.read_metrics(tmp_path / "out")
     assert m["env/episodes"] == 6 and m["env/failed"] == 2, m
+
+
+#: A TRL class whose reset() raises on the rows marked ``broken``: a task server that is down.
+BROKEN_ENV = """
+class BrokenEnv:
+    def reset(self, broken: bool = False, **kwargs):
+        if broken:
+            raise ConnectionError("task server offline")
+        return None
+
+    def get_reward(self) -> float:
+        return 1.0
+"""
+
+
+def broken_run(tmp_path, model_dir, broken: list[bool], **training):
+    """A config (written as config.yaml) of ``trl_env`` on BrokenEnv over rows in order."""
+    (tmp_path / "broken_env.py").write_text(BROKEN_ENV)
+    environment = {
+        "name": "trl_env",
+        "max_turns": 1,
+        "params": {"factory": "broken_env.py:BrokenEnv"},
+    }
+    rows = [{"prompt": f"Count to {i}.", "broken": b} for i, b in enumerate(broken)]
+    config = train_config(tmp_path, model_dir, environment, rows)
+    config["data"]["shuffle"] = False
+    config["training"] |= training
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_a_run_whose_episodes_all_fail_stops_with_an_error_and_keeps_its_checkpoints(
+    tmp_path, ending_model_dir, capsys
+):
+    """#45 items 3 and 20: step 2's episodes all fail (its rows' reset raises); the run stops
+    there, before training on it, with one error line naming the first failure and a non-zero
+    exit; step 1's checkpoint stays, and no checkpoint of step 2 is written."""
+    from rlvr.cli.main import main
+
+    config = broken_run(
+        tmp_path, ending_model_dir, [False, False, True, True], max_steps=3, save_steps=1
+    )
+    capsys.readouterr()
+    code = main(["train", str(config), "--allow-code"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert errors == [
+        "error: step 2: 4 of 4 episodes of environment 'trl_env' failed, more than "
+        "training.max_failed_episode_frac=0.5; the first: row 2: start raised ConnectionError: "
+        "task server offline. Fix the environment (each failed episode's cause is in "
+        "samples.jsonl; run `rlvr env check CONFIG` to try it alone), raise "
+        "environment.turn_timeout/episode_timeout if its calls are only slow, or raise "
+        "training.max_failed_episode_frac (1: never stop)"
+    ]
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    assert [m["step"] for m in rlvr.read_metrics(out)] == [1]
+
+
+def test_a_step_whose_episodes_all_failed_logs_no_reward(tmp_path, ending_model_dir, capsys):
+    """#45 item 3: with max_failed_episode_frac: 1 the run goes on through a step whose every
+    episode failed; that step has no reward to log (null, not 0.0), and the summary does not
+    print 0.000 -> 0.000 as if it had been scored."""
+    config = broken_run(
+        tmp_path, ending_model_dir, [True, True], max_steps=1, max_failed_episode_frac=1.0
+    )
+    rlvr.train(config, progress=False, allow_code=True)
+    (m,) = rlvr.read_metrics(tmp_path / "out")
+    assert m["env/failed"] == 4 and m["env/episodes"] == 4
+    assert m["reward"] is None and m["rewards/format/mean"] is None, m
+    summary = (tmp_path / "out" / "run_summary.txt").read_text()
+    assert "0.000 -> 0.000" not in summary and "none (no scored sample" in summary, summary
+
+
+def test_eval_whose_episodes_all_fail_exits_with_an_error(tmp_path, ending_model_dir, capsys):
+    """#45 item 20: ``rlvr eval`` where every episode failed exits non-zero with one error
+    line (it printed accuracy 0.0% and exited 0); where some failed, its headline says so."""
+    from rlvr.cli.main import main
+
+    config = broken_run(tmp_path, ending_model_dir, [True, True, True])
+    capsys.readouterr()
+    code = main(["eval", str(config), "--allow-code", "--output", str(tmp_path / "eval")])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    errors = [line for line in captured.err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: every one of the 3 episodes failed, so nothing was evaluated (the first: row 0: "
+        "start raised ConnectionError: task server offline)"
+    ), captured.err
+    assert "3 of 3 episodes failed" in captured.out
+    config = broken_run(tmp_path, ending_model_dir, [False, True, False])
+    code = main(["eval", str(config), "--allow-code", "--output", str(tmp_path / "eval2")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "1 of 3 episodes failed (counted not correct)" in captured.out.splitlines()[0]

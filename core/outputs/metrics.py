@@ -8,8 +8,9 @@ three parts and no exceptions:
 1. core metrics, measured by rlvr itself for every algorithm:
 
    - ``step``; ``reward`` / ``reward_std`` (weighted score over every completion generated in
-     the step, all generation rounds; with ``training.guidance`` the sampled ones only, and
-     ``guide/count`` / ``guide/reward_mean`` describe the guide completions);
+     the step, all generation rounds; failed episodes have none and are left out, so a step
+     whose every episode failed logs null; with ``training.guidance`` the sampled ones only,
+     and ``guide/count`` / ``guide/reward_mean`` describe the guide completions);
    - ``zero_std_frac`` (groups whose completions all scored the same), ``groups_filtered``,
      ``groups_kept``, ``generation_rounds`` (dynamic sampling);
    - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``
@@ -263,7 +264,8 @@ def step_metrics(
     m: dict[str, Any] = {"step": step}
     # as TRL, a completion every reward left None is out of the reward's mean and std
     m.update(reward_metrics(_stats([c.score for c in gen if c.scored]), rollout.summary))
-    m["zero_std_frac"] = zero_std_frac(gen)
+    # failed episodes have no score: a step of nothing else logs reward null, not 0.0
+    m["zero_std_frac"] = zero_std_frac([c for c in gen if c.failed is None])
     m["groups_filtered"] = rollout.groups_filtered
     m["groups_kept"] = len({c.group for c in rollout.kept})
     m["generation_rounds"] = rollout.rounds
