@@ -724,8 +724,8 @@ def test_a_run_whose_episodes_all_fail_stops_with_an_error_and_keeps_its_checkpo
     assert errors == [
         "error: step 2: 4 of 4 episodes of environment 'trl_env' failed, more than "
         "training.max_failed_episode_frac=0.5; the first: row 2: start raised ConnectionError: "
-        "task server offline. Fix the environment (each failed episode's cause is in "
-        "samples.jsonl; run `rlvr env check CONFIG` to try it alone), raise "
+        "task server offline. Fix the environment (the warning above counts the step's "
+        "failures by kind; `rlvr env check CONFIG` runs a few episodes alone), raise "
         "environment.turn_timeout/episode_timeout if its calls are only slow, or raise "
         "training.max_failed_episode_frac (1: never stop)"
     ]

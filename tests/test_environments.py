@@ -667,6 +667,11 @@ def test_failed_episodes_are_logged_and_left_out_of_the_step(tmp_path, tiny_mode
         "step 1: 2 of 6 episodes of environment 'flaky' failed (left out of the step): start "
         "raised RuntimeError x2 (first: row 0: task server offline)"
     ) in caplog.text
+    errors = [json.loads(line) for line in (tmp_path / "out" / "env_errors.jsonl").open()]
+    assert [(e["step"], e["index"], e["failed"]) for e in errors] == [
+        (1, 0, "start raised RuntimeError: task server offline")
+    ] * 2
+    assert "; each one in " in caplog.text and "env_errors.jsonl" in caplog.text
     # a failed episode has no reward: the step's mean is over the 4 scored ones (not 6)
     scored = [s["reward"] for s in samples if "failed" not in s]
     assert m["reward"] == pytest.approx(sum(scored) / 4)

@@ -78,6 +78,8 @@ if TYPE_CHECKING:
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
+#: One line per failed episode of a multi-turn run (:class:`rlvr.rollout.episodes.EpisodeRunner`).
+ENV_ERRORS_FILE = "env_errors.jsonl"
 
 #: The key of the first line a resumed run logs: the step of the checkpoint it resumed from
 #: (a new process: ``peak_memory_mb`` starts again from its own peak there; ``rlvr plot`` marks
@@ -391,6 +393,7 @@ class MetricsLogger:
         self._resumed_from = start_step if start_step > 0 else None  # until the first line
         _cut(self.dir / METRICS_FILE, start_step)
         _cut(self.dir / SAMPLES_FILE, start_step)
+        _cut(self.dir / ENV_ERRORS_FILE, start_step)
         self._metrics = open(self.dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
         self._samples: Any = None
         self._tb: Any = None
@@ -662,6 +665,7 @@ def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float])
 __all__ = [
     "reduce_metrics",
     "CORE_KEYS",
+    "ENV_ERRORS_FILE",
     "METRICS_FILE",
     "RESUMED_FROM",
     "SAMPLES_FILE",

@@ -22,9 +22,9 @@ by the entry's ``turn_timeout`` and what is left of its ``episode_timeout``. A c
 (``SystemExit`` included) or runs out of time fails its episode, and so does one that blocks
 the event loop (the loop is then replaced; calls still waiting on that loop fail with it): the
 failure is counted and logged (one line per call of :meth:`EpisodeRunner.run`, however many
-failed: of each kind the count and the first one's cause, :func:`failure_summary`; each
-episode's own cause with ``-v`` and in ``samples.jsonl``), and the episode is left out of the
-step (not credited, not scored: its reward would say nothing about the policy; past
+failed: of each kind the count and the first one's cause, :func:`failure_summary`; in training
+each episode's own cause is a line of ``OUTPUT_DIR/env_errors.jsonl``), and the episode is left
+out of the step (not credited, not scored: its reward would say nothing about the policy; past
 ``training.max_failed_episode_frac`` of a step's episodes the run stops). A crash that ends the
 process itself (``os._exit``, a segfault) is out of reach of a thread; such an environment must
 run its work in a process of its own.
@@ -36,11 +36,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import json
 import logging
 import threading
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rlvr.api.host import build_environment
@@ -287,6 +289,9 @@ class EpisodeRunner:
     last_counts: dict[str, float] = field(default_factory=dict)
     #: the episodes of the last :meth:`run` (``rlvr env check`` prints them).
     last_episodes: list[Episode] = field(default_factory=list)
+    #: where :meth:`run` appends a JSON line per failed episode (step, index, row, cause);
+    #: None: nowhere (the warning alone).
+    errors_path: Path | None = None
     #: the token budget's share of cut episodes above which :meth:`run` warns (once).
     cut_warning_frac: float = 0.5
     _warned_cut: bool = field(default=False, repr=False)
@@ -324,20 +329,42 @@ class EpisodeRunner:
         for e in episodes:
             e.transcript_text = self.tokenizer.decode(e.token_ids, skip_special_tokens=True)
         failed = [e for e in episodes if e.failed is not None]
-        if failed:  # one line per call, however many failed (each one's cause: -v, samples)
-            logger.warning(failure_summary(step, self.environment_name, failed, len(episodes)))
-        for e in failed:
-            logger.debug(
-                "step %d: an episode of environment %r (row %d) failed: %s",
-                step,
-                self.environment_name,
-                e.prompt_index,
-                e.failed,
-            )
+        if failed:  # one line per call, however many failed; each one's cause in the file
+            summary = failure_summary(step, self.environment_name, failed, len(episodes))
+            if self.errors_path is not None:
+                self._record(step, failed)
+                summary += f"; each one in {self.errors_path}"
+            logger.warning(summary)
         self._warn_cut(step, [e for e in episodes if e.failed is None])
         self.last_counts = self._counts(episodes)
         self.last_episodes = episodes
         return episodes
+
+    def _record(self, step: int, failed: list[Episode]) -> None:
+        """One line of :attr:`errors_path` per failed episode: what the warning summarises."""
+        assert self.errors_path is not None
+        lines = [
+            json.dumps(
+                {
+                    "step": step,
+                    "environment": self.environment_name,
+                    "index": e.prompt_index,
+                    "group": e.group,
+                    "failed": e.failed,
+                    "turns": e.turns,
+                    "row": e.row,
+                },
+                ensure_ascii=False,
+                default=str,
+            )
+            + "\n"
+            for e in failed
+        ]
+        try:
+            with open(self.errors_path, "a", encoding="utf-8") as f:
+                f.write("".join(lines))
+        except OSError as exc:  # the warning still says what failed
+            logger.warning("could not record failed episodes in %s: %s", self.errors_path, exc)
 
     def _warn_cut(self, step: int, ended: list[Episode]) -> None:
         """Once per runner: warn when more than :attr:`cut_warning_frac` of the episodes

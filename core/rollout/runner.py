@@ -518,9 +518,9 @@ def failed_episodes_error(
     return (
         f"step {step}: {failed:.0f} of {total:.0f} episodes of environment {environment!r} "
         f"failed, more than training.max_failed_episode_frac={limit:g}{example}. Fix the "
-        "environment (each failed episode's cause is in samples.jsonl; run `rlvr env check "
-        "CONFIG` to try it alone), raise environment.turn_timeout/episode_timeout if its calls "
-        "are only slow, or raise training.max_failed_episode_frac (1: never stop)"
+        "environment (the warning above counts the step's failures by kind; `rlvr env check "
+        "CONFIG` runs a few episodes alone), raise environment.turn_timeout/episode_timeout "
+        "if its calls are only slow, or raise training.max_failed_episode_frac (1: never stop)"
     )
 
 

@@ -81,6 +81,7 @@ from rlvr.model.loading import busy_cpu_warning, eos_token_ids, resolve_device_d
 from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs import rundir
 from rlvr.outputs.metrics import (
+    ENV_ERRORS_FILE,
     MetricsLogger,
     eval_metrics,
     reduce_metrics,
@@ -392,6 +393,8 @@ class Trainer:
             config=self.config.model_dump(mode="json"),
         )
         self._closers.append(self.log)
+        if self.rollout_runner.episodes is not None:  # each failed episode, one line
+            self.rollout_runner.episodes.errors_path = self.output_dir / ENV_ERRORS_FILE
 
     def _guides(self, prompts: PromptSet) -> Guides | None:
         """``training.guidance``'s guide completions (None without it)."""
