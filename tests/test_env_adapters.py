@@ -7,8 +7,10 @@ episode runner on the tiny model, and trains two steps by name from a config.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
@@ -126,7 +128,7 @@ def ending_model_dir(policy, tmp_path_factory) -> Path:
     return path
 
 
-def make_runner(policy, env, rows, generator=None, *, max_turns=5):
+def make_runner(policy, env, rows, generator=None, *, max_turns=5, turn_timeout=20.0):
     model, tok = policy
     runner = EpisodeRunner(
         environment=env,
@@ -134,7 +136,7 @@ def make_runner(policy, env, rows, generator=None, *, max_turns=5):
         generator=generator or HFGenerator(HFParams(), RUN, model, tok),
         tokenizer=tok,
         prompts=PromptSet(rows, DataConfig(path="x", chat_template=True), tok, None),
-        limits=EpisodeLimits(max_turns, 400, 20.0, 60.0, "hermes"),
+        limits=EpisodeLimits(max_turns, 400, turn_timeout, 60.0, "hermes"),
         max_turn_tokens=6,
         eos_ids=eos_token_ids(model, tok),
     )
@@ -582,3 +584,189 @@ def test_a_run_trains_two_steps_with_a_trl_environment_factory_class(
         assert s["transcript"][0]["content"] == f"Count up. Reach {s['row']['target']}."
         want = 1.0 if s["row"]["target"] == 0 else 0.0
         assert s["env_rewards"] == {"IncrementEnv": want}, s
+
+
+#: A TRL class whose synchronous reset() never returns on the rows marked ``hang`` (until the
+#: module's RELEASE is set: the test process lets its threads go at the end).
+HANGING_ENV = """
+import threading
+
+RELEASE = threading.Event()
+
+
+class HangingEnv:
+    def reset(self, hang: bool = False, **kwargs):
+        if hang:
+            RELEASE.wait()  # a synchronous call that never returns
+        return None
+
+    def get_reward(self) -> float:
+        return 1.0
+"""
+
+
+def test_a_hung_synchronous_reset_fails_only_its_own_episodes(policy, tmp_path):
+    """#45 item 19: one row of six whose reset() hangs, with as many episodes as asyncio's
+    default thread pool has threads (so they would fill it): only that row's episodes fail,
+    step after step; the others run as if it were not there."""
+    path = tmp_path / "hanging_env.py"
+    path.write_text(HANGING_ENV)
+    env = trl_env(f"{path}:HangingEnv")
+    module = sys.modules[env.cls.__module__]
+    n = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default pool (6 on a 2-core machine)
+    rows = [{"prompt": f"Count to {i}.", "hang": i == 3} for i in range(6)]
+    runner = make_runner(policy, env, rows, max_turns=1, turn_timeout=1.0)
+    try:
+        for step in (1, 2):
+            episodes = runner.run(list(range(6)), n, SamplingParams(max_tokens=4, seed=step))
+            failed = [e.prompt_index for e in episodes if e.failed is not None]
+            assert failed == [3] * n, (step, [(e.prompt_index, e.failed) for e in episodes])
+            assert all(e.failed == "start timed out after 1s" for e in episodes[3 * n : 4 * n])
+            assert runner.last_counts["env/failed"] == n
+        # each hung call holds a daemon thread of its own, not a pool's
+        hung = [t for t in threading.enumerate() if t.name.startswith("rlvr-env-call")]
+        assert len(hung) == 2 * n and all(t.daemon for t in hung)
+    finally:
+        module.RELEASE.set()
+        runner.close()
+
+
+def test_a_run_whose_environment_hangs_ends_its_process(tmp_path, ending_model_dir):
+    """#45 item 19: ``rlvr train`` with a reset() that never returns on one row of three exits
+    once the run has finished (it stayed alive for minutes, the hung calls' pool threads
+    joined at exit), and only that row's episodes failed."""
+    (tmp_path / "hanging_env.py").write_text(HANGING_ENV)
+    environment = {
+        "name": "trl_env",
+        "max_turns": 1,
+        "turn_timeout": 2,
+        "params": {"factory": "hanging_env.py:HangingEnv"},
+    }
+    rows = [{"prompt": f"Count to {i}.", "hang": i == 1} for i in range(3)]
+    config = train_config(tmp_path, ending_model_dir, environment, rows)
+    config["training"] |= {"max_steps": 1, "per_device_train_batch_size": 3}
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(json.dumps(config))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlvr", "train", str(config_path), "--allow-code"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 600
+    while not any(x.startswith("run finished") for x in lines) and proc.poll() is None:
+        assert time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.2)
+    try:  # the run has finished: the process must be gone within seconds
+        code = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the process stayed alive after its run finished") from None
+    reader.join(timeout=5)
+    assert any(x.startswith("run finished") for x in lines), "".join(lines)
+    assert code == 0, "".join(lines)
+    (m,) = rlvr.read_metrics(tmp_path / "out")
+    assert m["env/episodes"] == 6 and m["env/failed"] == 2, m
+
+
+#: A TRL class whose reset() raises on the rows marked ``broken``: a task server that is down.
+BROKEN_ENV = """
+class BrokenEnv:
+    def reset(self, broken: bool = False, **kwargs):
+        if broken:
+            raise ConnectionError("task server offline")
+        return None
+
+    def get_reward(self) -> float:
+        return 1.0
+"""
+
+
+def broken_run(tmp_path, model_dir, broken: list[bool], **training):
+    """A config (written as config.yaml) of ``trl_env`` on BrokenEnv over rows in order."""
+    (tmp_path / "broken_env.py").write_text(BROKEN_ENV)
+    environment = {
+        "name": "trl_env",
+        "max_turns": 1,
+        "params": {"factory": "broken_env.py:BrokenEnv"},
+    }
+    rows = [{"prompt": f"Count to {i}.", "broken": b} for i, b in enumerate(broken)]
+    config = train_config(tmp_path, model_dir, environment, rows)
+    config["data"]["shuffle"] = False
+    config["training"] |= training
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_a_run_whose_episodes_all_fail_stops_with_an_error_and_keeps_its_checkpoints(
+    tmp_path, ending_model_dir, capsys
+):
+    """#45 items 3 and 20: step 2's episodes all fail (its rows' reset raises); the run stops
+    there, before training on it, with one error line naming the first failure and a non-zero
+    exit; step 1's checkpoint stays, and no checkpoint of step 2 is written."""
+    from rlvr.cli.main import main
+
+    config = broken_run(
+        tmp_path, ending_model_dir, [False, False, True, True], max_steps=3, save_steps=1
+    )
+    capsys.readouterr()
+    code = main(["train", str(config), "--allow-code"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert errors == [
+        "error: step 2: 4 of 4 episodes of environment 'trl_env' failed, more than "
+        "training.max_failed_episode_frac=0.5; the first: row 2: start raised ConnectionError: "
+        "task server offline. Fix the environment (the warning above counts the step's "
+        "failures by kind; `rlvr env check CONFIG` runs a few episodes alone), raise "
+        "environment.turn_timeout/episode_timeout if its calls are only slow, or raise "
+        "training.max_failed_episode_frac (1: never stop)"
+    ]
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    assert [m["step"] for m in rlvr.read_metrics(out)] == [1]
+
+
+def test_a_step_whose_episodes_all_failed_logs_no_reward(tmp_path, ending_model_dir, capsys):
+    """#45 item 3: with max_failed_episode_frac: 1 the run goes on through a step whose every
+    episode failed; that step has no reward to log (null, not 0.0), and the summary does not
+    print 0.000 -> 0.000 as if it had been scored."""
+    config = broken_run(
+        tmp_path, ending_model_dir, [True, True], max_steps=1, max_failed_episode_frac=1.0
+    )
+    rlvr.train(config, progress=False, allow_code=True)
+    (m,) = rlvr.read_metrics(tmp_path / "out")
+    assert m["env/failed"] == 4 and m["env/episodes"] == 4
+    assert m["reward"] is None and m["rewards/format/mean"] is None, m
+    summary = (tmp_path / "out" / "run_summary.txt").read_text()
+    assert "0.000 -> 0.000" not in summary and "none (no scored sample" in summary, summary
+
+
+def test_eval_whose_episodes_all_fail_exits_with_an_error(tmp_path, ending_model_dir, capsys):
+    """#45 item 20: ``rlvr eval`` where every episode failed exits non-zero with one error
+    line (it printed accuracy 0.0% and exited 0); where some failed, its headline says so."""
+    from rlvr.cli.main import main
+
+    config = broken_run(tmp_path, ending_model_dir, [True, True, True])
+    capsys.readouterr()
+    code = main(["eval", str(config), "--allow-code", "--output", str(tmp_path / "eval")])
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    errors = [line for line in captured.err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: every one of the 3 episodes failed, so nothing was evaluated (the first: row 0: "
+        "start raised ConnectionError: task server offline)"
+    ), captured.err
+    assert "3 of 3 episodes failed" in captured.out
+    config = broken_run(tmp_path, ending_model_dir, [False, True, False])
+    code = main(["eval", str(config), "--allow-code", "--output", str(tmp_path / "eval2")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "1 of 3 episodes failed (counted not correct)" in captured.out.splitlines()[0]

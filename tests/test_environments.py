@@ -437,9 +437,12 @@ def test_a_misbehaving_environment_fails_its_episodes_only(policy, mode, cause, 
     assert good.failed is None and good.done
     assert bad.failed is not None and cause in bad.failed, bad.failed
     assert runner.last_counts["env/failed"] == 1
-    assert f"step 7: an episode of environment 'scripted' (row 1) failed: {bad.failed}" in (
-        caplog.text
-    )
+    kind, _, detail = bad.failed.partition(": ")
+    said = f": {detail}" if detail else ""
+    assert (
+        f"step 7: 1 of 2 episodes of environment 'scripted' failed (left out of the step): "
+        f"{kind} x1 (first: row 1{said})"
+    ) in caplog.text
     # the environment still runs episodes afterwards (a blocked loop was replaced)
     again = runner.run([0], 1, SamplingParams(max_tokens=6, seed=4))
     assert again[0].failed is None
@@ -500,6 +503,56 @@ def test_limits_end_episodes_as_truncated(policy):
     assert e.truncated and len(e.token_ids) <= 10
     assert runner.last_counts["env/truncated_frac"] == 1.0
     runner.close()
+
+
+def test_failed_episodes_are_reported_in_one_line_per_step(policy, caplog):
+    """#45 item 8: 5 of 8 episodes failing in two ways give one warning, counted by kind
+    with the first of each (it was a line per failed episode); each episode's own line is
+    there at debug level (-v)."""
+    env = Scripted(turns=3)
+    rows = [
+        {"prompt": "What is 1 + 1?"},
+        {"prompt": "hi", "mode": "start_raises"},
+        {"prompt": "hello", "mode": "start_raises"},
+        {"prompt": "hey", "mode": "hangs"},
+    ]
+    runner, _ = make_runner(policy, env, rows, turn=0.5, episode=5.0)
+    with caplog.at_level("WARNING", logger="rlvr.rollout.episodes"):
+        runner.run([0, 1, 2, 3], 2, SamplingParams(max_tokens=6, seed=3), step=4)
+    runner.close()
+    lines = [r.getMessage() for r in caplog.records if "failed (left out" in r.getMessage()]
+    hung = sum(e.failed is not None for e in runner.last_episodes if e.prompt_index == 3)
+    assert hung >= 1  # the hanging row's episodes that reached respond
+    n = 4 + hung
+    assert lines == [
+        f"step 4: {n} of 8 episodes of environment 'scripted' failed (left out of the step): "
+        "start raised RuntimeError x4 (first: row 1: no such task), respond timed out after "
+        f"0.5s x{hung} (first: row 3)"
+    ]
+
+
+def test_a_run_of_episodes_cut_by_tokens_warns_once(policy, caplog):
+    """#45 item 7: a budget the environment's messages use up cuts most episodes before the
+    environment ends them: one warning (not one per step) naming the keys to raise; episodes
+    ended by max_turns are not cut by tokens (no warning)."""
+    rows = [{"prompt": "What is 1 + 1?"}, {"prompt": "hi"}]
+    runner, _ = make_runner(policy, Scripted(turns=10), rows, max_turns=10, max_tokens=40)
+    for step in (1, 2):
+        runner.run([0, 1], 2, SamplingParams(max_tokens=6, seed=step), step=step)
+        assert all(e.cut == "tokens" for e in runner.last_episodes)
+    runner.close()
+    warned = [r.getMessage() for r in caplog.records if "were cut by tokens" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith(
+        "step 1: 4 of 4 episodes of environment 'scripted' were cut by tokens"
+    )
+    assert "environment.max_episode_tokens=40" in warned[0]
+    assert "training.max_completion_length=6" in warned[0]
+    caplog.clear()
+    runner, _ = make_runner(policy, Scripted(turns=10), rows, max_turns=1, max_tokens=400)
+    runner.run([0, 1], 2, SamplingParams(max_tokens=6, seed=1), step=1)
+    runner.close()
+    assert [e.cut for e in runner.last_episodes] == ["turns"] * 4
+    assert "were cut by tokens" not in caplog.text
 
 
 # --------------------------------------------------------------------------- training
@@ -610,7 +663,19 @@ def test_failed_episodes_are_logged_and_left_out_of_the_step(tmp_path, tiny_mode
     assert len(failed) == 2 and all(not s["kept"] for s in failed)
     assert all(s["failed"] == "start raised RuntimeError: task server offline" for s in failed)
     assert all(s["kept"] for s in samples if "failed" not in s)
-    assert "failed: start raised RuntimeError: task server offline" in caplog.text
+    assert (
+        "step 1: 2 of 6 episodes of environment 'flaky' failed (left out of the step): start "
+        "raised RuntimeError x2 (first: row 0: task server offline)"
+    ) in caplog.text
+    errors = [json.loads(line) for line in (tmp_path / "out" / "env_errors.jsonl").open()]
+    assert [(e["step"], e["index"], e["failed"]) for e in errors] == [
+        (1, 0, "start raised RuntimeError: task server offline")
+    ] * 2
+    assert "; each one in " in caplog.text and "env_errors.jsonl" in caplog.text
+    # a failed episode has no reward: the step's mean is over the 4 scored ones (not 6)
+    scored = [s["reward"] for s in samples if "failed" not in s]
+    assert m["reward"] == pytest.approx(sum(scored) / 4)
+    assert all(s["scored"] is False for s in failed)
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -114,6 +114,7 @@ def make_config(tiny_model, dataset, host, tmp_path):
         output: str = "run",
         using=None,
         model: dict | None = None,
+        environment: dict | None = None,
         **training,
     ):
         t = {
@@ -140,6 +141,8 @@ def make_config(tiny_model, dataset, host, tmp_path):
             "backend": {"name": "hf"},
             "training": t,
         }
+        if environment is not None:
+            raw["environment"] = environment
         # Some tests use the callable reward (code the test wrote): allowed, as --allow-code.
         return load_config(raw, using or host, require=TRAIN_SECTIONS, allow_code=True)
 

@@ -219,6 +219,9 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
     "max_bad_steps": ({"max_bad_steps": 1}, {"max_bad_steps": 2}, ran(checkpoints)),
     "max_reward_error_frac": ({}, {"max_reward_error_frac": 0.25}, ran(checkpoints)),
     "max_minutes": ({}, {"max_minutes": 1e-9}, ran(checkpoints)),  # stops after step 1
+    # step 2's episodes all fail (an environment whose reset raises on its rows): the default
+    # stops there with an error, 1 trains through it
+    "max_failed_episode_frac": ({}, {"max_failed_episode_frac": 1}, ran(checkpoints)),
     "eval_steps": ({}, {"eval_steps": 2}, ran(eval_steps)),
     "eval_on_start": (
         {"eval_steps": 2},
@@ -303,12 +306,26 @@ def test_each_training_key_changes_something(key, make_config, host, tmp_path, m
             # 8 with one call on the step, past the default share too)
             {"name": "callable", "label": "four", "params": {"function": BOOM, "batch": "group"}},
         ]
+    environment, data = None, {"shuffle": False}
+    if key == "max_failed_episode_frac":  # a TRL class whose reset raises on step 2's rows
+        path = tmp_path / "broken_env.py"
+        path.write_text(
+            "class BrokenEnv:\n"
+            "    def reset(self, id: int = 0, **row):\n"
+            "        if id in (2, 3):\n"
+            "            raise ConnectionError('task server offline')\n"
+        )
+        factory = f"{path}:BrokenEnv"
+        environment = {"name": "trl_env", "max_turns": 1, "params": {"factory": factory}}
+        data["chat_template"] = True
     values = []
     for i, overrides in enumerate((base, changed)):
         training = {"output_dir": str(tmp_path / f"run{i}"), **overrides}
         if "output_dir" in overrides:
             training["output_dir"] = str(tmp_path / overrides["output_dir"])
-        config = make_config(rewards=rewards, data={"shuffle": False}, output=f"run{i}", **training)
+        config = make_config(
+            rewards=rewards, data=data, output=f"run{i}", environment=environment, **training
+        )
         capsys.readouterr()
         value = observe(config, host)
         if key == "logging_steps":

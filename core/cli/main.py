@@ -652,13 +652,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         allow_code=args.allow_code,
         trust_remote_code=args.trust_remote_code,
     )
-    from rlvr.evaluation.evaluate import report  # loaded by evaluate() by now
+    from rlvr.evaluation.evaluate import all_failed, report  # loaded by evaluate() by now
 
     if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
         if args.json:
             print(json.dumps(result, indent=2))
         else:
             print(report(result))
+    failure = all_failed(result)
+    if failure is not None:  # the files are written; the exit says there is no result
+        print(f"error: {failure}", file=sys.stderr)
+        return 1
     return 0
 
 

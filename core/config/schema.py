@@ -437,6 +437,17 @@ class TrainingConfig(Section):
         description="stop (with a checkpoint) when more than this fraction of one reward's "
         "calls in a step fail or time out; 1 never stops",
     )
+    max_failed_episode_frac: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="multi-turn environments: stop the run when more than this fraction of "
+        "a step's episodes fail (the environment raised, timed out or returned something "
+        "malformed; with dynamic sampling, of one generation round's), before it trains on "
+        "the step: one error line names the first failure, the run exits non-zero, and the "
+        "checkpoint of the last finished step is kept (saved if it was not); 1 never stops "
+        "(a step whose every episode failed then trains on nothing and logs no reward)",
+    )
     eval_steps: int | None = Field(
         None,
         ge=1,

@@ -680,6 +680,9 @@ def evaluate(
             "reward_errors": str(errors_path) if errors_path.is_file() else None,
         }
     )
+    failed = next((r for r in records if r.get("failed") is not None), None)
+    if failed is not None:  # what `rlvr eval` names when every episode failed
+        summary["first_failure"] = f"row {failed['index']}: {failed['failed']}"
     summary = {key: _clean(v) for key, v in summary.items()}
     if not dist.is_main:  # rank 0 writes the files
         return summary
@@ -715,8 +718,28 @@ def headline(summary: Mapping[str, Any]) -> str:
         parts.append(f"format compliance {100 * summary['format_ok']:.1f}%")
     if summary.get("reward") is not None:
         parts.append(f"reward {summary['reward']:.3f}")
+    failed, episodes = summary.get("env/failed"), summary.get("env/episodes")
+    if isinstance(failed, int | float) and failed > 0:
+        parts.append(f"{failed:.0f} of {episodes:.0f} episodes failed (counted not correct)")
     parts.append(f"{summary.get('num_prompts')} prompts x {summary.get('k')}")
     return " | ".join(parts)
+
+
+def all_failed(summary: Mapping[str, Any]) -> str | None:
+    """The error ``rlvr eval`` ends with when every episode failed (nothing was evaluated:
+    its accuracy and rewards describe the environment's failures, not the model); None
+    otherwise."""
+    failed, episodes = summary.get("env/failed"), summary.get("env/episodes")
+    if not isinstance(episodes, int | float) or not episodes or failed != episodes:
+        return None
+    first = summary.get("first_failure")
+    return (
+        f"every one of the {episodes:.0f} episodes failed, so nothing was evaluated"
+        + (f" (the first: {first})" if first else "")
+        + "; fix the environment (each episode's cause is in the samples file; `rlvr env "
+        "check CONFIG` runs a few episodes alone), or raise environment.turn_timeout/"
+        "episode_timeout if its calls are only slow"
+    )
 
 
 def report(summary: Mapping[str, Any]) -> str:
@@ -909,6 +932,7 @@ def _sample_and_score(
 
 __all__ = [
     "Correctness",
+    "all_failed",
     "EvalError",
     "Evaluation",
     "eval_call_sequences",

@@ -8,8 +8,9 @@ three parts and no exceptions:
 1. core metrics, measured by rlvr itself for every algorithm:
 
    - ``step``; ``reward`` / ``reward_std`` (weighted score over every completion generated in
-     the step, all generation rounds; with ``training.guidance`` the sampled ones only, and
-     ``guide/count`` / ``guide/reward_mean`` describe the guide completions);
+     the step, all generation rounds; failed episodes have none and are left out, so a step
+     whose every episode failed logs null; with ``training.guidance`` the sampled ones only,
+     and ``guide/count`` / ``guide/reward_mean`` describe the guide completions);
    - ``zero_std_frac`` (groups whose completions all scored the same), ``groups_filtered``,
      ``groups_kept``, ``generation_rounds`` (dynamic sampling);
    - ``completion_length/{mean,min,max}`` (tokens), ``truncated_frac``, ``num_tokens``
@@ -76,6 +77,8 @@ if TYPE_CHECKING:
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
+#: One line per failed episode of a multi-turn run (:class:`rlvr.rollout.episodes.EpisodeRunner`).
+ENV_ERRORS_FILE = "env_errors.jsonl"
 
 #: The key of the first line a resumed run logs: the step of the checkpoint it resumed from
 #: (a new process: ``peak_memory_mb`` starts again from its own peak there; ``rlvr plot`` marks
@@ -227,7 +230,8 @@ def step_metrics(
     m: dict[str, Any] = {"step": step}
     # as TRL, a completion every reward left None is out of the reward's mean and std
     m.update(reward_metrics(_stats([c.score for c in gen if c.scored]), rollout.summary))
-    m["zero_std_frac"] = zero_std_frac(gen)
+    # failed episodes have no score: a step of nothing else logs reward null, not 0.0
+    m["zero_std_frac"] = zero_std_frac([c for c in gen if c.failed is None])
     m["groups_filtered"] = rollout.groups_filtered
     m["groups_kept"] = len({c.group for c in rollout.kept})
     m["generation_rounds"] = rollout.rounds
@@ -351,6 +355,7 @@ class MetricsLogger:
         self._resumed_from = start_step if start_step > 0 else None  # until the first line
         _cut(self.dir / METRICS_FILE, start_step)
         _cut(self.dir / SAMPLES_FILE, start_step)
+        _cut(self.dir / ENV_ERRORS_FILE, start_step)
         self._metrics = open(self.dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
         self._samples: Any = None
         self._bar: Any = None
@@ -575,6 +580,7 @@ def reduce_metrics(parts: Sequence[Mapping[str, Any]], weights: Sequence[float])
 __all__ = [
     "reduce_metrics",
     "CORE_KEYS",
+    "ENV_ERRORS_FILE",
     "METRICS_FILE",
     "RESUMED_FROM",
     "SAMPLES_FILE",

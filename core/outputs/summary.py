@@ -93,7 +93,7 @@ def summary_data(
 
 
 def _number(x: Any) -> str:
-    return f"{x:.3f}" if isinstance(x, int | float) else "nan"
+    return f"{x:.3f}" if isinstance(x, int | float) else "none"
 
 
 def format_summary(data: dict[str, Any]) -> str:
@@ -124,6 +124,9 @@ def format_summary(data: dict[str, Any]) -> str:
         lines.append(f"  reward means, first {n} -> last {n} steps:")
         width = max(len(label) for label in data["rewards"])
         for label, means in data["rewards"].items():
+            if means["first"] is None and means["last"] is None:  # e.g. every episode failed
+                lines.append(f"    {label:<{width}}  none (no scored sample in those steps)")
+                continue
             lines.append(
                 f"    {label:<{width}}  {_number(means['first'])} -> {_number(means['last'])}"
             )

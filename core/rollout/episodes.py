@@ -21,10 +21,13 @@ Environment calls run on an event loop in a thread of their own, concurrently; e
 by the entry's ``turn_timeout`` and what is left of its ``episode_timeout``. A call that raises
 (``SystemExit`` included) or runs out of time fails its episode, and so does one that blocks
 the event loop (the loop is then replaced; calls still waiting on that loop fail with it): the
-failure is logged with its cause and counted, and the episode is left out of the step (not
-credited: its reward would say nothing about the policy). A crash that ends the process itself
-(``os._exit``, a segfault) is out of reach of a thread; such an environment must run its work
-in a process of its own.
+failure is counted and logged (one line per call of :meth:`EpisodeRunner.run`, however many
+failed: of each kind the count and the first one's cause, :func:`failure_summary`; in training
+each episode's own cause is a line of ``OUTPUT_DIR/env_errors.jsonl``), and the episode is left
+out of the step (not credited, not scored: its reward would say nothing about the policy; past
+``training.max_failed_episode_frac`` of a step's episodes the run stops). A crash that ends the
+process itself (``os._exit``, a segfault) is out of reach of a thread; such an environment must
+run its work in a process of its own.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import json
 import logging
 import threading
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rlvr.api.host import build_environment
@@ -93,6 +98,9 @@ class Episode:
     done: bool = False
     truncated: bool = False
     turns: int = 0
+    #: why a truncated episode was cut: "tokens" (a turn reached max_completion_length, or
+    #: the episode its token budget) or "turns" (max_turns); None: not truncated.
+    cut: str | None = None
     tool_calls: int = 0
     rewards: dict[str, float] = field(default_factory=dict)
     failed: str | None = None
@@ -113,6 +121,36 @@ class Episode:
         return ""
 
 
+class DaemonThreads(concurrent.futures.ThreadPoolExecutor):
+    """An executor that runs each call in a daemon thread of its own (started per call, gone
+    when it returns). The default executor of the environments' event loop: a call that
+    hangs holds its own thread only, and a daemon thread never keeps the process alive
+    (the interpreter joins a ``ThreadPoolExecutor``'s threads at exit)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="rlvr-env-call")
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+
+        def work() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # the caller's to see, as a pool thread would pass it
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        name = f"rlvr-env-call-{getattr(fn, '__name__', 'call')}"
+        threading.Thread(target=work, daemon=True, name=name).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Nothing to wait for: a call still running belongs to an abandoned episode."""
+
+
 class EnvironmentLoop:
     """An event loop in a daemon thread that runs environment coroutines with timeouts.
 
@@ -126,6 +164,8 @@ class EnvironmentLoop:
 
     def _start(self) -> None:
         self.loop = asyncio.new_event_loop()
+        # asyncio.to_thread / run_in_executor(None, ...): a daemon thread per call
+        self.loop.set_default_executor(DaemonThreads())
         self.died: BaseException | None = None
         self.thread = threading.Thread(target=self._serve, daemon=True, name="rlvr-env")
         self.thread.start()
@@ -249,6 +289,12 @@ class EpisodeRunner:
     last_counts: dict[str, float] = field(default_factory=dict)
     #: the episodes of the last :meth:`run` (``rlvr env check`` prints them).
     last_episodes: list[Episode] = field(default_factory=list)
+    #: where :meth:`run` appends a JSON line per failed episode (step, index, row, cause);
+    #: None: nowhere (the warning alone).
+    errors_path: Path | None = None
+    #: the token budget's share of cut episodes above which :meth:`run` warns (once).
+    cut_warning_frac: float = 0.5
+    _warned_cut: bool = field(default=False, repr=False)
 
     def run(
         self,
@@ -282,19 +328,68 @@ class EpisodeRunner:
         self._close([e for e in episodes if e.started])
         for e in episodes:
             e.transcript_text = self.tokenizer.decode(e.token_ids, skip_special_tokens=True)
-        for e in episodes:
-            if e.failed is not None:
-                logger.warning(
-                    "step %d: an episode of environment %r (row %d) failed: %s; it is left "
-                    "out of this step",
-                    step,
-                    self.environment_name,
-                    e.prompt_index,
-                    e.failed,
-                )
+        failed = [e for e in episodes if e.failed is not None]
+        if failed:  # one line per call, however many failed; each one's cause in the file
+            summary = failure_summary(step, self.environment_name, failed, len(episodes))
+            if self.errors_path is not None:
+                self._record(step, failed)
+                summary += f"; each one in {self.errors_path}"
+            logger.warning(summary)
+        self._warn_cut(step, [e for e in episodes if e.failed is None])
         self.last_counts = self._counts(episodes)
         self.last_episodes = episodes
         return episodes
+
+    def _record(self, step: int, failed: list[Episode]) -> None:
+        """One line of :attr:`errors_path` per failed episode: what the warning summarises."""
+        assert self.errors_path is not None
+        lines = [
+            json.dumps(
+                {
+                    "step": step,
+                    "environment": self.environment_name,
+                    "index": e.prompt_index,
+                    "group": e.group,
+                    "failed": e.failed,
+                    "turns": e.turns,
+                    "row": e.row,
+                },
+                ensure_ascii=False,
+                default=str,
+            )
+            + "\n"
+            for e in failed
+        ]
+        try:
+            with open(self.errors_path, "a", encoding="utf-8") as f:
+                f.write("".join(lines))
+        except OSError as exc:  # the warning still says what failed
+            logger.warning("could not record failed episodes in %s: %s", self.errors_path, exc)
+
+    def _warn_cut(self, step: int, ended: list[Episode]) -> None:
+        """Once per runner: warn when more than :attr:`cut_warning_frac` of the episodes
+        that ended were cut by tokens (a turn at ``max_completion_length``, or the episode at
+        its budget) rather than ended by the environment (#45: the default budget cut 87-94%
+        of a run's episodes, silently)."""
+        cut = sum(e.cut == "tokens" for e in ended)
+        if self._warned_cut or not ended or cut / len(ended) <= self.cut_warning_frac:
+            return
+        self._warned_cut = True
+        logger.warning(
+            "step %d: %d of %d episodes of environment %r were cut by tokens before the "
+            "environment ended them (a turn reached training.max_completion_length=%d, or the "
+            "episode its budget of environment.max_episode_tokens=%d tokens, which the "
+            "environment's messages spend too; null: max_turns x max_completion_length): the "
+            "environment never answered their last turn. Raise environment.max_episode_tokens "
+            "or training.max_completion_length; env/truncated_frac tracks it per step (this "
+            "warning is shown once)",
+            step,
+            cut,
+            len(ended),
+            self.environment_name,
+            self.max_turn_tokens,
+            self.limits.max_tokens,
+        )
 
     def close(self) -> None:
         self.loop.close()
@@ -380,7 +475,7 @@ class EpisodeRunner:
                 e.tool_calls += len(calls)
             e.messages.append(message)
             if cut:  # a turn cut short cannot be answered
-                e.truncated, e.done = True, True
+                e.truncated, e.done, e.cut = True, True, "tokens"
 
     def _respond(self, live: list[Episode]) -> None:
         coros = [self.environment.respond(e.state, e.messages[-1]) for e in live]
@@ -399,7 +494,7 @@ class EpisodeRunner:
                 continue
             if e.turns >= self.limits.max_turns:
                 e.messages += response.messages
-                e.truncated, e.done = True, True
+                e.truncated, e.done, e.cut = True, True, "turns"
                 continue
             self._append(e, response.messages)
 
@@ -450,7 +545,7 @@ class EpisodeRunner:
         text = self._bridge(before_assistant, with_assistant, e) + after[len(with_assistant) :]
         ids = self._tokens(text)
         if len(e.token_ids) + len(ids) >= self.limits.max_tokens:
-            e.truncated, e.done = True, True  # no room left to answer them
+            e.truncated, e.done, e.cut = True, True, "tokens"  # no room left to answer them
             return
         e.token_ids += ids
         e.action_mask += [0] * len(ids)
@@ -547,6 +642,25 @@ class EpisodeRunner:
         return out
 
 
+def failure_summary(step: int, environment: str, failed: Sequence[Episode], total: int) -> str:
+    """One line for the failed episodes of a call: how many, and per kind of failure (the
+    cause up to its first ``": "``: ``start raised TimeoutError``, ``respond timed out after
+    3s``) its count and its first episode's row and detail, the most frequent kind first."""
+    kinds: dict[str, list[Episode]] = {}
+    for e in failed:
+        kinds.setdefault(str(e.failed).split(": ", 1)[0], []).append(e)
+    parts = []
+    for kind, members in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+        first = members[0]
+        detail = str(first.failed).split(": ", 1)[1:]
+        said = f": {detail[0][:200]}" if detail else ""
+        parts.append(f"{kind} x{len(members)} (first: row {first.prompt_index}{said})")
+    return (
+        f"step {step}: {len(failed)} of {total} episodes of environment {environment!r} failed "
+        f"(left out of the step): {', '.join(parts)}"
+    )
+
+
 def episode_limits(config: RunConfig, tokenizer: Any) -> EpisodeLimits:
     """The limits of ``config``'s environment entry (its token budget resolved; the tool-call
     format read from ``tokenizer``'s chat template when ``auto``)."""
@@ -596,10 +710,12 @@ def episode_runner(
 
 
 __all__ = [
+    "DaemonThreads",
     "Episode",
     "EpisodeLimits",
     "EpisodeRunner",
     "EnvironmentLoop",
     "episode_limits",
     "episode_runner",
+    "failure_summary",
 ]

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlvr.api.errors import RlvrError
 from rlvr.api.host import PluginError
 from rlvr.api.registration import Sample
 from rlvr.api.runtime import Generator, RolloutBatch, SamplingParams, TrainerState
@@ -107,6 +108,7 @@ def episode_completion(e: Episode) -> Completion:
         truncated=e.truncated,
         sampler_logp=e.logprobs if e.sampled_logprobs else None,
         kept=e.failed is None,
+        scored=e.failed is None,  # a failed episode has no reward (not 0.0)
         action_mask=e.action_mask,
         failed=e.failed,
         transcript=e.messages,
@@ -503,6 +505,25 @@ class Rollout:
     episode_metrics: dict[str, float] = field(default_factory=dict)
 
 
+class EpisodeFailures(RlvrError, RuntimeError):
+    """More of a step's episodes failed than ``training.max_failed_episode_frac`` allows
+    (the run stops before training on the step, as on a reward that fails too often)."""
+
+
+def failed_episodes_error(
+    step: int, failed: float, total: float, limit: float, environment: str, first: str | None
+) -> str:
+    """The message of :class:`EpisodeFailures`: how many, the first cause, what to do."""
+    example = f"; the first: {first}" if first else ""
+    return (
+        f"step {step}: {failed:.0f} of {total:.0f} episodes of environment {environment!r} "
+        f"failed, more than training.max_failed_episode_frac={limit:g}{example}. Fix the "
+        "environment (the warning above counts the step's failures by kind; `rlvr env check "
+        "CONFIG` runs a few episodes alone), raise environment.turn_timeout/episode_timeout "
+        "if its calls are only slow, or raise training.max_failed_episode_frac (1: never stop)"
+    )
+
+
 @dataclass
 class RolloutRunner:
     """Runs a training step's rollout (:meth:`run`, which returns a :class:`Rollout`) with
@@ -565,6 +586,8 @@ class RolloutRunner:
             )
             if got.episode_counts is not None:
                 self._episode_counts.append(got.episode_counts)
+            if self.episodes is not None:  # every rank (a collective), episodes or none
+                self._check_failures(step, got)
             for label, metrics in got.scores.metrics.items():
                 for name, values in metrics.items():
                     logged.setdefault(logged_metric(label, name), []).extend(values)
@@ -590,7 +613,16 @@ class RolloutRunner:
             kept += now
             filtered += len({c.group for c in items}) - len(kept_here)
             kept_groups += int(dist.sum_numbers([len(kept_here)])[0])
-        if kept_groups == 0:
+        if generated and all(c.failed is not None for c in generated):
+            logger.warning(
+                "step %d: every one of its %d episodes failed (training."
+                "max_failed_episode_frac=%g lets the run go on): it trains on nothing and "
+                "logs no reward",
+                step,
+                len(generated),
+                t.max_failed_episode_frac,
+            )
+        elif kept_groups == 0:
             # Not an error: with a sparse reward (an accuracy filter_metric) a step can draw
             # only groups that all failed. It trains on nothing: no weight changes.
             logger.warning(
@@ -625,6 +657,21 @@ class RolloutRunner:
             episode_metrics=merge_episode_counts(self._episode_counts),
         )
 
+    def _check_failures(self, step: int, got: ScoredSamples) -> None:
+        """Stop (:class:`EpisodeFailures`) when more of this round's episodes failed, over
+        every rank, than ``training.max_failed_episode_frac`` allows; every rank stops."""
+        counts = got.episode_counts or {}
+        failed, total = self.dist.sum_numbers(
+            [counts.get("env/failed", 0.0), counts.get("env/episodes", 0.0)]
+        )
+        limit = self.training.max_failed_episode_frac
+        if not total or failed / total <= limit:
+            return
+        first = next((c for c in got.items if c.failed is not None), None)
+        where = f"row {first.prompt_index}: {first.failed}" if first is not None else None
+        name = self.episodes.environment_name if self.episodes is not None else "?"
+        raise EpisodeFailures(failed_episodes_error(step, failed, total, limit, name, where))
+
 
 #: Episode metrics that are counts (summed over rounds); the others are means per episode.
 _COUNTS = ("env/episodes", "env/failed", "env/prefix_drift")
@@ -649,6 +696,7 @@ def merge_episode_counts(parts: Sequence[dict[str, float]]) -> dict[str, float]:
 
 __all__ = [
     "Completion",
+    "EpisodeFailures",
     "Rollout",
     "RolloutRunner",
     "ScoredSamples",
@@ -657,6 +705,7 @@ __all__ = [
     "build_batch",
     "env_reward_key",
     "episode_completion",
+    "failed_episodes_error",
     "generate",
     "logged_metric",
     "merge_episode_counts",

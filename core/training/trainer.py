@@ -40,7 +40,9 @@ update that makes the weights non-finite or blows them up (:class:`~rlvr.trainin
 WeightsError`) stops the run without saving, and no save ever writes non-finite weights.
 A step whose dynamic sampling kept no group trains on nothing (no weight changes) and the run
 goes on. Rewards that fail more than the config allows (:mod:`rlvr.rewards.failures`, reported as
-each round is scored) stop the step the same way: the run is saved at the last finished step.
+each round is scored) stop the step the same way: the run is saved at the last finished step;
+so does an environment that fails more than ``training.max_failed_episode_frac`` of a step's
+episodes (:class:`~rlvr.rollout.runner.EpisodeFailures`), before the step trains on anything.
 
 Data parallelism: launched by ``torchrun`` the same run spreads over ranks
 (:mod:`rlvr.parallel.distributed`): each step takes ``per_device_train_batch_size x
@@ -79,6 +81,7 @@ from rlvr.model.loading import busy_cpu_warning, eos_token_ids, resolve_device_d
 from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs import rundir
 from rlvr.outputs.metrics import (
+    ENV_ERRORS_FILE,
     MetricsLogger,
     eval_metrics,
     reduce_metrics,
@@ -397,6 +400,8 @@ class Trainer:
             progress=self.progress,
         )
         self._closers.append(self.log)
+        if self.rollout_runner.episodes is not None:  # each failed episode, one line
+            self.rollout_runner.episodes.errors_path = self.output_dir / ENV_ERRORS_FILE
         self.callbacks.call(
             "on_run_start",
             run=self.run_info,

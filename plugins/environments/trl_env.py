@@ -10,7 +10,10 @@ What TRL 1.16 does with such a class (``GRPOTrainer.__init__`` and
   (``None`` or a string) is appended to the last user message of the prompt.
 - Every public method of the class (on the class, not starting with ``_``) except ``reset``
   and ``get_reward`` is a tool: its schema comes from the type hints and Google-style
-  docstring, sync methods run in a worker thread, ``async def`` ones are awaited.
+  docstring, sync methods run in a worker thread, ``async def`` ones are awaited. (Each sync
+  call here gets a daemon thread of its own, :class:`rlvr.rollout.episodes.DaemonThreads`: a
+  ``reset`` that hangs fails its own episode at ``turn_timeout`` and nothing else, and never
+  keeps the process alive after the run.)
 - A tool's result goes back as ``{"role": "tool", "name", "content": str(result)}``; a tool
   that raises, or an unknown tool, gives ``str({"error": message})`` (TRL's own wording), so
   the model sees it and the episode goes on.
@@ -75,6 +78,10 @@ class TrlEnvironment:
         state: dict[str, Any] = {"env": env}
         try:
             observation = await _call(env.reset, **row)
+        except asyncio.CancelledError:
+            # timed out: its reset may still be running in its thread; the instance is not
+            # handed to another episode (the pool builds a new one when it runs short)
+            raise
         except BaseException:
             self.pool.append(env)
             raise
