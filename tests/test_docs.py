@@ -471,3 +471,24 @@ def test_the_docs_build_with_warnings_as_errors(tmp_path):
     html = (tmp_path / "html" / "reference" / "config.html").read_text(encoding="utf-8")
     assert "max_reward_error_frac" in html  # the generated part is on the built page
     assert time.monotonic() - began < 600
+
+
+def test_the_rewards_page_lists_every_builtin_reward_and_the_algorithms_page_every_algorithm():
+    """#43 item 8: the built-in rewards table lacked ``reasoning_gym``. Each table lists
+    exactly the plugins of its kind that ship with rlvr (what ``rlvr plugins`` lists)."""
+    host = create_host()
+    pages = {
+        "reward": ("rewards.md", "The built-in rewards"),
+        "algorithm": ("algorithms.md", "The built-in algorithms"),
+    }
+    for kind, (page, heading) in pages.items():
+        text = (DOCS / "concepts" / page).read_text(encoding="utf-8")
+        table = tables_by_heading(text, "##")[heading]
+        builtin = [name for name, r in host.records[kind].items() if r.dist == "rlvr"]
+        assert sorted(table) == sorted(builtin), f"{page}: {heading}"
+    # the config page's transcript of an unknown reward lists them as the error does
+    config_page = (DOCS / "concepts" / "config.md").read_text(encoding="utf-8")
+    listed = re.search(r"unknown reward 'anwser'.*Available: ([\w, ]+)\.", config_page)
+    assert listed is not None
+    rewards = host.records["reward"].items()
+    assert listed.group(1).split(", ") == sorted(n for n, r in rewards if r.dist == "rlvr")
