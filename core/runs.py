@@ -3,8 +3,9 @@ pipeline as ``rlvr validate``, ``rlvr train`` and ``rlvr eval`` (which call thes
 :class:`Trainer`, the same run with the dataset and reward functions given as Python objects.
 
 ``config`` is a path to a YAML/TOML file or an already loaded :class:`~rlvr.RunConfig`;
-``overrides`` are ``--set`` strings (``"training.max_steps=5"``). Light to import: the trainer
-and the evaluator (torch, transformers) load when a run starts.
+``overrides`` are ``--set`` strings (``"training.max_steps=5"``), applied to a loaded config
+too (it is validated again with them, as a file would be). Light to import: the trainer and
+the evaluator (torch, transformers) load when a run starts.
 
 A config never runs code on its own say: ``allow_code=True`` (``--allow-code``) lets a
 ``callable`` reward import the function it names, ``trust_remote_code=True``
@@ -91,21 +92,51 @@ def _checked(
 
     quiet_third_party()
     host = host or plugin_host()
-    source = None
-    if not isinstance(config, RunConfig):
-        source = config
-        config = load_config(
-            config,
-            host,
-            overrides=list(overrides),
-            require=TRAIN_SECTIONS,
-            allow_code=allow_code,
-            trust_remote_code=trust_remote_code,
-        )
+    source = None if isinstance(config, RunConfig) else config
+    config = _loaded(
+        config,
+        host,
+        overrides=list(overrides),
+        require=TRAIN_SECTIONS,
+        allow_code=allow_code,
+        trust_remote_code=trust_remote_code,
+    )
     refuse_output_dir(config, resume=resume)
     check_installation()  # before torch loads: a broken torchvision stops every import of it
     check(config, host, source=None if source is None else str(source), overrides=list(overrides))
     return config
+
+
+def _loaded(
+    config: str | Path | RunConfig,
+    host: Host,
+    *,
+    overrides: list[str],
+    require: tuple[str, ...],
+    training: bool = True,
+    allow_code: bool,
+    trust_remote_code: bool,
+) -> RunConfig:
+    """``config`` loaded with ``overrides``. A loaded :class:`RunConfig` is returned as it is
+    without overrides; with them it is validated again from its resolved values (its paths are
+    already absolute) with the overrides applied, as the file was, so no override is lost and
+    a wrong one is the same :class:`~rlvr.ConfigError` (the opt-ins to run code are asked again:
+    the overrides may add code)."""
+    if isinstance(config, RunConfig):
+        if not overrides:
+            return config
+        source: str | Path | dict[str, Any] = config.model_dump(mode="json")
+    else:
+        source = config
+    return load_config(
+        source,
+        host,
+        overrides=overrides,
+        require=require,
+        training=training,
+        allow_code=allow_code,
+        trust_remote_code=trust_remote_code,
+    )
 
 
 def train(
@@ -151,16 +182,15 @@ def evaluate(
     quiet_third_party()
     host = host or plugin_host()
     greedy_set = ["training.temperature=0"] if greedy else []
-    if not isinstance(config, RunConfig):
-        config = load_config(
-            config,
-            host,
-            overrides=[*overrides, *greedy_set],
-            require=EVAL_SECTIONS,
-            training=False,
-            allow_code=allow_code,
-            trust_remote_code=trust_remote_code,
-        )
+    config = _loaded(
+        config,
+        host,
+        overrides=[*overrides, *greedy_set],
+        require=EVAL_SECTIONS,
+        training=False,
+        allow_code=allow_code,
+        trust_remote_code=trust_remote_code,
+    )
     check_installation()
     from rlvr.evaluation.evaluate import evaluate as run_eval  # torch: after the config's checks
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +181,20 @@ def test_config_errors_come_before_torch_loads(argv, message, tmp_path, train_se
     assert "Traceback" not in done.stderr
     exit_code, imported = done.stdout.split(" ", 1)
     assert exit_code in ("1", "2") and imported.strip() == "[]", done.stdout
+
+
+def test_the_readme_says_what_validate_prints(config, capsys):
+    """#43 item 8: the README said `rlvr validate` prints the resolved config; it prints one OK
+    line, and the config only with --print."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    (claim,) = [p for p in readme.split("\n\n") if p.startswith("`rlvr validate run.yaml`")]
+    claim = " ".join(claim.split())
+    assert "prints one `OK` line, or every problem at once" in claim
+    assert "`--print` prints the config resolved, every default filled in" in claim
+    assert main(["validate", str(config)]) == 0
+    plain = capsys.readouterr().out
+    assert plain.startswith("OK: ") and "training:" not in plain  # no config without --print
+    assert main(["validate", str(config), "--print"]) == 0
+    printed = capsys.readouterr().out
+    assert "training:" in printed and "reward_workers: 0" in printed  # every default filled in
+    assert "learning_rate: 1.0e-06" in printed  # a default the file left out

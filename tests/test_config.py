@@ -207,7 +207,7 @@ def test_max_steps_is_a_count_or_minus_one(host):
     )
     for bad in (0, -5):
         msg = problems({"training": {"max_steps": bad}}, host)["training.max_steps"]
-        assert msg.startswith(f"{bad} is no step count; give the number of optimizer steps")
+        assert msg.startswith(f"{bad} is no step count; give the number of steps")
 
 
 def test_overrides():

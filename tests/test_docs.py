@@ -320,6 +320,65 @@ def heading_anchors(markdown: str) -> set[str]:
     return anchors
 
 
+# --------------------------------------------------------------------------- concept pages
+
+ARCHITECTURE = DOCS / "concepts" / "architecture.md"
+
+
+def resolve_dotted(name: str) -> object:
+    """``rlvr.a.b.Class.attr``: the longest importable module prefix, then attributes."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)  # AttributeError: a name the page invents
+        return obj
+    raise ImportError(name)
+
+
+def test_architecture_page_names_only_modules_and_classes_that_exist():
+    """#43 item 8: the page named ``Rollouts.run`` (it is ``RolloutRunner.run``) and three
+    plugin families (there are four). Every dotted ``rlvr.x.y`` name on it resolves, every
+    ``Class.method`` of its data-flow diagram is an attribute of a class of the modules it
+    names (or of ``rlvr``), every ``file.py`` of its layers table is a module of that row's
+    package, and its plugin families are the kinds rlvr registers and the folders of plugins/."""
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    dotted = set(re.findall(r"\brlvr(?:\.[A-Za-z_]\w*)+", page))
+    assert len(dotted) > 30
+    for name in sorted(dotted):
+        try:
+            resolve_dotted(name)
+        except (ImportError, AttributeError):
+            pytest.fail(f"architecture.md names {name}, which does not exist")
+    flow = page.split("## The data flow of one step")[1].split("\n## ")[0]
+    diagram = flow.split("```text")[1].split("```")[0]
+    prefixes = {".".join(n.split(".")[:i]) for n in dotted for i in range(2, n.count(".") + 2)}
+    modules = [rlvr, *(m for n in prefixes if isinstance(m := resolve_dotted(n), type(rlvr)))]
+    methods = set(re.findall(r"(?<![\w.])([A-Z]\w+)\.([a-z_]\w*)\b", diagram))
+    assert ("Trainer", "train_step") in methods and len(methods) >= 8
+    for cls_name, attr in sorted(methods):
+        owners = [getattr(m, cls_name) for m in modules if hasattr(m, cls_name)]
+        assert owners, f"architecture.md's diagram names {cls_name}, found in no module it names"
+        assert any(hasattr(o, attr) for o in owners), f"{cls_name} has no {attr}"
+    for row in re.findall(r"^\| `(rlvr\.\w+)`.*$", page, re.M):
+        line = next(line for line in page.splitlines() if line.startswith(f"| `{row}`"))
+        package = ROOT / "core" / row.removeprefix("rlvr.")
+        for file in re.findall(r"`(\w+\.py)`", line):
+            assert (package / file).is_file(), f"{row} has no {file}"
+    families = page.split("## The plugin families")[1]
+    kinds = set(create_host().records)  # reward, algorithm, backend, environment
+    folders = {p.name for p in (ROOT / "plugins").iterdir() if (p / "__init__.py").is_file()}
+    assert folders == {f"{kind}s" for kind in kinds}
+    first = families.split("\n\n")[1]
+    named = set(re.findall(r"`(\w+)`", first))
+    assert folders <= named, f"the plugin families sentence lacks {folders - named}"
+    numbers = ["one", "two", "three", "four", "five", "six"]
+    assert f" {numbers[len(folders) - 1]} families" in first
+
+
 def test_readme_is_a_landing_page():
     assert len(README.splitlines()) <= 250
 
@@ -412,3 +471,24 @@ def test_the_docs_build_with_warnings_as_errors(tmp_path):
     html = (tmp_path / "html" / "reference" / "config.html").read_text(encoding="utf-8")
     assert "max_reward_error_frac" in html  # the generated part is on the built page
     assert time.monotonic() - began < 600
+
+
+def test_the_rewards_page_lists_every_builtin_reward_and_the_algorithms_page_every_algorithm():
+    """#43 item 8: the built-in rewards table lacked ``reasoning_gym``. Each table lists
+    exactly the plugins of its kind that ship with rlvr (what ``rlvr plugins`` lists)."""
+    host = create_host()
+    pages = {
+        "reward": ("rewards.md", "The built-in rewards"),
+        "algorithm": ("algorithms.md", "The built-in algorithms"),
+    }
+    for kind, (page, heading) in pages.items():
+        text = (DOCS / "concepts" / page).read_text(encoding="utf-8")
+        table = tables_by_heading(text, "##")[heading]
+        builtin = [name for name, r in host.records[kind].items() if r.dist == "rlvr"]
+        assert sorted(table) == sorted(builtin), f"{page}: {heading}"
+    # the config page's transcript of an unknown reward lists them as the error does
+    config_page = (DOCS / "concepts" / "config.md").read_text(encoding="utf-8")
+    listed = re.search(r"unknown reward 'anwser'.*Available: ([\w, ]+)\.", config_page)
+    assert listed is not None
+    rewards = host.records["reward"].items()
+    assert listed.group(1).split(", ") == sorted(n for n, r in rewards if r.dist == "rlvr")

@@ -373,3 +373,48 @@ def test_the_python_api_hides_third_party_progress_bars_as_the_cli_does(tmp_path
     during = done.stderr.split("--- evaluate", 1)[1]
     bars = [b for b in ("de-quantizing GGUF", "Loading weights") if b in during]
     assert bars == (["de-quantizing GGUF", "Loading weights"] if shown else []), during[-2000:]
+
+
+# --------------------------------------------------------------------------- a loaded config
+
+
+@pytest.fixture
+def loaded(tiny_model_dir, tmp_path) -> RunConfig:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"prompt": "What is 1 + 1?", "answer": "2"}\n')
+    raw = {
+        "model": {"name_or_path": str(tiny_model_dir)},
+        "data": {"path": str(rows), "eval_path": str(rows), "chat_template": True},
+        "rewards": [{"name": "numbers"}],
+        "training": {
+            "output_dir": str(tmp_path / "run"),
+            "max_completion_length": 6,
+            "reward_workers": 0,
+        },
+    }
+    return rlvr.load_config(raw, create_host())
+
+
+def test_validate_applies_overrides_to_a_loaded_config(loaded):
+    """#43 item 8: `rlvr.validate(config, overrides=...)` dropped them for a loaded config."""
+    config = rlvr.validate(loaded, overrides=["training.seed=7", "rewards[0].weight=2"])
+    assert (config.training.seed, config.rewards[0].weight) == (7, 2)
+    assert (loaded.training.seed, loaded.rewards[0].weight) == (42, 1)  # the caller's, unchanged
+    assert rlvr.validate(loaded) is loaded  # nothing to apply: the same config
+    with pytest.raises(ConfigError, match="training.seeed"):
+        rlvr.validate(loaded, overrides=["training.seeed=7"])
+
+
+def test_evaluate_applies_greedy_and_overrides_to_a_loaded_config(loaded, tmp_path):
+    """#43 item 8: `rlvr.evaluate(config, greedy=True, overrides=[...])` dropped both for a
+    loaded config: it sampled at the training temperature with the config's own settings."""
+    assert loaded.training.temperature == 1.0
+    summary = rlvr.evaluate(
+        loaded,
+        greedy=True,
+        overrides=["training.max_completion_length=3"],
+        limit=1,
+        output=tmp_path / "eval",
+    )
+    assert (summary["temperature"], summary["max_completion_length"]) == (0.0, 3)
+    assert loaded.training.max_completion_length == 6  # the caller's, unchanged

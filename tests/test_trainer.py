@@ -533,6 +533,37 @@ def test_max_steps_from_epochs(make_config, host):
     assert [m["step"] for m in read_metrics(config.training.output_dir)] == [1, 2]
 
 
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_step_keys_count_steps_whatever_num_iterations(schedule, make_config, host):
+    """#43 item 7: max_steps, warmup_steps, save_steps and eval_steps all count steps (one
+    generation round, one line of metrics.jsonl), with 2 optimizer updates a step: the
+    learning rate logged at the start of each step warms up over 2 steps, peaks at step 3 and
+    the schedule ends with step 4; checkpoints and evaluations fall on the steps named."""
+    config = make_config(
+        algo_params={"num_iterations": 2},
+        max_steps=4,
+        warmup_steps=2,
+        lr_scheduler_type=schedule,
+        save_steps=2,
+        eval_steps=2,
+        eval_limit=2,
+    )
+    lines = _run_lines(config, host)
+    out = Path(config.training.output_dir)
+    train_lines = [m for m in lines if "loss" in m]
+    assert [m["step"] for m in train_lines] == [1, 2, 3, 4]
+    assert all(m["skipped"] == 0 for m in train_lines)
+    peak = config.training.learning_rate
+    decayed = 0.5 if schedule == "linear" else math.cos(math.pi / 4) ** 2  # half-way down
+    expected = [0.0, 0.5 * peak, peak, decayed * peak]
+    assert [m["learning_rate"] for m in train_lines] == pytest.approx(expected, abs=1e-12)
+    state = torch.load(out / "checkpoint-4" / "scheduler.pt", weights_only=True)
+    assert state["last_epoch"] == 4 * 2  # every update of the 4 steps: the schedule's end
+    assert state["_last_lr"][0] == pytest.approx(0.0, abs=1e-12)
+    assert [p.name for p in list_checkpoints(out)] == ["checkpoint-2", "checkpoint-4"]
+    assert [m["step"] for m in lines if "eval/reward_mean" in m] == [0, 2, 4]
+
+
 # --------------------------------------------------------------------------- dynamic sampling
 
 

@@ -110,6 +110,13 @@ def test_the_table_renders_as_markdown_one_row_per_key():
     assert "| moved | `algorithm.params.level` |" in row
 
 
+def test_the_how_to_page_shows_the_table_as_the_code_renders_it():
+    """docs/how-to/coming-from-trl.md copies the table ("its output today"): it must not drift
+    (#43 item 7 changed warmup_steps' row)."""
+    page = Path(__file__).parents[1] / "docs" / "how-to" / "coming-from-trl.md"
+    assert trl_keys_markdown() in page.read_text(encoding="utf-8")
+
+
 # --------------------------------------------------------------------------- (3)
 
 #: Per mapped or moved key: a `trl:` block using it, and the same run in rlvr's own keys.
@@ -480,6 +487,21 @@ def test_per_device_train_batch_size_keeps_trl_meaning_or_is_an_error(host):
     msg = problems(host, {"training": {"steps_per_generation": 4}})["training.steps_per_generation"]
     assert "`trl:`" in msg and "num_iterations" in msg
     assert run_config(host, {"trl": {"steps_per_generation": 1}})  # = gradient_accumulation_steps
+
+
+def test_trl_warmup_steps_count_trl_updates_as_max_steps_do(host):
+    """#43 item 7: rlvr's warmup_steps counts steps, as max_steps does; a pasted warmup_steps
+    keeps TRL's unit (optimizer updates): 4 of them with num_iterations 2 are 2 rlvr steps, and
+    the warm-up still ends after the same updates."""
+    paste = {"warmup_steps": 4, "max_steps": 10, "num_iterations": 2}
+    training = run_config(host, {"trl": paste})["training"]
+    assert (training["warmup_steps"], training["max_steps"]) == (2, 5)
+    msg = problems(host, {"trl": {**paste, "warmup_steps": 5}})["trl.warmup_steps"]
+    assert "not a whole number of them: use a multiple of 2" in msg
+    # one update a step: the same count; under training: rlvr's steps as written
+    assert run_config(host, {"trl": {"warmup_steps": 5}})["training"]["warmup_steps"] == 5
+    native = {"training": {"warmup_steps": 5}, "algorithm": {"params": {"num_iterations": 2}}}
+    assert run_config(host, native)["training"]["warmup_steps"] == 5
 
 
 def test_generation_kwargs_move_and_never_get_a_wrong_hint(host):

@@ -28,10 +28,12 @@ class TrainerState:
     """Where training stands, as a reward sees it (``Sample.state``): the fields of
     transformers' ``TrainerState`` that TRL reward functions read (``trainer_state=``).
 
-    ``global_step`` counts the optimizer steps already done (0 while the first step's
-    completions are scored, as in TRL); ``epoch`` is the passes over the prompts so far (a
-    float); ``max_steps`` the run's step count (0 outside training: ``rlvr eval``, ``rlvr
-    rewards score``).
+    ``global_step`` counts the steps already done (0 while the first step's completions are
+    scored, as in TRL); ``epoch`` is the passes over the prompts so far (a float); ``max_steps``
+    the run's step count (0 outside training: ``rlvr eval``, ``rlvr rewards score``). Both count
+    rlvr's steps (``training.max_steps``'s unit: one generation round each, whatever
+    ``num_iterations``), so ``global_step / max_steps`` is the share of the run done, as in TRL;
+    TRL's own counts are optimizer updates, ``num_iterations`` of them a step.
     """
 
     global_step: int = 0

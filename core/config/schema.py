@@ -335,9 +335,12 @@ class CollapseConfig(Section):
 class TrainingConfig(Section):
     """Optimisation and sampling settings, named as in TRL's GRPOConfig.
 
-    One deliberate difference: ``per_device_train_batch_size`` counts *prompts*, each sampled
-    ``num_generations`` times (in TRL it counts completions). A GRPOConfig pasted under a
-    top-level ``trl:`` section keeps TRL's meaning (:mod:`rlvr.config.trl`).
+    Deliberate differences: ``per_device_train_batch_size`` counts *prompts*, each sampled
+    ``num_generations`` times (in TRL it counts completions); ``max_steps``, ``warmup_steps``,
+    ``save_steps``, ``eval_steps``, ``logging_steps`` and ``log_samples_steps`` count *steps*
+    (one generation round and its ``num_iterations`` optimizer updates, one line of
+    ``metrics.jsonl``; TRL counts optimizer updates). A GRPOConfig pasted under a top-level
+    ``trl:`` section keeps TRL's meaning (:mod:`rlvr.config.trl`).
     """
 
     output_dir: str = Field("outputs/run", min_length=1, description="where the run writes")
@@ -354,11 +357,23 @@ class TrainingConfig(Section):
     )
     lr_scheduler_type: Literal[
         "linear", "cosine", "constant", "constant_with_warmup", "cosine_with_min_lr"
-    ] = Field("linear", description="learning-rate schedule after the warm-up (transformers')")
-    warmup_ratio: float = Field(
-        0.0, ge=0, le=1, description="warm-up as a share of the steps (when warmup_steps is 0)"
+    ] = Field(
+        "linear",
+        description="learning-rate schedule after the warm-up (transformers'), ending with the "
+        "step max_steps; it advances at each optimizer update (num_iterations per step)",
     )
-    warmup_steps: int = Field(0, ge=0, description="linear warm-up steps")
+    warmup_ratio: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="warm-up as a share of the run's steps (when warmup_steps is 0)",
+    )
+    warmup_steps: int = Field(
+        0,
+        ge=0,
+        description="linear warm-up, in steps as max_steps counts them (the learning rate "
+        "reaches learning_rate after the step warmup_steps, whatever num_iterations)",
+    )
     max_grad_norm: float = Field(1.0, description="gradient norm clipping")
     per_device_train_batch_size: int = Field(
         8,
@@ -376,7 +391,13 @@ class TrainingConfig(Section):
     max_completion_length: int = Field(
         256, ge=1, description="tokens per completion; longer ones are cut (truncated)"
     )
-    max_steps: int = Field(-1, description="optimizer steps (>= 1); -1 = num_train_epochs")
+    max_steps: int = Field(
+        -1,
+        description="steps to train (>= 1); -1 = num_train_epochs. A step is one generation "
+        "round and algorithm.params.num_iterations optimizer updates on it, one line of "
+        "metrics.jsonl (TRL counts each update); warmup_steps, save_steps, eval_steps, "
+        "logging_steps and log_samples_steps count the same steps",
+    )
     max_minutes: float | None = Field(
         None,
         gt=0,
@@ -392,8 +413,12 @@ class TrainingConfig(Section):
     top_k: int | None = Field(None, ge=0, description="sample from the k likeliest tokens")
     min_p: float | None = Field(None, ge=0, le=1, description="min-p sampling")
     repetition_penalty: float = Field(1.0, gt=0, description="sampling repetition penalty")
-    logging_steps: int = Field(1, ge=1, description="print a step line every N steps")
-    save_steps: int = Field(500, ge=1, description="write a checkpoint every N steps")
+    logging_steps: int = Field(
+        1, ge=1, description="print a step line every N steps (metrics.jsonl has every step)"
+    )
+    save_steps: int = Field(
+        500, ge=1, description="write a checkpoint every N steps (and at the last step)"
+    )
     save_total_limit: int | None = Field(
         None, ge=1, description="keep only the last N checkpoints (null: all)"
     )
@@ -451,7 +476,7 @@ class TrainingConfig(Section):
     eval_steps: int | None = Field(
         None,
         ge=1,
-        description="evaluate on the eval split every N steps and at the end (null: never)",
+        description="evaluate on the eval split every N steps and at the last step (null: never)",
     )
     eval_on_start: bool = Field(True, description="with eval_steps: also evaluate at step 0")
     keep_best: bool = Field(
@@ -506,7 +531,7 @@ class TrainingConfig(Section):
         # TRL reads any value below 1 as "use num_train_epochs"; 0 more likely means a mistake.
         if value == 0 or value < -1:
             raise ValueError(
-                f"{value} is no step count; give the number of optimizer steps (>= 1), or -1 to "
+                f"{value} is no step count; give the number of steps (>= 1), or -1 to "
                 "train for num_train_epochs"
             )
         return value

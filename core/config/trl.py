@@ -336,11 +336,12 @@ def _generation_batch(p: _Paste, key: str, value: Any) -> None:
 
 
 def _warmup(p: _Paste, key: str, value: Any) -> None:
-    """transformers 5 reads ``warmup_steps`` below 1 as a ratio of the run's updates."""
+    """transformers 5 reads ``warmup_steps`` below 1 as a ratio of the run's updates; a count
+    is TRL's optimizer steps in ``trl:``, divided by ``num_iterations`` as ``max_steps``."""
     if isinstance(value, float) and 0 < value < 1:
         p.put(key, "training.warmup_ratio", value)
     else:
-        p.put(key, "training.warmup_steps", value)
+        _steps(p, key, value)
 
 
 _SAMPLING = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
@@ -614,8 +615,8 @@ TRL_KEYS: dict[str, TrlKey] = {
         "same meaning; rlvr has linear, cosine, constant, constant_with_warmup, cosine_with_min_lr"
     ),
     "warmup_steps": _mapped(
-        "same meaning; below 1 a ratio of the run's updates (transformers 5), i.e. "
-        "training.warmup_ratio",
+        "in trl: TRL's optimizer steps, divided by num_iterations as max_steps; below 1 a "
+        "ratio of the run's updates (transformers 5), i.e. training.warmup_ratio",
         _warmup,
     ),
     "max_grad_norm": _mapped(),

@@ -300,6 +300,7 @@ class Trainer:
             device=device,
             dtype=dtype,
             total_updates=self.max_steps * self.updates_per_step,
+            updates_per_step=self.updates_per_step,
             dist=self.dist,
         )
 

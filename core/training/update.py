@@ -188,6 +188,7 @@ class PolicyUpdate:
         device: torch.device,
         dtype: torch.dtype,
         total_updates: int,
+        updates_per_step: int = 1,
         dist: Dist | None = None,
     ) -> None:
         self._autocast_to = autocast
@@ -228,6 +229,9 @@ class PolicyUpdate:
             if model is not None:  # replicas start equal
                 self.dist.broadcast_module(model)
         self.optimizer = self._build_optimizer()
+        #: the optimizer updates of one step (the algorithm's ``num_iterations``): the schedule
+        #: counts updates, ``training.warmup_steps`` steps.
+        self.updates_per_step = updates_per_step
         self.scheduler = self._build_scheduler(total_updates)
         #: set just before the optimizer changes weights (an interrupt can no longer undo it).
         self.stepped = False
@@ -270,8 +274,13 @@ class PolicyUpdate:
         )
 
     def _build_scheduler(self, total: int) -> Any:
+        """The learning-rate schedule over ``total`` optimizer updates (``max_steps x
+        num_iterations``), advanced after each update: ``warmup_steps`` counts steps as
+        ``max_steps`` does, so the warm-up is ``warmup_steps x num_iterations`` updates and
+        ends with the step ``warmup_steps``, the schedule with the step ``max_steps``, whatever
+        ``num_iterations`` is (``warmup_ratio``: that share of the updates)."""
         t = self.t
-        warmup = t.warmup_steps or math.ceil(t.warmup_ratio * total)
+        warmup = t.warmup_steps * self.updates_per_step or math.ceil(t.warmup_ratio * total)
         kwargs = {"min_lr_rate": 0.1} if t.lr_scheduler_type == "cosine_with_min_lr" else None
         return get_scheduler(
             t.lr_scheduler_type,
