@@ -341,7 +341,7 @@ def resolve_dotted(name: str) -> object:
 
 def test_architecture_page_names_only_modules_and_classes_that_exist():
     """#43 item 8: the page named ``Rollouts.run`` (it is ``RolloutRunner.run``) and three
-    plugin families (there are four). Every dotted ``rlvr.x.y`` name on it resolves, every
+    plugin families (there are five). Every dotted ``rlvr.x.y`` name on it resolves, every
     ``Class.method`` of its data-flow diagram is an attribute of a class of the modules it
     names (or of ``rlvr``), every ``file.py`` of its layers table is a module of that row's
     package, and its plugin families are the kinds rlvr registers and the folders of plugins/."""
@@ -369,7 +369,7 @@ def test_architecture_page_names_only_modules_and_classes_that_exist():
         for file in re.findall(r"`(\w+\.py)`", line):
             assert (package / file).is_file(), f"{row} has no {file}"
     families = page.split("## The plugin families")[1]
-    kinds = set(create_host().records)  # reward, algorithm, backend, environment
+    kinds = set(create_host().records)  # reward, algorithm, backend, environment, callback
     folders = {p.name for p in (ROOT / "plugins").iterdir() if (p / "__init__.py").is_file()}
     assert folders == {f"{kind}s" for kind in kinds}
     first = families.split("\n\n")[1]
