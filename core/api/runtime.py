@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import torch
 
-    from rlvr.config.schema import RunConfig
-
 #: The largest magnitude a reward value (and a reward entry's weight or fallback) may have.
 #: Rewards are scores of about -1..1 (or a few units); a value past this is a bug (a reward
 #: returning 1e308), and its square would overflow the float32 statistics of the advantages.
@@ -384,7 +382,7 @@ class RunInfo:
     @classmethod
     def from_config(
         cls,
-        config: RunConfig,
+        config: Any,
         *,
         num_generations: int | None = None,
         max_steps: int = 0,

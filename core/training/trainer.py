@@ -11,7 +11,8 @@ lives in a module named for its job:
 2. :mod:`rlvr.training.update`: old/reference log-probs and old values (only those the algorithm's
    requirements ask for), then ``algorithm.prepare`` (advantages), then ``num_iterations``
    optimizer updates through ``algorithm.loss``;
-3. metrics (:func:`rlvr.outputs.metrics.step_metrics`), samples, a checkpoint every ``save_steps``;
+3. metrics (:func:`rlvr.training.step_metrics.step_metrics`), samples, a checkpoint every
+   ``save_steps``;
    the backend gets the new weights;
 4. every ``eval_steps`` (and at the last step; at step 0 too with ``eval_on_start``): the eval
    split, judged as ``rlvr eval`` judges it (:class:`rlvr.evaluation.evaluate.Evaluation`), logged
@@ -85,7 +86,6 @@ from rlvr.outputs.metrics import (
     MetricsLogger,
     eval_metrics,
     reduce_metrics,
-    step_metrics,
 )
 from rlvr.outputs.resume import check_config, restore, resume_point
 from rlvr.outputs.summary import format_summary, summary_data, write_summary
@@ -106,6 +106,7 @@ from rlvr.training import memory
 from rlvr.training.callbacks import Callbacks, ReportError, unavailable
 from rlvr.training.collapse import Collapse, CollapseGuard, warning_text
 from rlvr.training.models import load_run_models
+from rlvr.training.step_metrics import step_metrics
 from rlvr.training.stopping import Discarded, StopFlag, TimeBudget, planned_steps
 from rlvr.training.update import PolicyUpdate, WeightsError, without_environment_tokens
 

@@ -153,7 +153,7 @@ class PhaseClock:
 
 @dataclass
 class UpdateResult:
-    """What one optimizer update measured (see :func:`rlvr.outputs.metrics.step_metrics`)."""
+    """What one optimizer update measured (see :func:`rlvr.training.step_metrics.step_metrics`)."""
 
     loss: float
     grad_norm: float
