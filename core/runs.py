@@ -337,9 +337,8 @@ class Trainer:
         )
         if functions and self.config.training.reward_workers > 0:
             _check_picklable(functions)
-        self.callbacks = list(callbacks)
-        for obj in self.callbacks:  # each one's shape checked now, not at the run's start
-            adapt(obj, self.config)
+        # each one's shape checked (and a TrainerCallback wrapped) now, not at the run's start
+        self.callbacks = [adapt(obj, self.config) for obj in callbacks]
 
     @property
     def output_dir(self) -> Path:

@@ -76,10 +76,6 @@ class Callbacks:
             objects.append((type(obj).__name__, adapt(obj, config)))
         return cls(objects)
 
-    @property
-    def names(self) -> list[str]:
-        return [name for name, _ in self._objects]
-
     def call(self, hook: str, **kwargs: Any) -> None:
         """Call ``hook`` on every callback that has it; one that raises is reported once and
         dropped (a logger's network error must not end a run whose metrics.jsonl is safe),
