@@ -156,7 +156,7 @@ def train(
     # The checkpoint's checks (its manifest hashed, its config compared) run once, in the run,
     # under the directory's lock.
     config = _checked(config, overrides, host, allow_code, trust_remote_code, resume)
-    from rlvr.training.trainer import run  # torch, transformers: after the checks
+    from rlvr.training.launch import run  # torch, transformers: after the checks
 
     return run(config, host, resume=resume, progress=progress).summary
 
@@ -352,7 +352,7 @@ class Trainer:
         from rlvr.training.preflight import refuse_output_dir  # see validate()
 
         refuse_output_dir(self.config, resume=resume)  # before torch loads
-        from rlvr.training.trainer import run  # torch, transformers
+        from rlvr.training.launch import run  # torch, transformers
 
         quiet_third_party()
         result = run(

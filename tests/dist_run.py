@@ -30,7 +30,7 @@ from rlvr.api.host import create_host
 from rlvr.api.registration import Backend, Capabilities, Params, Reward
 from rlvr.api.runtime import Generation, SamplingParams
 from rlvr.config.schema import load_config
-from rlvr.training.trainer import train
+from rlvr.training.launch import train
 
 ANSWERS = ["7", "The answer is 5", "12", "x", "4 + 4 = 8", "no idea", "3", "10 10"]
 

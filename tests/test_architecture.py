@@ -57,7 +57,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
     },
     "rlvr.runs": {
         "rlvr.training.preflight": "torch, transformers, datasets (validate)",
-        "rlvr.training.trainer": "torch, transformers (train)",
+        "rlvr.training.launch": "torch, transformers (train)",
         "rlvr.evaluation.evaluate": "torch, transformers (evaluate)",
         "rlvr.data.prompts": "datasets (rlvr.Trainer's in-memory rows)",
     },

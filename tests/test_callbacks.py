@@ -18,7 +18,7 @@ from rlvr.api.host import create_host
 from rlvr.config.schema import ConfigError, load_config
 from rlvr.outputs.metrics import read_metrics
 from rlvr.training.callbacks import ReportError
-from rlvr.training.trainer import train
+from rlvr.training.launch import train
 
 SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
 

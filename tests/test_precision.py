@@ -28,8 +28,8 @@ from rlvr.config.schema import requirements  # noqa: E402
 from rlvr.model.loading import autocast  # noqa: E402
 from rlvr.outputs.checkpoint import latest_checkpoint  # noqa: E402
 from rlvr.parallel import distributed  # noqa: E402
+from rlvr.training.launch import train  # noqa: E402
 from rlvr.training.models import RunModels, load_run_models  # noqa: E402
-from rlvr.training.trainer import train  # noqa: E402
 
 CPU = torch.device("cpu")
 BF16 = {"dtype": "bfloat16"}

@@ -21,7 +21,7 @@ from rlvr.cli.main import main  # noqa: E402
 from rlvr.outputs.checkpoint import list_checkpoints  # noqa: E402
 from rlvr.rewards.failures import ERRORS_FILE, RewardError, RewardErrorLog  # noqa: E402
 from rlvr.rewards.scoring import ScoreEntry, Scorer  # noqa: E402
-from rlvr.training.trainer import train  # noqa: E402
+from rlvr.training.launch import train  # noqa: E402
 
 # The tiny model, the 16-row dataset and the config builder of the trainer tests.
 tiny_model, dataset = test_trainer.tiny_model, test_trainer.dataset

@@ -33,12 +33,15 @@ from rlvr.outputs.checkpoint import (
     MARK,
     latest_checkpoint,
     list_checkpoints,
-    load_checkpoint,
+    load_file,
+    read_state,
+    rng_state,
     save_checkpoint,
+    set_rng_state,
 )
 from rlvr.outputs.metrics import CORE_KEYS, TIMING_KEYS, read_metrics
 from rlvr.training.callbacks import ReportError
-from rlvr.training.trainer import TrainingError, train
+from rlvr.training.launch import TrainingError, train
 
 TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
 ALGORITHMS = ["grpo", "dapo", "dr_grpo", "rloo", "ppo"]
@@ -336,7 +339,7 @@ _KILL_SCRIPT = textwrap.dedent(
     import json, sys
     from rlvr.config.schema import load_config
     from rlvr.api.host import create_host
-    from rlvr.training.trainer import train
+    from rlvr.training.launch import train
     host = create_host()
     config = load_config(json.loads(sys.argv[1]), host,
                          require=("model", "data", "rewards", "algorithm", "backend"))
@@ -683,8 +686,7 @@ def _save(out: Path, step: int, limit: int | None = None) -> Path:
         step,
         model=_Saveable(),
         tokenizer=_Saveable(),
-        optimizer=opt,
-        scheduler=None,
+        tensors={"optimizer": opt.state_dict()},
         state={"data": {"position": step}},
         save_total_limit=limit,
     )
@@ -700,8 +702,12 @@ def test_checkpoints_are_atomic_and_rotated(tmp_path):
     (out / ".checkpoint-10.tmp").mkdir()
     (out / ".checkpoint-10.tmp" / MARK).touch()  # rlvr's: what a killed save leaves
     assert latest_checkpoint(out) == out / "checkpoint-3"
-    state = load_checkpoint(out / "checkpoint-3", restore_rng=True)
+    state = read_state(out / "checkpoint-3")
     assert state["step"] == 3 and state["data"]["position"] == 3
+    saved = load_file(out / "checkpoint-3" / "rng_state.pt")
+    set_rng_state(saved)
+    assert torch.equal(rng_state()["torch"], saved["torch"])
+    assert load_file(out / "checkpoint-3" / "optimizer.pt")["param_groups"][0]["lr"] == 0.1
     _save(out, 3)  # the same step again replaces it atomically
     _save(out, 4)
     assert not (out / ".checkpoint-10.tmp").exists()  # leftovers are cleaned by a save

@@ -21,7 +21,8 @@ from rlvr.api.errors import RlvrError  # noqa: E402
 from rlvr.config.schema import TrainingConfig  # noqa: E402
 from rlvr.config.trl import TRL_IGNORED  # noqa: E402
 from rlvr.outputs.checkpoint import list_checkpoints  # noqa: E402
-from rlvr.training.trainer import Trainer, train  # noqa: E402
+from rlvr.training.launch import train  # noqa: E402
+from rlvr.training.trainer import Trainer  # noqa: E402
 
 tiny_model, dataset = test_trainer.tiny_model, test_trainer.dataset
 host, make_config = test_trainer.host, test_trainer.make_config

@@ -1,9 +1,11 @@
 """Checkpoints: ``OUTPUT_DIR/checkpoint-<step>``, written atomically, the last K kept.
 
 A checkpoint holds the policy and tokenizer (``save_pretrained``, so ``from_pretrained`` loads
-it; with LoRA the adapter only, see :mod:`rlvr.model.lora`), the optimizer, the scheduler, every RNG
-state (python, numpy, torch, CUDA), the trainer state (step, data position, ...) and the value
-model when there is one.
+it; with LoRA the adapter only, see :mod:`rlvr.model.lora`), every RNG state (python, numpy,
+torch, CUDA), the trainer state (``trainer_state.json``: step, data position, ...) and one
+``<name>.pt`` per piece kept as tensors (optimizer, scheduler, the value model when there is
+one). Which pieces a run saves, and how they come back, is
+:class:`rlvr.training.checkpointer.Checkpointer`'s; this module writes and reads the files.
 
 Atomicity: everything is written into ``.checkpoint-<step>.tmp``, each file fsynced, then the
 ``manifest.json`` (every file's size and sha256), then a ``COMPLETE`` marker last, and the
@@ -46,7 +48,7 @@ import random
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +186,11 @@ def tmp_dir(output_dir: str | Path, step: int) -> Path:
     return Path(output_dir) / f".checkpoint-{step}.tmp"
 
 
+def tensor_file(name: str) -> str:
+    """The file of a checkpoint's piece ``name`` saved as tensors (``optimizer.pt``, ...)."""
+    return f"{name}.pt"
+
+
 def rank_rng_file(rank: int) -> str:
     return "rng_state.pt" if rank == 0 else f"rng_state_rank{rank}.pt"
 
@@ -233,10 +240,8 @@ def save_checkpoint(
     *,
     model: Any,
     tokenizer: Any,
-    optimizer: torch.optim.Optimizer | None,
-    scheduler: Any,
     state: dict[str, Any],
-    value_model: torch.nn.Module | None = None,
+    tensors: Mapping[str, Any] | None = None,
     save_total_limit: int | None = None,
     extra_files: dict[str, str] | None = None,
     before_complete: Callable[[], None] | None = None,
@@ -244,12 +249,12 @@ def save_checkpoint(
 ) -> Path:
     """Write ``checkpoint-<step>`` atomically and prune to ``save_total_limit``; return it.
 
-    ``state`` is the trainer's JSON-able state (data position, counters, ...); ``step`` is
-    added to it. ``extra_files`` maps file names to text written beside (e.g. the config).
-    ``before_complete`` runs after the files are written and before the marker (other ranks
-    add theirs then). ``model_state`` replaces the model's own state dict (a sharded model's,
-    gathered whole); ``optimizer=None`` writes no ``optimizer.pt`` (a sharded optimizer's state
-    is written by every rank in ``before_complete``).
+    ``state`` is the trainer's JSON-able state (data position, counters, ...), written as
+    ``trainer_state.json`` with ``step`` added; ``tensors`` maps names to state dicts, each
+    written as ``<name>.pt`` (``optimizer.pt``, ...). ``extra_files`` maps file names to text
+    written beside (e.g. the config). ``before_complete`` runs after the files are written and
+    before the marker (other ranks add theirs then). ``model_state`` replaces the model's own
+    state dict (a sharded model's, gathered whole).
     """
     root = Path(output_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -264,13 +269,9 @@ def save_checkpoint(
             model.save_pretrained(tmp, state_dict=model_state)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        if optimizer is not None:
-            _save(optimizer.state_dict(), tmp / "optimizer.pt")
-        if scheduler is not None:
-            _save(scheduler.state_dict(), tmp / "scheduler.pt")
+        for name, tensor_state in (tensors or {}).items():
+            _save(tensor_state, tmp / tensor_file(name))
         _save(rng_state(), tmp / "rng_state.pt")
-        if value_model is not None:
-            _save(value_model.state_dict(), tmp / "value_model.pt")
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")
         (tmp / TRAINER_STATE).write_text(
@@ -442,33 +443,6 @@ def read_state(path: str | Path) -> dict[str, Any]:
     return state
 
 
-def load_checkpoint(
-    path: str | Path,
-    *,
-    optimizer: torch.optim.Optimizer | None = None,
-    scheduler: Any = None,
-    value_model: torch.nn.Module | None = None,
-    restore_rng: bool = True,
-    rank: int = 0,
-) -> dict[str, Any]:
-    """Restore optimizer, scheduler, value model and RNG states from ``path``; return the
-    trainer state. The policy itself is loaded from ``path`` with ``from_pretrained``."""
-    path = Path(path)
-    state = read_state(path)
-    if optimizer is not None:
-        optimizer.load_state_dict(load_file(path / "optimizer.pt"))
-    if scheduler is not None and (path / "scheduler.pt").is_file():
-        scheduler.load_state_dict(load_file(path / "scheduler.pt"))
-    if value_model is not None:
-        file = path / "value_model.pt"
-        if not file.is_file():
-            raise CheckpointError(f"{path} has no value model, but this run needs one")
-        value_model.load_state_dict(load_file(file, map_location="cpu"))
-    if restore_rng:
-        set_rng_state(load_file(path / rank_rng_file(rank)))
-    return state
-
-
 def load_file(file: Path, **kwargs: Any) -> Any:
     """``torch.load`` of one checkpoint file, tensors and plain containers only
     (``weights_only``: nothing in it is executed); a missing or unreadable file is a
@@ -535,7 +509,6 @@ __all__ = [
     "best_checkpoint",
     "record_best",
     "list_checkpoints",
-    "load_checkpoint",
     "load_file",
     "MANIFEST",
     "MARK",
@@ -548,5 +521,6 @@ __all__ = [
     "rng_state",
     "save_checkpoint",
     "set_rng_state",
+    "tensor_file",
     "tmp_dir",
 ]

@@ -1,8 +1,7 @@
 """Continuing a run: which checkpoint it continues from, and what it takes back from it.
 
-The weights come back with the models (:mod:`rlvr.training.models`); :func:`restore` brings the
-rest: optimizer (whole, or FSDP shards resharded to this run's ranks), scheduler, value model,
-this rank's RNG states, and the trainer state it returns (step, data position, ...). What a
+The weights come back with the models (:mod:`rlvr.training.models`), the rest with the run's
+checkpointer (:class:`rlvr.training.checkpointer.Checkpointer`). What a
 resume changes on purpose (another world size, another ``max_steps``) is accepted with a
 warning that says what differs from the original run; :func:`config_changes` lists every config
 key that differs from the checkpoint's, and a change to the LoRA adapters (the saved weights'
@@ -12,7 +11,6 @@ shapes) stops the resume before anything loads.
 from __future__ import annotations
 
 import logging
-import pickle
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,6 @@ import yaml
 from rlvr.api.errors import ConfigWarning, TrainingError
 from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs import rundir
-from rlvr.parallel import distributed
 
 logger = logging.getLogger("rlvr.outputs.resume")
 
@@ -146,61 +143,6 @@ def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def restore(
-    path: Path,
-    *,
-    dist: distributed.Dist,
-    policy: Any,
-    tokenizer: Any,
-    optimizer: Any,
-    scheduler: Any,
-    value_model: Any,
-    sharded: bool,
-    prompts_per_step: int,
-    max_steps: int,
-) -> dict[str, Any]:
-    """Load ``path``'s optimizer, scheduler, value model and RNG states into the given
-    objects; return its trainer state."""
-    ckpt.check_resume(path, dist, sharded=sharded)
-    shards = path / distributed.OPTIMIZER_DIR
-    # The sharded state (DCP, whose metadata is a pickle) is read only by a sharded run, or
-    # to reshard an FSDP checkpoint that has no whole optimizer.pt; a one-process checkpoint
-    # never makes a run read an optimizer/ directory found in it.
-    use_shards = shards.is_dir() and (sharded or not (path / "optimizer.pt").is_file())
-    rng_file = path / ckpt.rank_rng_file(dist.rank)
-    try:
-        state = ckpt.load_checkpoint(
-            path,
-            optimizer=None if use_shards else optimizer,
-            scheduler=scheduler,
-            value_model=value_model,
-            # A rank the saving run did not have: every step reseeds from (seed, step, rank).
-            restore_rng=rng_file.is_file(),
-            rank=dist.rank,
-        )
-        if use_shards:  # resharded to this run's ranks
-            distributed.load_sharded_optimizer(policy, optimizer, shards)
-    except ckpt.CheckpointError:  # a file that cannot be read: the message names it
-        raise
-    except (pickle.UnpicklingError, distributed.ShardedCheckpointError) as exc:
-        raise ckpt.CheckpointError(
-            f"{exc}; the checkpoint's sharded optimizer state ({shards}) is damaged or not "
-            "rlvr's: resume from another checkpoint"
-        ) from None
-    except (ValueError, RuntimeError, KeyError) as exc:  # e.g. another algorithm's value model
-        raise TrainingError(
-            f"cannot resume from {path}: its optimizer or value model does not fit this run's "
-            f"({type(exc).__name__}: {exc}). The config differs from the checkpoint's in a way "
-            "that changes what trains (see the warning above); resume with the config the run "
-            f"was started with ({path / 'rlvr_config.yaml'}), or set training.output_dir to a "
-            "new directory for a new run"
-        ) from None
-    check_vocabulary(path, state, policy, tokenizer)
-    _warn_changes(state, dist.world_size, prompts_per_step, max_steps)
-    logger.info("resumed from %s (step %d)", path, int(state["step"]))
-    return state
-
-
 def check_vocabulary(path: Path, state: dict[str, Any], policy: Any, tokenizer: Any) -> None:
     """The tokenizer loaded from ``path`` has the tokens it was saved with and no more than the
     model has embedding rows (a model may have more: vocabularies are padded). A damaged
@@ -219,9 +161,11 @@ def check_vocabulary(path: Path, state: dict[str, Any], policy: Any, tokenizer: 
         )
 
 
-def _warn_changes(
+def warn_changes(
     state: dict[str, Any], world_size: int, prompts_per_step: int, max_steps: int
 ) -> None:
+    """Warn about what a resume changes on purpose: the world size, the global batch, the
+    planned steps."""
     saved = int(state.get("world_size", 1))
     if saved != world_size:
         logger.warning(

@@ -145,6 +145,14 @@ class CollapseGuard:
             )
         return None
 
+    def observe(self, step: int, m: Mapping[str, Any], accuracy: float | None) -> Collapse | None:
+        """A step's metrics line and its eval's ``accuracy`` (None: no eval at this step); the
+        collapse either of them shows, if any."""
+        found = self.observe_step(step, m)
+        if accuracy is not None:
+            found = self.observe_eval(step, accuracy) or found
+        return found
+
     # ------------------------------------------------------------------ checkpointed state
 
     def state_dict(self) -> dict[str, Any]:

@@ -9,6 +9,8 @@ losing work: the stop signals and the time budget.
   (:class:`~rlvr.rewards.pool.ScoringAbandoned`).
 - :class:`TimeBudget`: ``training.max_minutes``, stopping before a step (and the eval that ends a
   run) would end past it.
+- :class:`BadSteps`: ``training.max_bad_steps``, non-finite steps in a row.
+- :class:`StopReasons`: what the loop weighs after each step.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ import math
 import signal
 import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from rlvr.api.errors import TrainingError
 
 logger = logging.getLogger("rlvr.training.trainer")
 
@@ -120,4 +126,62 @@ class TimeBudget:
         )
 
 
-__all__ = ["Discarded", "StopFlag", "TimeBudget"]
+class BadSteps:
+    """``training.max_bad_steps``: the steps in a row whose update was skipped for a non-finite
+    loss or gradient norm; that many save a checkpoint and stop the run."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+
+    def observe(self, step: int, skipped: bool) -> None:
+        if not skipped:
+            self.count = 0
+            return
+        self.count += 1
+        logger.warning(
+            "step %d: non-finite loss or gradient norm; update skipped (%d in a row, "
+            "training.max_bad_steps=%d)",
+            step,
+            self.count,
+            self.limit,
+        )
+
+    def too_many(self) -> bool:
+        return self.count >= self.limit
+
+    def error(self, step: int, saved: Path) -> TrainingError:
+        """The error that stops the run, once :meth:`too_many` (``saved``: its checkpoint)."""
+        return TrainingError(
+            f"{self.count} steps in a row had a non-finite loss or gradient norm "
+            f"(training.max_bad_steps={self.limit}); stopped at step {step} and saved {saved} "
+            "(its weights are from the last good update). Lower training.learning_rate, check "
+            "the rewards for huge values, or use training.max_grad_norm"
+        )
+
+
+@dataclass(frozen=True)
+class StopReasons:
+    """What may end a run early after a step: a stop signal (``requested``), the collapse
+    guard (``collapsed``, with ``training.collapse.action: stop``), a callback (``asked``, its
+    reason), the time budget (``out_of_time``). The stop message names the first that holds,
+    in that order."""
+
+    requested: bool = False
+    collapsed: bool = False
+    asked: str | None = None
+    out_of_time: bool = False
+
+    def any(self) -> bool:
+        return self.requested or self.collapsed or bool(self.asked) or self.out_of_time
+
+    def first(self) -> str | None:
+        """``"requested"``, ``"collapsed"``, ``"asked"`` or ``"out_of_time"``; None when none
+        holds here (another rank stopped the run)."""
+        for name in ("requested", "collapsed", "asked", "out_of_time"):
+            if getattr(self, name):
+                return name
+        return None
+
+
+__all__ = ["BadSteps", "Discarded", "StopFlag", "StopReasons", "TimeBudget"]

@@ -115,8 +115,6 @@ def test_a_save_that_would_replace_a_users_directory_stops_instead(tmp_path):
             1,
             model=None,
             tokenizer=None,
-            optimizer=None,
-            scheduler=None,
             state={"data": {}},
         )
     assert (tmp_path / ".checkpoint-1.tmp" / "keep.txt").read_text() == "mine"

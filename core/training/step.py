@@ -1,0 +1,101 @@
+"""One step's computation: rollout -> no-grad passes -> ``prepare`` -> updates -> metrics.
+
+:class:`StepRunner` runs it on every rank and returns the step's metrics (reduced over the
+ranks), its rollout and its batch; what the loop does around it (counting bad steps, the eval,
+logging, saving, stopping) is :class:`rlvr.training.trainer.Trainer`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from transformers import set_seed
+
+from rlvr.api.runtime import RolloutBatch
+from rlvr.outputs.metrics import reduce_metrics
+from rlvr.parallel import distributed
+from rlvr.parallel.distributed import Dist
+from rlvr.rollout.runner import Rollout, RolloutRunner, build_batch, step_seed
+from rlvr.training.step_metrics import step_metrics
+from rlvr.training.stopping import Discarded
+from rlvr.training.update import PolicyUpdate, without_environment_tokens
+
+
+@dataclass
+class StepRunner:
+    """The parts one step uses. ``gather``: the backend samples from the policy itself, so an
+    FSDP policy's weights are gathered whole while it generates."""
+
+    update: PolicyUpdate
+    rollout_runner: RolloutRunner
+    algorithm: Any
+    algorithm_name: str
+    generator: Any
+    labels: list[str]
+    pad_id: int
+    seed: int
+    prompts_per_step: int
+    max_steps: int
+    dist: Dist
+    gather: bool
+
+    def run(self, step: int, stopping: bool) -> tuple[dict[str, Any], Rollout, RolloutBatch]:
+        """Step ``step``; ``stopping``: a stop was requested, so a step whose reward calls
+        failed is :class:`~rlvr.training.stopping.Discarded` (on every rank, or none)."""
+        start, cpu_start = time.perf_counter(), time.process_time()
+        set_seed(step_seed(self.seed, step, 1_000_000))
+        update, policy = self.update, self.update.policy
+        policy.eval()
+        with (
+            distributed.gathered(policy) if self.gather else contextlib.nullcontext(),
+            update.clock("generation"),
+        ):
+            ro = self.rollout_runner.run(step, self.prompts_per_step, self.max_steps)
+        failed = sum(s.errors + s.timeouts for s in ro.summary.values())
+        if self.dist.any(stopping and failed > 0):  # every rank discards, or none
+            raise Discarded(
+                f"{failed} reward calls failed after the stop was requested (a signal to the "
+                "process group reaches the rewards' own processes too)"
+            )
+
+        t0 = time.perf_counter()
+        batch = build_batch(ro.kept, self.labels, self.pad_id, step).to(update.device)
+        with update.clock("no_grad"):
+            batch = update.fill_no_grad(batch)
+        batch, prep_metrics = self.algorithm.prepare(batch)
+        batch = without_environment_tokens(batch)
+        lr = update.optimizer.param_groups[0]["lr"]
+        updates = [update.update(batch, first=i == 0) for i in range(update.updates_per_step)]
+        self.generator.sync_weights(policy)
+        t1 = time.perf_counter()
+
+        m = (
+            step_metrics(
+                step=step,
+                algorithm=self.algorithm_name,
+                rollout=ro,
+                prepare_metrics=prep_metrics,
+                updates=updates,
+                learning_rate=lr,
+                num_tokens=int(batch.completion_mask.sum().item()),
+                step_time=time.perf_counter() - start,
+                training_time=t1 - t0,
+                cpu_time=time.process_time() - cpu_start,
+            )
+            | update.clock.take()
+            | ro.episode_metrics
+        )
+        return self._reduce(ro, m), ro, batch
+
+    def _reduce(self, ro: Rollout, m: dict[str, Any]) -> dict[str, Any]:
+        """The step's metrics over every rank (the same dict on each)."""
+        if not self.dist.enabled:
+            return m
+        parts = self.dist.gather((m, len(ro.generated)))
+        return reduce_metrics([p[0] for p in parts], [p[1] for p in parts])
+
+
+__all__ = ["StepRunner"]
