@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,9 +43,12 @@ class StepRunner:
     dist: Dist
     gather: bool
 
-    def run(self, step: int, stopping: bool) -> tuple[dict[str, Any], Rollout, RolloutBatch]:
-        """Step ``step``; ``stopping``: a stop was requested, so a step whose reward calls
-        failed is :class:`~rlvr.training.stopping.Discarded` (on every rank, or none)."""
+    def run(
+        self, step: int, stopping: Callable[[], bool]
+    ) -> tuple[dict[str, Any], Rollout, RolloutBatch]:
+        """Step ``step``. ``stopping()``: has a stop been requested (asked once the rollout is
+        scored)? Then a step whose reward calls failed is
+        :class:`~rlvr.training.stopping.Discarded` (on every rank, or none)."""
         start, cpu_start = time.perf_counter(), time.process_time()
         set_seed(step_seed(self.seed, step, 1_000_000))
         update, policy = self.update, self.update.policy
@@ -55,7 +59,7 @@ class StepRunner:
         ):
             ro = self.rollout_runner.run(step, self.prompts_per_step, self.max_steps)
         failed = sum(s.errors + s.timeouts for s in ro.summary.values())
-        if self.dist.any(stopping and failed > 0):  # every rank discards, or none
+        if self.dist.any(stopping() and failed > 0):  # every rank discards, or none
             raise Discarded(
                 f"{failed} reward calls failed after the stop was requested (a signal to the "
                 "process group reaches the rewards' own processes too)"

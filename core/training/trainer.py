@@ -26,7 +26,6 @@ from rlvr.api.errors import TrainingError
 from rlvr.api.host import Host, build_algorithm, build_generator
 from rlvr.config.schema import RunConfig, requirements
 from rlvr.data.prompts import PromptSampler
-from rlvr.evaluation.evaluate import Evaluation
 from rlvr.outputs.metrics import MetricsLogger, eval_metrics
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError
@@ -93,7 +92,6 @@ class Trainer:
         self._stop: StopFlag | None = None  # while run() runs
         self.dist = distributed.current()
         self.log: MetricsLogger | None = None
-        self.evaluation: Evaluation | None = None
         self.budget = TimeBudget(self.t.max_minutes)  # counts from here, loading included
         self.guard = CollapseGuard(self.t.collapse)
         self.keep_best = KeepBest(self.t.keep_best)
@@ -235,8 +233,7 @@ class Trainer:
         """One step (:class:`~rlvr.training.step.StepRunner`), then its bookkeeping: bad steps,
         the eval when due, the metrics line, the samples."""
         self.step += 1
-        stopping = self._stop is not None and self._stop.requested
-        m, ro, batch = self.stepper.run(self.step, stopping)
+        m, ro, batch = self.stepper.run(self.step, self._stop_requested)
         self.bad_steps.observe(self.step, m["skipped"])
         if self.eval_schedule.should_evaluate(self.step):
             m.update(self.evaluate())
@@ -271,6 +268,9 @@ class Trainer:
             )
         self.budget.eval_took(self.budget.now() - began)
         return eval_metrics(summary)
+
+    def _stop_requested(self) -> bool:
+        return self._stop is not None and self._stop.requested
 
     def _echo(self, message: str) -> None:
         if self.log is not None:
