@@ -227,7 +227,7 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
     "eval_on_start": (
         {"eval_steps": 2},
         {"eval_steps": 2, "eval_on_start": False},
-        built(lambda t: t._eval_due()),  # at step 0
+        built(lambda t: t.eval_schedule.should_evaluate(0)),
     ),
     "eval_limit": ({"eval_steps": 2}, {"eval_steps": 2, "eval_limit": 3}, built(eval_prompts)),
     "eval_sampling": (

@@ -1,5 +1,6 @@
-"""Building a training run's parts, before its first step: the output directory, the checked
-data, the run's description, the evaluation, the policy update and the rollout runner.
+"""Building a training run's parts, before its first step: the output directory claimed, the
+checked data, the rewards' scorer, the run's description, the evaluation, the policy update,
+the checkpointer, the step's runner (rollout included) and the metrics log.
 
 :meth:`rlvr.training.trainer.Trainer.setup` calls these in order, cheap checks first and the
 models last, so a mistake in the config or the data stops a run before anything loads.
