@@ -105,10 +105,11 @@ from rlvr.rollout.runner import (
 from rlvr.training import memory
 from rlvr.training.callbacks import Callbacks, ReportError, unavailable
 from rlvr.training.collapse import Collapse, CollapseGuard, warning_text
+from rlvr.training.micro_batches import without_environment_tokens
 from rlvr.training.models import load_run_models
 from rlvr.training.step_metrics import step_metrics
 from rlvr.training.stopping import Discarded, StopFlag, TimeBudget, planned_steps
-from rlvr.training.update import PolicyUpdate, WeightsError, without_environment_tokens
+from rlvr.training.update import PolicyUpdate, WeightsError
 
 logger = logging.getLogger("rlvr.training.trainer")
 
