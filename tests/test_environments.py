@@ -26,7 +26,7 @@ from rlvr.api.host import PluginError, build_environment, create_host
 from rlvr.api.runtime import EnvResponse, EpisodeStart, Generation, RunInfo, SamplingParams
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
 from rlvr.data.prompts import PromptSet
-from rlvr.evaluation.evaluate import report
+from rlvr.evaluation.report import report
 from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.model.logprobs import completion_logprobs
 from rlvr.plugins.backends.hf import HFGenerator
