@@ -23,11 +23,13 @@ from rlvr.api.registration import Requirements
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, multi_turn
 from rlvr.data.prompts import PromptSampler, PromptSet, data_source, load_rows, require_fields
-from rlvr.evaluation.evaluate import Evaluation, eval_prompt_rows
+from rlvr.evaluation.loop import Evaluation
+from rlvr.evaluation.paths import eval_prompt_rows
 from rlvr.model.loading import busy_cpu_warning, eos_token_ids, resolve_device_dtype
 from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs import rundir
-from rlvr.outputs.metrics import ENV_ERRORS_FILE, MetricsLogger
+from rlvr.outputs.metrics import ENV_ERRORS_FILE
+from rlvr.outputs.metrics_logger import MetricsLogger
 from rlvr.outputs.resume import check_config, resume_point
 from rlvr.parallel.distributed import Dist
 from rlvr.rewards.failures import RewardErrorLog

@@ -16,13 +16,14 @@ from typing import Any
 from transformers import set_seed
 
 from rlvr.api.runtime import RolloutBatch
-from rlvr.outputs.metrics import reduce_metrics
+from rlvr.outputs.metrics_compute import reduce_metrics
 from rlvr.parallel import distributed
 from rlvr.parallel.distributed import Dist
 from rlvr.rollout.runner import Rollout, RolloutRunner, build_batch, step_seed
+from rlvr.training.micro_batches import without_environment_tokens
 from rlvr.training.step_metrics import step_metrics
 from rlvr.training.stopping import Discarded
-from rlvr.training.update import PolicyUpdate, without_environment_tokens
+from rlvr.training.update import PolicyUpdate
 
 
 @dataclass

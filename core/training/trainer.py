@@ -26,7 +26,8 @@ from rlvr.api.errors import TrainingError
 from rlvr.api.host import Host, build_algorithm, build_generator
 from rlvr.config.schema import RunConfig, requirements
 from rlvr.data.prompts import PromptSampler
-from rlvr.outputs.metrics import MetricsLogger, eval_metrics
+from rlvr.outputs.metrics_compute import eval_metrics
+from rlvr.outputs.metrics_logger import MetricsLogger
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError
 from rlvr.rewards.pool import ScoringAbandoned
