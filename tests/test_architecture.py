@@ -37,7 +37,7 @@ PUBLIC_MODULES = ("rlvr", "rlvr.functional", "rlvr.testing")
 #: the entry layers (rlvr.cli, rlvr.runs, rlvr.testing) what would make ``rlvr --help``,
 #: ``rlvr plugins`` or loading the pytest plugin slow.
 ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
-    "rlvr.cli.main": {
+    "rlvr.cli.commands": {
         "rlvr.evaluation.evaluate": "torch, transformers (eval, export)",
         "rlvr.model.lora": "torch, transformers (export)",
         "rlvr.rewards.score_file": "tqdm and the reward pool: a third of `rlvr --help`",

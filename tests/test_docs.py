@@ -25,7 +25,7 @@ from pydantic import AliasChoices, BaseModel
 import rlvr
 from rlvr.api.host import create_host
 from rlvr.api.registration import Params
-from rlvr.cli.main import build_parser
+from rlvr.cli.parser import build_parser
 from rlvr.config.schema import RunConfig, validate
 from rlvr.config.trl import TRL_KEYS
 from rlvr.testing import check_algorithm
