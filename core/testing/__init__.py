@@ -45,8 +45,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from rlvr.testing import backend
 from rlvr.testing.algorithm import check_algorithm, synthetic_batch
-from rlvr.testing.backend import PROMPTS, check_backend
+from rlvr.testing.backend import check_backend
 from rlvr.testing.config import validate_config
 from rlvr.testing.conformance import ConformanceError
 from rlvr.testing.environment import check_environment
@@ -58,6 +59,10 @@ from rlvr.testing.reward import SAMPLE_FIELDS, check_reward, default_samples
 # Without pytest (the checks used outside a test run) there are none.
 with contextlib.suppress(ImportError):
     from rlvr.testing.fixtures import rlvr_host, rlvr_host_factory, rlvr_tiny_model  # noqa: F401
+
+#: Prompts :func:`check_backend` generates for (different lengths, one with a chat turn). Named
+#: here, not only imported, so that the API reference shows this comment.
+PROMPTS = backend.PROMPTS
 
 
 def __getattr__(name: str) -> Any:

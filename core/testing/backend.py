@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from rlvr.api.registration import Backend, Capabilities
 
 
-#: Prompts :func:`check_backend` generates for (different lengths, one with a chat turn).
+# The prompts check_backend generates for (documented where rlvr.testing names them).
 PROMPTS = (
     "What is 12 + 30?",
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips "
