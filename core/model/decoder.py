@@ -57,6 +57,7 @@ def forward_kwargs(
 
 
 def decoder_layers(body: Any) -> torch.nn.ModuleList | None:
+    """The body's decoder layers in order (None: it has no ``layers`` list to run in parts)."""
     layers = getattr(body, "layers", None)
     return layers if isinstance(layers, torch.nn.ModuleList) and len(layers) else None
 

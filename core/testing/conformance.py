@@ -19,6 +19,7 @@ class ConformanceError(AssertionError):
 
 
 def fail(label: str, message: str) -> ConformanceError:
+    """The error to raise, its message starting with what was checked (``label``)."""
     return ConformanceError(f"{label}: {message}")
 
 
@@ -114,6 +115,7 @@ def check_params_model(label: str, params: Any) -> None:
 
 
 def finite_number(value: Any) -> bool:
+    """A real number that is neither NaN nor infinite (a reward's value, a metric)."""
     return isinstance(value, numbers.Real) and math.isfinite(value)
 
 
