@@ -19,7 +19,8 @@ from rlvr.api.runtime import RolloutBatch
 from rlvr.outputs.metrics_compute import reduce_metrics
 from rlvr.parallel import distributed
 from rlvr.parallel.distributed import Dist
-from rlvr.rollout.runner import Rollout, RolloutRunner, build_batch, step_seed
+from rlvr.rollout.batch import build_batch
+from rlvr.rollout.runner import Rollout, RolloutRunner, step_seed
 from rlvr.training.micro_batches import without_environment_tokens
 from rlvr.training.step_metrics import step_metrics
 from rlvr.training.stopping import Discarded
