@@ -34,7 +34,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigWarning": "rlvr.api.errors",
     "RlvrError": "rlvr.api.errors",
     "TrainingError": "rlvr.api.errors",
-    "Host": "rlvr.api.host",
+    "PluginHost": "rlvr.api.host",
     "create_host": "rlvr.api.host",
     "check_function": "rlvr.api.usercode",
     "code_spec": "rlvr.api.usercode",
@@ -66,13 +66,13 @@ _EXPORTS: dict[str, str] = {
     "RunControl": "rlvr.api.runtime",
     "RunInfo": "rlvr.api.runtime",
     "SamplingParams": "rlvr.api.runtime",
-    "check_request": "rlvr.api.runtime",
+    "check_sampling_request": "rlvr.api.runtime",
     "ConfigError": "rlvr.config.schema",
     "ReasoningGymConfig": "rlvr.config.schema",
     "RunConfig": "rlvr.config.schema",
     "load_config": "rlvr.config.schema",
     "reasoning_gym_dataset": "rlvr.data.reasoning_gym",
-    "calculations": "rlvr.rewards.calculations",
+    "written_calculations": "rlvr.rewards.calculations",
     "evaluate_arithmetic": "rlvr.rewards.calculations",
     "parse_tool_calls": "rlvr.rollout.tools",
     "tool_call_format": "rlvr.rollout.tools",
@@ -81,7 +81,7 @@ _EXPORTS: dict[str, str] = {
     "tool_name": "rlvr.rollout.tools",
     "check_tool": "rlvr.rollout.tools",
     "link_holds": "rlvr.rewards.calculations",
-    "results": "rlvr.rewards.calculations",
+    "calculation_results": "rlvr.rewards.calculations",
     "Extraction": "rlvr.rewards.extract",
     "ExtractionParams": "rlvr.rewards.extract",
     "Percent": "rlvr.rewards.extract",
@@ -106,14 +106,14 @@ _EXPORTS: dict[str, str] = {
     "kl_shaped_token_rewards": "rlvr.algorithms.base",
     "last_token_rewards": "rlvr.algorithms.base",
     "metric_values": "rlvr.algorithms.base",
-    "to_float": "rlvr.algorithms.base",
+    "python_float": "rlvr.algorithms.base",
     "autocast": "rlvr.model.loading",
     "eos_token_ids": "rlvr.model.loading",
     "load_policy": "rlvr.model.loading",
     "completion_logprobs": "rlvr.model.logprobs",
     "hf_weights": "rlvr.model.weights",
     "is_peft": "rlvr.model.weights",
-    "unwrap": "rlvr.model.weights",
+    "unwrap_model": "rlvr.model.weights",
     "build_tiny_model": "rlvr.model.tiny",
     "read_metrics": "rlvr.outputs.metrics",
     "Scorer": "rlvr.rewards.scoring",
@@ -132,7 +132,7 @@ if TYPE_CHECKING:
         kl_shaped_token_rewards,
         last_token_rewards,
         metric_values,
-        to_float,
+        python_float,
     )
     from rlvr.algorithms.params import (
         AGGREGATION_MODES,
@@ -144,7 +144,7 @@ if TYPE_CHECKING:
         ScaleRewards,
     )
     from rlvr.api.errors import ConfigWarning, RlvrError, TrainingError
-    from rlvr.api.host import Host, create_host
+    from rlvr.api.host import PluginHost, create_host
     from rlvr.api.registration import (
         Algorithm,
         Backend,
@@ -175,7 +175,7 @@ if TYPE_CHECKING:
         RunInfo,
         SamplingParams,
         TrainerState,
-        check_request,
+        check_sampling_request,
     )
     from rlvr.api.usercode import check_function, code_spec, load_function
     from rlvr.config.schema import ConfigError, ReasoningGymConfig, RunConfig, load_config
@@ -183,13 +183,13 @@ if TYPE_CHECKING:
     from rlvr.model.loading import autocast, eos_token_ids, load_policy
     from rlvr.model.logprobs import completion_logprobs
     from rlvr.model.tiny import build_tiny_model
-    from rlvr.model.weights import hf_weights, is_peft, unwrap
+    from rlvr.model.weights import hf_weights, is_peft, unwrap_model
     from rlvr.outputs.metrics import read_metrics
     from rlvr.rewards.calculations import (
-        calculations,
+        calculation_results,
         evaluate_arithmetic,
         link_holds,
-        results,
+        written_calculations,
     )
     from rlvr.rewards.extract import (
         Extraction,
@@ -257,7 +257,7 @@ __all__ = [
     "Generator",
     "Generation",
     "SamplingParams",
-    "check_request",
+    "check_sampling_request",
     "AlgorithmImpl",
     "RolloutBatch",
     "LossOutput",
@@ -290,7 +290,7 @@ __all__ = [
     "metric_values",
     "kl_shaped_token_rewards",
     "last_token_rewards",
-    "to_float",
+    "python_float",
     # rewards: answer extraction and written calculations
     "Extraction",
     "ExtractionParams",
@@ -308,9 +308,9 @@ __all__ = [
     "gold_from_row",
     "gold_from_gsm8k",
     "reasoning_gym_dataset",
-    "calculations",
+    "written_calculations",
     "link_holds",
-    "results",
+    "calculation_results",
     "call_trl_reward",
     "call_trl_batch",
     "trl_inputs",
@@ -320,10 +320,10 @@ __all__ = [
     "autocast",
     "completion_logprobs",
     "hf_weights",
-    "unwrap",
+    "unwrap_model",
     "is_peft",
     # scripts: the installed plugins, config, runs, outputs, scoring
-    "Host",
+    "PluginHost",
     "create_host",
     "RunConfig",
     "load_config",

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import ConfigWarning, RlvrError
-from rlvr.api.host import Host, create_host
+from rlvr.api.host import PluginHost, create_host
 from rlvr.config.schema import RunConfig, load_config
 from rlvr.model.installation import check_installation
 from rlvr.outputs.console import quiet_third_party
@@ -43,7 +43,7 @@ TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
 EVAL_SECTIONS = ("model", "data", "rewards")
 
 
-def plugin_host(*, quiet: bool = False) -> Host:
+def plugin_host(*, quiet: bool = False) -> PluginHost:
     """Every installed plugin, each failed one reported on stderr as a warning."""
     host = create_host()
     if not quiet:
@@ -56,7 +56,7 @@ def validate(
     config: str | Path | RunConfig,
     *,
     overrides: Sequence[str] = (),
-    host: Host | None = None,
+    host: PluginHost | None = None,
     allow_code: bool = False,
     trust_remote_code: bool = False,
     resume: bool = False,
@@ -82,7 +82,7 @@ def validate(
 def _checked(
     config: str | Path | RunConfig,
     overrides: Sequence[str],
-    host: Host | None,
+    host: PluginHost | None,
     allow_code: bool,
     trust_remote_code: bool,
     resume: bool,
@@ -109,7 +109,7 @@ def _checked(
 
 def _loaded(
     config: str | Path | RunConfig,
-    host: Host,
+    host: PluginHost,
     *,
     overrides: list[str],
     require: tuple[str, ...],
@@ -145,7 +145,7 @@ def train(
     overrides: Sequence[str] = (),
     resume: bool = False,
     progress: bool = True,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     allow_code: bool = False,
     trust_remote_code: bool = False,
 ) -> dict[str, Any]:
@@ -173,7 +173,7 @@ def evaluate(
     output: str | Path | None = None,
     metric: str | None = None,
     threshold: float | None = None,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     allow_code: bool = False,
     trust_remote_code: bool = False,
 ) -> dict[str, Any]:
@@ -261,7 +261,7 @@ class Trainer:
         rewards: Sequence[Callable[..., Any] | Mapping[str, Any]] = (),
         callbacks: Sequence[Any] = (),
         overrides: Sequence[str] = (),
-        host: Host | None = None,
+        host: PluginHost | None = None,
         allow_code: bool = False,
         trust_remote_code: bool = False,
     ) -> None:

@@ -5,7 +5,8 @@ rlvr registers this module with pytest through pytest's own entry point (``pytes
 ["rlvr.testing"]`` on top of it is harmless; ``-p no:rlvr.testing`` disables it), so in any
 project where rlvr is installed the fixtures are there without a ``conftest.py``:
 
-- ``rlvr_host``: a fresh :class:`rlvr.api.host.Host` with every installed plugin (entry points).
+- ``rlvr_host``: a fresh :class:`rlvr.api.host.PluginHost` with every installed plugin (entry
+  points).
 - ``rlvr_host_factory``: ``make(plugins=[...], entrypoints=True)`` builds hosts, e.g. with an
   in-process plugin object and without the installed ones (``entrypoints=False``).
 - ``rlvr_tiny_model``: a directory holding a tiny random model (built once per process by
@@ -58,7 +59,7 @@ except ImportError:  # pragma: no cover - rlvr.testing used outside a test run
     pytest = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from rlvr.api.host import Host
+    from rlvr.api.host import PluginHost
     from rlvr.api.registration import (
         Algorithm,
         Backend,
@@ -88,7 +89,7 @@ def _fail(label: str, message: str) -> ConformanceError:
 if pytest is not None:
 
     @pytest.fixture
-    def rlvr_host() -> Host:
+    def rlvr_host() -> PluginHost:
         """A fresh host with every installed plugin (the ``rlvr`` entry points)."""
         # loads pydantic: not when pytest loads this module (see the top)
         from rlvr.api.host import create_host
@@ -96,7 +97,7 @@ if pytest is not None:
         return create_host()
 
     @pytest.fixture
-    def rlvr_host_factory() -> Callable[..., Host]:
+    def rlvr_host_factory() -> Callable[..., PluginHost]:
         """``make(plugins=[...], entrypoints=True)``: a fresh host per call.
 
         ``plugins`` are modules or objects with ``@rlvr.hookimpl`` methods, registered after
@@ -104,7 +105,7 @@ if pytest is not None:
         included).
         """
 
-        def make(plugins: Iterable[object] = (), *, entrypoints: bool = True) -> Host:
+        def make(plugins: Iterable[object] = (), *, entrypoints: bool = True) -> PluginHost:
             # loads pydantic: not when pytest loads this module (see the top)
             from rlvr.api.host import create_host
 
@@ -123,7 +124,7 @@ if pytest is not None:
 
 
 def validate_config(
-    data: Mapping[str, Any], *, host: Host | None = None, require: tuple[str, ...] = ()
+    data: Mapping[str, Any], *, host: PluginHost | None = None, require: tuple[str, ...] = ()
 ) -> Any:
     """Validate a config dict against the installed plugins (or ``host``); return the
     ``RunConfig``. Raises :class:`rlvr.config.schema.ConfigError` listing every problem.
@@ -142,7 +143,7 @@ def validate_config(
 # --------------------------------------------------------------------------- shared checks
 
 
-def _resolve(kind: str, record_or_name: Any, host: Host | None) -> Any:
+def _resolve(kind: str, record_or_name: Any, host: PluginHost | None) -> Any:
     """The record to check: given, or found by name among the installed plugins."""
     # loads pydantic: not when pytest loads this module (see the top)
     from rlvr.api.host import KINDS, check_record, create_host
@@ -312,7 +313,7 @@ def check_reward(
     samples: Sequence[Sample] | None = None,
     params: Mapping[str, Any] | Any | None = None,
     *,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     workers: int = 0,
 ) -> list[float | None]:
     """Check a reward plugin and return its value (a float or None) for each sample.
@@ -429,7 +430,7 @@ def check_environment(
     *,
     rows: Sequence[Mapping[str, Any]] | None = None,
     script: Sequence[str] | None = None,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     timeout: float = 30.0,
 ) -> list[Transcript]:
     """Check an environment plugin without a model; return the episodes it ran (one per row).
@@ -515,7 +516,7 @@ def check_algorithm(
     params: Mapping[str, Any] | Any | None = None,
     *,
     run: Any | None = None,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     seed: int = 0,
 ) -> dict[str, float]:
     """Check an algorithm plugin on a synthetic batch; return the metrics it reported.
@@ -749,7 +750,7 @@ def check_backend(
     record_or_name: Backend | str,
     params: Mapping[str, Any] | Any | None = None,
     *,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     model_dir: str | Path | None = None,
     greedy_groups: bool = True,
     skip_unavailable: bool = True,

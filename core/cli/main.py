@@ -20,7 +20,7 @@ from typing import Any
 
 from rlvr import __version__
 from rlvr.api.errors import ConfigWarning, RlvrError
-from rlvr.api.host import Host, PluginError, create_host
+from rlvr.api.host import PluginError, PluginHost, create_host
 from rlvr.cli.scaffold import KINDS, new_plugin
 from rlvr.cli.trl_import import STARTER, import_trl, write
 from rlvr.config.schema import (
@@ -457,7 +457,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         _default_showwarning(message, category, filename, lineno, file, line)
 
 
-def _host() -> Host:
+def _host() -> PluginHost:
     return plugin_host()
 
 

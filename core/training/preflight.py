@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.host import Host, build_algorithm
+from rlvr.api.host import PluginHost, build_algorithm
 from rlvr.api.runtime import RunInfo
 from rlvr.config.problems import sort_problems, with_origins
 from rlvr.config.schema import SECTIONS, ConfigError, RunConfig, dump, multi_turn, requirements
@@ -53,7 +53,7 @@ def check_resume(config: RunConfig) -> None:
 
 def preflight(
     config: RunConfig,
-    host: Host,
+    host: PluginHost,
     rows: list[dict[str, Any]] | None = None,
     *,
     eval_rows: bool = False,
@@ -87,7 +87,7 @@ def _output_dir(config: RunConfig) -> list[tuple[str, str]]:
 
 
 def _data(
-    config: RunConfig, host: Host, rows: list[dict[str, Any]] | None
+    config: RunConfig, host: PluginHost, rows: list[dict[str, Any]] | None
 ) -> tuple[list[tuple[str, str]], list[dict[str, Any]] | None]:
     """The data's problems, and its rows when they load."""
     from rlvr.data.prompts import field_problems, load_rows  # datasets
@@ -136,7 +136,7 @@ def _chat_template(
     return []
 
 
-def _evaluation(config: RunConfig, host: Host, in_memory: bool) -> list[tuple[str, str]]:
+def _evaluation(config: RunConfig, host: PluginHost, in_memory: bool) -> list[tuple[str, str]]:
     """With ``training.eval_steps``: a reward judges the eval samples, and the eval data loads
     with the fields the rewards need (as the run checks them before its first step)."""
     from rlvr.evaluation.evaluate import correctness, eval_prompt_rows  # torch
@@ -155,7 +155,7 @@ def _evaluation(config: RunConfig, host: Host, in_memory: bool) -> list[tuple[st
     return problems
 
 
-def _algorithm(config: RunConfig, host: Host, rows: int) -> None:
+def _algorithm(config: RunConfig, host: PluginHost, rows: int) -> None:
     """Build the algorithm as the run does before its models load (a plugin's factory may
     refuse what its params model let through): raises the run's
     :class:`~rlvr.api.host.PluginError`."""
@@ -243,7 +243,7 @@ def _quiet(fn: Any, *args: Any) -> Any:
 
 def check(
     config: RunConfig,
-    host: Host,
+    host: PluginHost,
     *,
     source: str | None = None,
     overrides=(),

@@ -67,7 +67,7 @@ from typing import Any, TypeVar
 from transformers import set_seed
 
 from rlvr.api.errors import ConfigWarning, RlvrError, TrainingError
-from rlvr.api.host import Host, build_algorithm, build_generator
+from rlvr.api.host import PluginHost, build_algorithm, build_generator
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, multi_turn, requirements
 from rlvr.data.prompts import (
@@ -143,7 +143,7 @@ class Trainer:
     def __init__(
         self,
         config: RunConfig,
-        host: Host,
+        host: PluginHost,
         *,
         resume: bool = False,
         progress: bool = True,
@@ -795,7 +795,7 @@ def _saved_as_for_inference(model: Any) -> Iterator[None]:
             config.use_cache = before
 
 
-def train(config: RunConfig, host: Host, **options: Any) -> dict:
+def train(config: RunConfig, host: PluginHost, **options: Any) -> dict:
     """Train the policy ``config`` describes; return the last step's metrics. ``options``
     are :func:`run`'s."""
     return run(config, host, **options).metrics
@@ -812,7 +812,7 @@ class RunResult:
 
 def run(
     config: RunConfig,
-    host: Host,
+    host: PluginHost,
     *,
     resume: bool = False,
     progress: bool = True,

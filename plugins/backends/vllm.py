@@ -99,7 +99,14 @@ import numpy as np
 import torch
 from huggingface_hub.utils import are_progress_bars_disabled
 
-from rlvr import Generation, check_request, eos_token_ids, hf_weights, is_peft, unwrap
+from rlvr import (
+    Generation,
+    check_sampling_request,
+    eos_token_ids,
+    hf_weights,
+    is_peft,
+    unwrap_model,
+)
 from rlvr.plugins.backends import INSTALL_HINT, vllm_available
 from rlvr.plugins.backends.params import VLLMParams
 
@@ -223,7 +230,7 @@ class VLLMGenerator:
         self.params = params
         self.run = run
         self.tokenizer = tokenizer
-        model = unwrap(model)
+        model = unwrap_model(model)
         base = model.get_base_model() if is_peft(model) else model
         first = next(base.parameters())
         self.device = first.device
@@ -331,7 +338,7 @@ class VLLMGenerator:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
-        check_request(prompts, n, sampling)
+        check_sampling_request(prompts, n, sampling)
         if not prompts:
             return Generation(token_ids=[], texts=[], truncated=[], logprobs=[])
         greedy = sampling.temperature <= 0
