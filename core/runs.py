@@ -229,15 +229,16 @@ class Trainer:
       ``eval_dataset``: the rows of the in-training evaluation (``training.eval_steps``)
       instead of ``data.eval_path``.
     - ``rewards``: functions in TRL's signature, ``fn(prompts, completions, **kwargs) ->
-      list[float | None]``, called as TRL calls them (:func:`rlvr.call_trl_batch`), each a
-      ``rewards:`` entry after the config's own, labelled ``fn.__name__``, weight 1. A mapping
+      list[float | None]``, called as TRL calls them
+      (:func:`rlvr.rewards.functions.call_trl_batch`), each a ``rewards:`` entry after the
+      config's own, labelled ``fn.__name__``, weight 1. A mapping
       ``{"function": fn, "weight": 0.5, ...}`` sets the entry's other keys (``label``,
       ``weight``, ``timeout``, ``fallback``, ``on_error``, ``correctness``) and the call's
       (``format``, ``kwargs``, ``batch``). A string (or path) is a reward model, as in TRL's
       ``reward_funcs``: the ``reward_model`` reward of that model directory or hub id,
       labelled by its last path part.
     - ``callbacks``: objects that observe the run and may stop it, called after the config's
-      ``callbacks:`` (the methods of :class:`rlvr.RunCallback`); a
+      ``callbacks:`` (the methods of :class:`rlvr.plugin.RunCallback`); a
       ``transformers.TrainerCallback`` is called as TRL's trainer calls it, and its
       ``control.should_training_stop`` ends the run after the step (saved, resumable).
 

@@ -100,7 +100,7 @@ if pytest is not None:
     def rlvr_host_factory() -> Callable[..., PluginHost]:
         """``make(plugins=[...], entrypoints=True)``: a fresh host per call.
 
-        ``plugins`` are modules or objects with ``@rlvr.hookimpl`` methods, registered after
+        ``plugins`` are modules or objects with ``@rlvr.plugin.hookimpl`` methods, registered after
         the entry points; ``entrypoints=False`` leaves out every installed plugin (built-ins
         included).
         """
@@ -206,13 +206,13 @@ def _check_params_model(label: str, params: Any) -> None:
             raise _fail(
                 label,
                 f"{model.__name__} did not report the unknown key {_UNKNOWN_KEY!r} as unknown "
-                "(subclass rlvr.Params, which sets extra='forbid')",
+                "(subclass rlvr.plugin.Params, which sets extra='forbid')",
             ) from None
     else:
         raise _fail(
             label,
             f"{model.__name__} accepts unknown keys, so a typo in a config goes unnoticed; "
-            "subclass rlvr.Params (extra='forbid')",
+            "subclass rlvr.plugin.Params (extra='forbid')",
         )
     try:
         again = model.model_validate(dumped)

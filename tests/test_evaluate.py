@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr import hookimpl
 from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import create_host
 from rlvr.api.registration import Params, Reward
@@ -36,6 +35,7 @@ from rlvr.evaluation.evaluate import (
 from rlvr.model.loading import resolve_device_dtype
 from rlvr.outputs.checkpoint import COMPLETE
 from rlvr.outputs.plot import PlotError, moving_average, plot_run
+from rlvr.plugin import hookimpl
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr import hookimpl
 from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import create_host
 from rlvr.api.registration import Params, Reward
@@ -37,6 +36,7 @@ from rlvr.outputs.checkpoint import (
     save_checkpoint,
 )
 from rlvr.outputs.metrics import CORE_KEYS, TIMING_KEYS, read_metrics
+from rlvr.plugin import hookimpl
 from rlvr.training.callbacks import ReportError
 from rlvr.training.trainer import TrainingError, train
 

@@ -336,7 +336,7 @@ def check_record(record: object, expected: type) -> str | None:
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
         return f"{name!r}: params must be a pydantic model class, got {params!r}"
     if params.model_config.get("extra") != "forbid":
-        return f"{name!r}: params model must reject unknown keys (subclass rlvr.Params)"
+        return f"{name!r}: params model must reject unknown keys (subclass rlvr.plugin.Params)"
     factory = record.factory  # type: ignore[attr-defined]
     if not callable(factory):
         return f"{name!r}: factory is not callable"

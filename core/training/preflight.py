@@ -43,7 +43,7 @@ def check_resume(config: RunConfig) -> None:
     """What ``rlvr train --resume`` checks of the checkpoint it continues from before anything
     loads, with its warnings: one is intact (its files match its manifest), and the config
     changes nothing that gives the saved weights another shape. Raises
-    :class:`~rlvr.TrainingError` as the run does."""
+    :class:`~rlvr.api.errors.TrainingError` as the run does."""
     from rlvr.outputs.resume import check_config, newest_intact  # torch
 
     root = Path(config.training.output_dir).absolute()

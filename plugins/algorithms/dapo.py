@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from rlvr import GroupRelative, RolloutBatch, RunInfo, metric_values, python_float
 from rlvr import functional as F
+from rlvr._builtin import GroupRelative, python_float
+from rlvr.plugin import RolloutBatch, RunInfo, metric_values
 
 
 class DAPO(GroupRelative):

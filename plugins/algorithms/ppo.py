@@ -13,15 +13,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlvr import (
-    PolicyGradient,
-    RolloutBatch,
-    RunInfo,
-    kl_shaped_token_rewards,
-    last_token_rewards,
-    python_float,
-)
 from rlvr import functional as F
+from rlvr._builtin import kl_shaped_token_rewards, last_token_rewards, python_float
+from rlvr.plugin import PolicyGradient, RolloutBatch, RunInfo
 
 
 class ValueModel(nn.Module):

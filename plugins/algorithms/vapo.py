@@ -20,15 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from rlvr import (
-    LossOutput,
-    RolloutBatch,
-    RunInfo,
-    kl_shaped_token_rewards,
-    metric_values,
-    python_float,
-)
 from rlvr import functional as F
+from rlvr._builtin import kl_shaped_token_rewards, python_float
+from rlvr.plugin import LossOutput, RolloutBatch, RunInfo, metric_values
 from rlvr.plugins.algorithms.ppo import PPO
 
 

@@ -25,16 +25,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from rlvr import (
-    Generation,
-    RunInfo,
-    SamplingParams,
-    autocast,
-    check_sampling_request,
-    eos_token_ids,
-    is_peft,
-    unwrap_model,
-)
+from rlvr._builtin import check_sampling_request, is_peft, unwrap_model
+from rlvr.plugin import Generation, RunInfo, SamplingParams, autocast, eos_token_ids
 from rlvr.plugins.backends.params import HFParams
 
 

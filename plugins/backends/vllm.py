@@ -99,19 +99,13 @@ import numpy as np
 import torch
 from huggingface_hub.utils import are_progress_bars_disabled
 
-from rlvr import (
-    Generation,
-    check_sampling_request,
-    eos_token_ids,
-    hf_weights,
-    is_peft,
-    unwrap_model,
-)
+from rlvr._builtin import check_sampling_request, hf_weights, is_peft, unwrap_model
+from rlvr.plugin import Generation, eos_token_ids
 from rlvr.plugins.backends import INSTALL_HINT, vllm_available
 from rlvr.plugins.backends.params import VLLMParams
 
 if TYPE_CHECKING:
-    from rlvr import RunInfo, SamplingParams
+    from rlvr.plugin import RunInfo, SamplingParams
 
 _WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "model.safetensors.index.json")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")

@@ -17,7 +17,8 @@ something else pays for using the problem's numbers.
 
 from __future__ import annotations
 
-from rlvr import Sample, link_holds, written_calculations
+from rlvr._builtin import link_holds, written_calculations
+from rlvr.plugin import Sample
 from rlvr.plugins.rewards.params import ArithmeticParams
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import functools
 
-from rlvr import Sample, calculation_results, row_field
+from rlvr._builtin import calculation_results, row_field
+from rlvr.plugin import Sample
 from rlvr.plugins.rewards.params import StepsParams
 
 
