@@ -31,7 +31,6 @@ from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-import rlvr
 from rlvr.api.host import KINDS, create_host
 from rlvr.api.registration import Params
 from rlvr.cli.main import build_parser
