@@ -155,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rlvr import RunInfo, SamplingParams, create_host
+    from rlvr import create_host
+    from rlvr.plugin import RunInfo, SamplingParams
 
     backends = create_host().backends  # the installed hf and vllm backends, as a run finds them
 

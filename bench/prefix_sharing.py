@@ -46,7 +46,8 @@ from transformers import (  # noqa: E402
     LlamaForCausalLM,
 )
 
-from rlvr import RunInfo, SamplingParams, build_tiny_model, create_host  # noqa: E402
+from rlvr import build_tiny_model, create_host  # noqa: E402
+from rlvr.plugin import RunInfo, SamplingParams  # noqa: E402
 
 #: name: hidden, layers, heads, kv_heads, intermediate, vocab
 SHAPES = {

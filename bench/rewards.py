@@ -17,7 +17,8 @@ import random
 import time
 from pathlib import Path
 
-from rlvr import Sample, Scorer, create_host, load_config
+from rlvr import Scorer, create_host, load_config
+from rlvr.plugin import Sample
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "test.jsonl"
 STYLES = [

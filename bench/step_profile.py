@@ -47,7 +47,7 @@ PHASES = {
 
 class _WithoutInert:
     """An algorithm's built object without ``inert()`` (optional in
-    :class:`rlvr.AlgorithmImpl`): the update then skips no rows."""
+    :class:`rlvr.plugin.AlgorithmImpl`): the update then skips no rows."""
 
     def __init__(self, impl: Any) -> None:
         self._impl = impl
@@ -58,14 +58,14 @@ class _WithoutInert:
         return getattr(self._impl, name)
 
 
-def _no_skip_plugin(record: rlvr.Algorithm) -> object:
+def _no_skip_plugin(record: rlvr.plugin.Algorithm) -> object:
     """An in-process plugin registering ``record`` as ``<name>_noskip``, without ``inert()``."""
 
     class NoSkip:
-        @rlvr.hookimpl
+        @rlvr.plugin.hookimpl
         def rlvr_register_algorithms(self, register: Any) -> None:
             register(
-                rlvr.Algorithm(
+                rlvr.plugin.Algorithm(
                     name=f"{record.name}_noskip",
                     params=record.params,
                     factory=lambda params, run: _WithoutInert(record.factory(params, run)),

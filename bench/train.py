@@ -83,7 +83,8 @@ def bench_reward_factory(params):
 
 
 def _host():
-    from rlvr import Params, Reward, create_host, hookimpl
+    from rlvr import create_host
+    from rlvr.plugin import Params, Reward, hookimpl
 
     class BenchPlugin:
         @hookimpl

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import ConfigWarning, RlvrError
-from rlvr.api.host import Host, create_host
+from rlvr.api.host import PluginHost, create_host
 from rlvr.config.schema import RunConfig, load_config
 from rlvr.model.installation import check_installation
 from rlvr.outputs.console import quiet_third_party
@@ -43,7 +43,7 @@ TRAIN_SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
 EVAL_SECTIONS = ("model", "data", "rewards")
 
 
-def plugin_host(*, quiet: bool = False) -> Host:
+def plugin_host(*, quiet: bool = False) -> PluginHost:
     """Every installed plugin, each failed one reported on stderr as a warning."""
     host = create_host()
     if not quiet:
@@ -56,7 +56,7 @@ def validate(
     config: str | Path | RunConfig,
     *,
     overrides: Sequence[str] = (),
-    host: Host | None = None,
+    host: PluginHost | None = None,
     allow_code: bool = False,
     trust_remote_code: bool = False,
     resume: bool = False,
@@ -82,7 +82,7 @@ def validate(
 def _checked(
     config: str | Path | RunConfig,
     overrides: Sequence[str],
-    host: Host | None,
+    host: PluginHost | None,
     allow_code: bool,
     trust_remote_code: bool,
     resume: bool,
@@ -109,7 +109,7 @@ def _checked(
 
 def _loaded(
     config: str | Path | RunConfig,
-    host: Host,
+    host: PluginHost,
     *,
     overrides: list[str],
     require: tuple[str, ...],
@@ -145,7 +145,7 @@ def train(
     overrides: Sequence[str] = (),
     resume: bool = False,
     progress: bool = True,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     allow_code: bool = False,
     trust_remote_code: bool = False,
 ) -> dict[str, Any]:
@@ -173,7 +173,7 @@ def evaluate(
     output: str | Path | None = None,
     metric: str | None = None,
     threshold: float | None = None,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     allow_code: bool = False,
     trust_remote_code: bool = False,
 ) -> dict[str, Any]:
@@ -229,15 +229,16 @@ class Trainer:
       ``eval_dataset``: the rows of the in-training evaluation (``training.eval_steps``)
       instead of ``data.eval_path``.
     - ``rewards``: functions in TRL's signature, ``fn(prompts, completions, **kwargs) ->
-      list[float | None]``, called as TRL calls them (:func:`rlvr.call_trl_batch`), each a
-      ``rewards:`` entry after the config's own, labelled ``fn.__name__``, weight 1. A mapping
+      list[float | None]``, called as TRL calls them
+      (:func:`rlvr.rewards.functions.call_trl_batch`), each a ``rewards:`` entry after the
+      config's own, labelled ``fn.__name__``, weight 1. A mapping
       ``{"function": fn, "weight": 0.5, ...}`` sets the entry's other keys (``label``,
       ``weight``, ``timeout``, ``fallback``, ``on_error``, ``correctness``) and the call's
       (``format``, ``kwargs``, ``batch``). A string (or path) is a reward model, as in TRL's
       ``reward_funcs``: the ``reward_model`` reward of that model directory or hub id,
       labelled by its last path part.
     - ``callbacks``: objects that observe the run and may stop it, called after the config's
-      ``callbacks:`` (the methods of :class:`rlvr.RunCallback`); a
+      ``callbacks:`` (the methods of :class:`rlvr.plugin.RunCallback`); a
       ``transformers.TrainerCallback`` is called as TRL's trainer calls it, and its
       ``control.should_training_stop`` ends the run after the step (saved, resumable).
 
@@ -261,7 +262,7 @@ class Trainer:
         rewards: Sequence[Callable[..., Any] | Mapping[str, Any]] = (),
         callbacks: Sequence[Any] = (),
         overrides: Sequence[str] = (),
-        host: Host | None = None,
+        host: PluginHost | None = None,
         allow_code: bool = False,
         trust_remote_code: bool = False,
     ) -> None:

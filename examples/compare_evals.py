@@ -28,7 +28,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from rlvr import gold_from_row
+from rlvr.plugin import gold_from_row
 
 
 def load(path: str) -> dict[tuple[int, int], dict]:

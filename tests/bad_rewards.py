@@ -96,7 +96,7 @@ def batch_misbehave(params):
     batch it was scored in shows), logging a column and a metric; a batch holding "raise",
     "sleep", "exit", "short" or "bad" raises, hangs, kills the worker, returns one value too
     few, or returns a string for that sample."""
-    from rlvr import BatchOutput
+    from rlvr.plugin import BatchOutput
 
     def reward(samples):
         texts = [s.completion for s in samples]

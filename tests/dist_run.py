@@ -25,11 +25,11 @@ import signal
 import sys
 from typing import Any
 
-from rlvr import hookimpl
 from rlvr.api.host import create_host
 from rlvr.api.registration import Backend, Capabilities, Params, Reward
 from rlvr.api.runtime import Generation, SamplingParams
 from rlvr.config.schema import load_config
+from rlvr.plugin import hookimpl
 from rlvr.training.launch import train
 
 ANSWERS = ["7", "The answer is 5", "12", "x", "4 + 4 = 8", "no idea", "3", "10 10"]

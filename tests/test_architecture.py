@@ -23,14 +23,18 @@ from pathlib import Path
 import pytest
 
 import rlvr
+import rlvr.plugin
 
 REPO = Path(__file__).resolve().parents[1]
 CORE = REPO / "core"
 PLUGINS = REPO / "plugins"
 TEMPLATES = CORE / "cli" / "templates"
 
-#: What code outside rlvr's internals may import of rlvr (besides its own package).
-PUBLIC_MODULES = ("rlvr", "rlvr.functional", "rlvr.testing")
+#: The public tiers: what code outside rlvr's internals may import of rlvr (besides its own
+#: package). ``rlvr`` for scripts, ``rlvr.plugin`` for plugin authors.
+PUBLIC_MODULES = ("rlvr", "rlvr.plugin", "rlvr.functional", "rlvr.testing")
+#: What only the built-in plugins use: they may import it too, nothing else outside core may.
+BUILTIN_MODULE = "rlvr._builtin"
 
 #: Every import inside a function in core/ and plugins/: module -> {imported module: why}.
 #: Anything else belongs at the top of its module. The allowed ones are optional extras, and in
@@ -187,9 +191,10 @@ def imports(tree: ast.AST) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]
 
 
 def private_imports(source: str, importer: str, own_package: str | None) -> list[str]:
-    """The imports of rlvr in ``source`` that are not the public API: only ``rlvr``,
-    ``rlvr.functional``, ``rlvr.testing`` and names in ``rlvr.__all__`` (and ``own_package``
-    and its modules, for a built-in plugin family)."""
+    """The imports of rlvr in ``source`` that are not the public API: only the modules of
+    :data:`PUBLIC_MODULES` and the names in their ``__all__`` (and ``own_package`` and its
+    modules, plus :data:`BUILTIN_MODULE`, for a built-in plugin family)."""
+    allowed = PUBLIC_MODULES + ((BUILTIN_MODULE,) if own_package else ())
     problems = []
     for node, _ in imports(ast.parse(source)):
         for module in imported_modules(node, importer):
@@ -197,12 +202,17 @@ def private_imports(source: str, importer: str, own_package: str | None) -> list
                 continue
             if own_package and (module == own_package or module.startswith(own_package + ".")):
                 continue
-            if module not in PUBLIC_MODULES:
+            if module not in allowed:
                 problems.append(f"line {node.lineno}: imports {module}")
-            elif module == "rlvr" and isinstance(node, ast.ImportFrom):
-                unknown = [a.name for a in node.names if a.name not in rlvr.__all__]
+            elif isinstance(node, ast.ImportFrom) and node.module == module:
+                exported = set(importlib.import_module(module).__all__)
+                if module == "rlvr":
+                    exported |= {m.removeprefix("rlvr.") for m in PUBLIC_MODULES}
+                unknown = [a.name for a in node.names if a.name not in exported]
                 if unknown:
-                    problems.append(f"line {node.lineno}: rlvr has no public {', '.join(unknown)}")
+                    problems.append(
+                        f"line {node.lineno}: {module} has no public {', '.join(unknown)}"
+                    )
     return problems
 
 
@@ -254,13 +264,21 @@ def test_examples_bench_templates_and_plugins_import_only_the_public_api(path, o
     problems = private_imports(path.read_text(), module_name(path), own)
     assert not problems, (
         f"{path.relative_to(REPO)} must import only {', '.join(PUBLIC_MODULES)} (names in "
-        f"rlvr.__all__): " + "; ".join(problems)
+        f"their __all__; a built-in plugin {BUILTIN_MODULE} too): " + "; ".join(problems)
     )
 
 
 def test_the_public_api_rule_objects_to_internals():
     plugin = "rlvr.plugins.rewards.mine"
-    assert private_imports("from rlvr import Reward, functional", plugin, None) == []
+    assert private_imports("from rlvr.plugin import Reward", plugin, None) == []
+    assert private_imports("from rlvr import functional, load_config", plugin, None) == []
+    assert private_imports("from rlvr import Reward", plugin, None)  # the authors' tier
+    assert private_imports("from rlvr.plugin import load_config", plugin, None)  # scripts'
+    assert private_imports("from rlvr._builtin import load_function", plugin, None)
+    assert (
+        private_imports("from rlvr._builtin import load_function", plugin, "rlvr.plugins.x") == []
+    )
+    assert private_imports("from rlvr._builtin import Reward", plugin, "rlvr.plugins.x")
     assert private_imports("from rlvr.functional import masked_mean", plugin, None) == []
     assert private_imports("from rlvr.training.update import PolicyUpdate", plugin, None)
     assert private_imports("import rlvr.functional.losses", plugin, None)
@@ -362,10 +380,10 @@ def test_every_plugin_family_has_one_layout(family):
     assert records and not host.failures
     for record in records:
         assert record.params.__module__ == f"rlvr.plugins.{family}.params", record.name
-        assert isinstance(record.factory, rlvr.LazyFactory), record.name
+        assert isinstance(record.factory, rlvr.plugin.LazyFactory), record.name
         module, _, attr = record.factory.target.partition(":")
-        if module == "rlvr":
-            assert attr in rlvr.__all__, record.factory
+        if module in ("rlvr.plugin", "rlvr._builtin"):
+            assert attr in importlib.import_module(module).__all__, record.factory
         else:
             assert module.startswith(f"rlvr.plugins.{family}."), record.factory
             assert (PLUGINS / family / f"{module.rsplit('.', 1)[1]}.py").is_file()
@@ -407,16 +425,28 @@ def test_every_core_subpackage_is_shipped_and_placed_in_the_layers():
 # --------------------------------------------------------------------------- (d) the facade
 
 
-def test_every_public_name_resolves():
-    missing = [name for name in rlvr.__all__ if not hasattr(rlvr, name)]
-    assert not missing, f"rlvr.__all__ names what rlvr does not define: {missing}"
-    assert set(rlvr._EXPORTS) | {"hookimpl", "__version__"} == set(rlvr.__all__)
+#: The modules that gather names lazily (core/_lazy.py), each with the names it defines itself.
+LAZY_MODULES = {
+    "rlvr": {"__version__"},
+    "rlvr.plugin": {"hookimpl"},
+    "rlvr._builtin": set(),
+}
 
 
-def test_the_facade_is_declared_for_type_checkers():
-    """The TYPE_CHECKING block of core/__init__.py imports every lazy name (else mypy and
+@pytest.mark.parametrize("name", list(LAZY_MODULES))
+def test_every_public_name_resolves(name):
+    module = importlib.import_module(name)
+    missing = [n for n in module.__all__ if not hasattr(module, n)]
+    assert not missing, f"{name}.__all__ names what {name} does not define: {missing}"
+    assert set(module._EXPORTS) | LAZY_MODULES[name] == set(module.__all__)
+
+
+@pytest.mark.parametrize("name", list(LAZY_MODULES))
+def test_the_facade_is_declared_for_type_checkers(name):
+    """The TYPE_CHECKING block of each lazy module imports every lazy name (else mypy and
     editors do not see ``rlvr.train``), each from the module ``_EXPORTS`` says."""
-    tree = ast.parse((CORE / "__init__.py").read_text())
+    module = importlib.import_module(name)
+    tree = ast.parse(Path(module.__file__).read_text())
     (block,) = [
         n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
     ]
@@ -424,18 +454,24 @@ def test_the_facade_is_declared_for_type_checkers():
     for node in block.body:
         assert isinstance(node, ast.ImportFrom)
         for alias in node.names:
-            module = node.module if node.module != "rlvr" else f"rlvr.{alias.name}"
-            declared[alias.asname or alias.name] = module
-    assert declared == rlvr._EXPORTS
+            declared[alias.asname or alias.name] = node.module
+    assert declared == module._EXPORTS
+
+
+def _loaded_after(code: str) -> str:
+    heavy = "{'torch', 'pydantic', 'transformers'}"
+    probe = f"import sys\n{code}\nprint(sorted({heavy} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
 
 
 def test_the_hook_marker_loads_neither_torch_nor_pydantic():
-    code = (
-        "import sys\nfrom rlvr import hookimpl\n"
-        "print(sorted({'torch', 'pydantic', 'transformers'} & set(sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert _loaded_after("from rlvr.plugin import hookimpl") == "[]"
+    assert _loaded_after("import rlvr") == "[]"
+
+
+def test_a_plugin_module_s_imports_load_no_torch():
+    assert _loaded_after("from rlvr.plugin import hookimpl, Reward, Sample") == "['pydantic']"
 
 
 # --------------------------------------------------------------------------- (e) the contract

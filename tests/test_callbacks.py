@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import rlvr
+import rlvr.plugin
 from rlvr.api.host import create_host
 from rlvr.config.schema import ConfigError, load_config
 from rlvr.outputs.metrics import read_metrics
@@ -23,7 +24,7 @@ from rlvr.training.launch import train
 SECTIONS = ("model", "data", "rewards", "algorithm", "backend")
 
 
-class RecorderParams(rlvr.Params):
+class RecorderParams(rlvr.plugin.Params):
     stop_at: int | None = None
 
 
@@ -33,7 +34,7 @@ class Recorder:
 
     calls: list[tuple] = []
 
-    def __init__(self, params: RecorderParams, run: rlvr.RunInfo) -> None:
+    def __init__(self, params: RecorderParams, run: rlvr.plugin.RunInfo) -> None:
         self.stop_at = params.stop_at
         self.max_steps = run.max_steps
 
@@ -56,10 +57,10 @@ class Recorder:
 
 
 class RecorderPlugin:
-    @rlvr.hookimpl
+    @rlvr.plugin.hookimpl
     def rlvr_register_callbacks(self, register):
         register(
-            rlvr.Callback(
+            rlvr.plugin.Callback(
                 name="recorder",
                 params=RecorderParams,
                 factory=Recorder,
@@ -290,7 +291,7 @@ packages = ["rlvr_steplog"]
 _INIT = """
 import json
 
-from rlvr import Callback, Params, hookimpl
+from rlvr.plugin import Callback, Params, hookimpl
 
 
 class StepLogParams(Params):

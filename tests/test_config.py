@@ -9,11 +9,11 @@ import warnings
 import pytest
 from pydantic import Field
 
-from rlvr import hookimpl
 from rlvr.api.host import create_host
 from rlvr.api.registration import Algorithm, Backend, Capabilities, Params, Requirements, Reward
 from rlvr.cli.main import main
 from rlvr.config.schema import ConfigError, apply_overrides, json_schema, load_config
+from rlvr.plugin import hookimpl
 
 
 class ToleranceParams(Params):

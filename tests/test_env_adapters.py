@@ -100,7 +100,7 @@ def guess_server(guess_file):
     """The environment served by OpenEnv's create_app with uvicorn on 127.0.0.1."""
     from openenv.core.env_server import create_app  # noqa: PLC0415 (optional package)
 
-    from rlvr import load_function
+    from rlvr.api.usercode import load_function
 
     env_cls = load_function(f"{guess_file}:GuessEnvironment")
     module = sys.modules[env_cls.__module__]
@@ -275,7 +275,7 @@ def test_openenv_mcp_tools_are_the_models_tools(policy, tmp_path, where):
         create_app,
     )
 
-    from rlvr import load_function
+    from rlvr.api.usercode import load_function
 
     path = tmp_path / "sum_env.py"
     path.write_text(SUM_ENV)
@@ -322,7 +322,7 @@ def test_openenv_mcp_tools_are_the_models_tools(policy, tmp_path, where):
 def test_a_server_at_capacity_fails_the_episodes_it_turns_away(policy, guess_file):
     from openenv.core.env_server import create_app  # noqa: PLC0415 (optional package)
 
-    from rlvr import load_function
+    from rlvr.api.usercode import load_function
 
     env_cls = load_function(f"{guess_file}:GuessEnvironment")
     module = sys.modules[env_cls.__module__]

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import rlvr
+import rlvr.plugin
 from rlvr.api.host import create_host
 from rlvr.api.runtime import RunInfo, SamplingParams
 from rlvr.cli import main as cli
@@ -37,13 +38,15 @@ class Echo:
         self.params = params
 
     async def start(self, row, prompt):
-        return rlvr.EpisodeStart(messages=list(prompt), state={"answer": row["answer"], "n": 0})
+        return rlvr.plugin.EpisodeStart(
+            messages=list(prompt), state={"answer": row["answer"], "n": 0}
+        )
 
     async def respond(self, state, message):
         state["n"] += 1
         if state["answer"] in message["content"]:
-            return rlvr.EnvResponse(done=True, rewards={"solved": 1.0})
-        return rlvr.EnvResponse(messages=[{"role": "user", "content": f"no ({state['n']})"}])
+            return rlvr.plugin.EnvResponse(done=True, rewards={"solved": 1.0})
+        return rlvr.plugin.EnvResponse(messages=[{"role": "user", "content": f"no ({state['n']})"}])
 
     async def close(self, state):
         pass
@@ -54,18 +57,18 @@ class OnSelf(Echo):
 
     async def start(self, row, prompt):
         self.answer = row["answer"]
-        return rlvr.EpisodeStart(messages=list(prompt), state={"n": 0})
+        return rlvr.plugin.EpisodeStart(messages=list(prompt), state={"n": 0})
 
     async def respond(self, state, message):
         state["n"] += 1
         if self.answer in message["content"]:
-            return rlvr.EnvResponse(done=True, rewards={"solved": 1.0})
-        return rlvr.EnvResponse(messages=[{"role": "user", "content": f"not {self.answer}"}])
+            return rlvr.plugin.EnvResponse(done=True, rewards={"solved": 1.0})
+        return rlvr.plugin.EnvResponse(messages=[{"role": "user", "content": f"not {self.answer}"}])
 
 
 class NanReward(Echo):
     async def respond(self, state, message):
-        return rlvr.EnvResponse(done=True, rewards={"score": math.nan})
+        return rlvr.plugin.EnvResponse(done=True, rewards={"score": math.nan})
 
 
 class PlainStart(Echo):
@@ -76,7 +79,7 @@ class PlainStart(Echo):
 class BadTool(Echo):
     async def start(self, row, prompt):
         tool = {"type": "function", "function": {"name": "f", "parameters": {"type": 3}}}
-        return rlvr.EpisodeStart(messages=list(prompt), tools=[tool], state={"answer": "42"})
+        return rlvr.plugin.EpisodeStart(messages=list(prompt), tools=[tool], state={"answer": "42"})
 
 
 class RaisesOnToolCall(Echo):
@@ -95,12 +98,12 @@ class CloseNeedsRespond(Echo):
         return await super().respond(state, message)
 
 
-class NeedsKey(rlvr.Params):
+class NeedsKey(rlvr.plugin.Params):
     key: str
 
 
-def record(factory, params=rlvr.Params, name="probe"):
-    return rlvr.Environment(name=name, params=params, factory=factory, description="a probe")
+def record(factory, params=rlvr.plugin.Params, name="probe"):
+    return rlvr.plugin.Environment(name=name, params=params, factory=factory, description="a probe")
 
 
 # --------------------------------------------------------------------------- check_environment
@@ -208,7 +211,7 @@ class Returns(Echo):
 
 
 def _done(**rewards):
-    return rlvr.EnvResponse(done=True, rewards=rewards)
+    return rlvr.plugin.EnvResponse(done=True, rewards=rewards)
 
 
 BAD_TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": 3}}}
@@ -218,11 +221,16 @@ OUTPUTS = [
     ("a declared reward", None, _done(solved=1.0), None),
     ("a bool reward", None, _done(solved=True), None),
     ("an int reward", None, _done(solved=1), None),
-    ("a read-only mapping", None, rlvr.EnvResponse(done=True, rewards=MappingProxyType({})), None),
+    (
+        "a read-only mapping",
+        None,
+        rlvr.plugin.EnvResponse(done=True, rewards=MappingProxyType({})),
+        None,
+    ),
     (
         "feedback, then more",
         None,
-        rlvr.EnvResponse(messages=[{"role": "user", "content": "?"}]),
+        rlvr.plugin.EnvResponse(messages=[{"role": "user", "content": "?"}]),
         None,
     ),
     (
@@ -234,26 +242,31 @@ OUTPUTS = [
     ("a NaN", None, _done(solved=math.nan), "gave reward 'solved' the value nan"),
     ("past the limit", None, _done(solved=1e7), "at most 1e+06 in magnitude"),
     ("a string", None, _done(solved="1"), "gave reward 'solved' the value '1'"),
-    ("a list", None, rlvr.EnvResponse(done=True, rewards=[1.0]), "not a dict of named values"),
-    ("done not a bool", None, rlvr.EnvResponse(done="yes"), "gave done='yes', not a bool"),
-    ("nothing, not done", None, rlvr.EnvResponse(), "returned no messages and done=False"),
+    (
+        "a list",
+        None,
+        rlvr.plugin.EnvResponse(done=True, rewards=[1.0]),
+        "not a dict of named values",
+    ),
+    ("done not a bool", None, rlvr.plugin.EnvResponse(done="yes"), "gave done='yes', not a bool"),
+    ("nothing, not done", None, rlvr.plugin.EnvResponse(), "returned no messages and done=False"),
     (
         "content not text",
         None,
-        rlvr.EnvResponse(messages=[{"role": "user", "content": 3}]),
+        rlvr.plugin.EnvResponse(messages=[{"role": "user", "content": 3}]),
         "the chat template needs text",
     ),
     ("not an EnvResponse", None, {"done": True}, "returned dict, not EnvResponse"),
     ("start: a list", lambda p: p, _done(), "returned list, not EpisodeStart"),
     (
         "start: no messages",
-        lambda p: rlvr.EpisodeStart(messages=[]),
+        lambda p: rlvr.plugin.EpisodeStart(messages=[]),
         _done(),
         "returned no messages",
     ),
     (
         "start: a bad tool",
-        lambda p: rlvr.EpisodeStart(messages=p, tools=[BAD_TOOL]),
+        lambda p: rlvr.plugin.EpisodeStart(messages=p, tools=[BAD_TOOL]),
         _done(),
         "gave tool 'f' the parameters",
     ),
@@ -261,13 +274,13 @@ OUTPUTS = [
 
 
 class OutputsPlugin:
-    @rlvr.hookimpl
+    @rlvr.plugin.hookimpl
     def rlvr_register_environments(self, register):
         for k, (_, start, response, _) in enumerate(OUTPUTS):
             register(
-                rlvr.Environment(
+                rlvr.plugin.Environment(
                     name=f"case{k}",
-                    params=rlvr.Params,
+                    params=rlvr.plugin.Params,
                     factory=lambda params, run, s=start, r=response: Returns(s, r),
                     description="one case of the table",
                     rewards=lambda params: ("solved",),
@@ -337,22 +350,22 @@ class Flaky:
     async def start(self, row, prompt):
         if self.params.broken:
             raise RuntimeError("cannot reach the task server")
-        return rlvr.EpisodeStart(messages=list(prompt), state={"answer": row["answer"]})
+        return rlvr.plugin.EpisodeStart(messages=list(prompt), state={"answer": row["answer"]})
 
     async def respond(self, state, message):
         if state["answer"] in message["content"]:
-            return rlvr.EnvResponse(done=True, rewards={"solved": 1.0})
-        return rlvr.EnvResponse(messages=[{"role": "user", "content": "try again"}])
+            return rlvr.plugin.EnvResponse(done=True, rewards={"solved": 1.0})
+        return rlvr.plugin.EnvResponse(messages=[{"role": "user", "content": "try again"}])
 
     async def close(self, state):
         pass
 
-class FlakyParams(rlvr.Params):
+class FlakyParams(rlvr.plugin.Params):
     broken: bool = False
 
-@rlvr.hookimpl
+@rlvr.plugin.hookimpl
 def rlvr_register_environments(register):
-    register(rlvr.Environment(name="flaky", params=FlakyParams, factory=Flaky,
+    register(rlvr.plugin.Environment(name="flaky", params=FlakyParams, factory=Flaky,
                               description="a probe"))
 """
 
@@ -437,7 +450,7 @@ class Blocker:
         pass
 
     async def start(self, row, prompt):
-        return rlvr.EpisodeStart(messages=list(prompt))
+        return rlvr.plugin.EpisodeStart(messages=list(prompt))
 
     async def respond(self, state, message):
         time.sleep(1000)  # blocks the event loop
@@ -445,9 +458,9 @@ class Blocker:
     async def close(self, state):
         pass
 
-@rlvr.hookimpl
+@rlvr.plugin.hookimpl
 def rlvr_register_environments(register):
-    register(rlvr.Environment(name="blocker", params=rlvr.Params, factory=Blocker,
+    register(rlvr.plugin.Environment(name="blocker", params=rlvr.plugin.Params, factory=Blocker,
                               description="a respond that blocks"))
 """
 

@@ -38,7 +38,7 @@ packages = ["rlvr_guess"]
 
 # The registration and the environment of docs/how-to/write-an-environment.md.
 INIT = """
-from rlvr import Environment, LazyFactory, Params, hookimpl
+from rlvr.plugin import Environment, LazyFactory, Params, hookimpl
 
 
 class GuessParams(Params):
@@ -60,7 +60,7 @@ def rlvr_register_environments(register):
 ENV = '''
 from typing import Any
 
-from rlvr import EnvResponse, EpisodeStart, Message, RunInfo
+from rlvr.plugin import EnvResponse, EpisodeStart, Message, RunInfo
 
 from rlvr_guess import GuessParams
 

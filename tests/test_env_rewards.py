@@ -15,6 +15,7 @@ import torch
 from turn_ending import turn_ending_policy
 
 import rlvr
+import rlvr.plugin
 from rlvr.api.host import create_host
 from rlvr.api.registration import Sample
 from rlvr.api.runtime import EnvResponse, EpisodeStart, RunInfo, SamplingParams
@@ -76,12 +77,12 @@ class Judge:
 
 
 class JudgePlugin:
-    @rlvr.hookimpl
+    @rlvr.plugin.hookimpl
     def rlvr_register_environments(self, register):
         register(
-            rlvr.Environment(
+            rlvr.plugin.Environment(
                 name="judge",
-                params=rlvr.Params,
+                params=rlvr.plugin.Params,
                 factory=Judge,
                 description="feedback turns, a solved reward and a group rank",
                 rewards=lambda params: ("solved", "turns", "rank"),

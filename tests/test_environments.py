@@ -22,6 +22,7 @@ import torch
 from turn_ending import turn_ending_policy
 
 import rlvr
+import rlvr.plugin
 from rlvr.api.host import PluginError, build_environment, create_host
 from rlvr.api.runtime import EnvResponse, EpisodeStart, Generation, RunInfo, SamplingParams
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
@@ -111,11 +112,11 @@ def test_an_environment_with_sync_methods_is_refused_when_built():
         def respond(self, state, message): ...
         def close(self, state): ...
 
-    record = rlvr.Environment(
-        name="sync", params=rlvr.Params, factory=lambda params, run: Sync(), description=""
+    record = rlvr.plugin.Environment(
+        name="sync", params=rlvr.plugin.Params, factory=lambda params, run: Sync(), description=""
     )
     with pytest.raises(PluginError, match=r"start\(\) \(must be async def\)"):
-        build_environment(record, rlvr.Params(), RUN)
+        build_environment(record, rlvr.plugin.Params(), RUN)
 
 
 # --------------------------------------------------------------------------- tools
@@ -386,8 +387,8 @@ def test_trained_tokens_are_the_sampled_ones_plus_the_environments(policy, backe
         assert all(max(c) >= 128 for c in spy.cached[1:]), spy.cached
     assert (batch.sampler_logp[~sampled] == 0).all()
     # The policy-gradient loss mask leaves the environment's tokens out.
-    algo = rlvr.PolicyGradient.__new__(rlvr.PolicyGradient)
-    algo.params = rlvr.GroupParams()
+    algo = rlvr.plugin.PolicyGradient.__new__(rlvr.plugin.PolicyGradient)
+    algo.params = rlvr.plugin.GroupParams()
     assert torch.equal(algo.loss_mask(batch), batch.completion_mask * batch.action_mask)
     # ... and so does the trainer, for an algorithm whose loss mask is the completion mask
     prepared = dataclasses.replace(batch, loss_mask=batch.completion_mask.clone())
@@ -625,12 +626,12 @@ class Flaky(Scripted):
 
 
 class FlakyPlugin:
-    @rlvr.hookimpl
+    @rlvr.plugin.hookimpl
     def rlvr_register_environments(self, register):
         register(
-            rlvr.Environment(
+            rlvr.plugin.Environment(
                 name="flaky",
-                params=rlvr.Params,
+                params=rlvr.plugin.Params,
                 factory=lambda params, run: Flaky(turns=2),
                 description="breaks on some rows",
             )

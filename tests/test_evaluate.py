@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr import hookimpl
 from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import create_host
 from rlvr.api.registration import Params, Reward
@@ -29,6 +28,7 @@ from rlvr.functional import pass_at_k
 from rlvr.model.loading import resolve_device_dtype
 from rlvr.outputs.checkpoint import COMPLETE
 from rlvr.outputs.plot import PlotError, moving_average, plot_run
+from rlvr.plugin import hookimpl
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -10,7 +10,7 @@ from rlvr.api.host import PluginError, create_host
 from rlvr.cli.main import main
 
 GOOD = """
-from rlvr import hookimpl
+from rlvr.plugin import hookimpl
 from rlvr.api.registration import Params, Reward
 
 class LenParams(Params):
@@ -62,7 +62,7 @@ def test_broken_import_is_recorded_not_fatal(fake_dist, monkeypatch):
 
 def test_bad_registration_is_recorded(fake_dist):
     source = """
-from rlvr import hookimpl
+from rlvr.plugin import hookimpl
 from pydantic import BaseModel
 from rlvr.api.registration import Reward
 
@@ -142,7 +142,7 @@ def test_plugins_table_columns_line_up(capsys):
 
 def test_in_process_plugins_for_tests():
     class Plugin:
-        from rlvr import hookimpl
+        from rlvr.plugin import hookimpl
 
         @hookimpl
         def rlvr_register_rewards(self, register):
@@ -155,7 +155,7 @@ def test_in_process_plugins_for_tests():
 
 
 def _host_with(record):
-    from rlvr import hookimpl
+    from rlvr.plugin import hookimpl
 
     class Plugin:
         @hookimpl
@@ -222,3 +222,30 @@ def test_a_built_object_missing_a_member_is_named_before_training():
     with pytest.raises(PluginError, match="backend 'y'.*lacks sync_weights"):
         build_generator(backend, Params(), run, None, None)
     assert closed == [True]  # what was built is closed again
+
+
+REFUSING = """
+from rlvr.plugin import Algorithm, Params, PluginError, hookimpl
+
+class PickyParams(Params):
+    window: int = 99
+
+def build(params, run):
+    raise PluginError(f"window {params.window} does not fit this run; set window below 8")
+
+@hookimpl
+def rlvr_register_algorithms(register):
+    register(Algorithm(name="picky", params=PickyParams, factory=build,
+                       description="refuses every configuration"))
+"""
+
+
+def test_a_factory_raising_plugin_error_gives_the_user_one_error_line(
+    fake_dist, tmp_path, train_sections, capsys
+):
+    fake_dist("rlvr-picky", "rlvr_picky", {"picky": "rlvr_picky"}, REFUSING)
+    config = tmp_path / "run.yaml"
+    config.write_text(train_sections + "algorithm: {name: picky}\nrewards: [{name: answer}]\n")
+    assert main(["validate", str(config)]) == 3
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["error: window 99 does not fit this run; set window below 8"], err

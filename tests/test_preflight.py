@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 import rlvr
-from rlvr import Environment, Params, hookimpl
 from rlvr.api.host import create_host
 from rlvr.cli.main import main
+from rlvr.plugin import Environment, Params, hookimpl
 
 HAS_WANDB = importlib.util.find_spec("wandb") is not None
 

@@ -22,6 +22,7 @@ import yaml
 from datasets import Dataset, DatasetDict
 
 import rlvr
+import rlvr.plugin
 from rlvr.api.host import create_host
 from rlvr.config.schema import ConfigError, RunConfig
 from rlvr.rewards.functions import FUNCTION_REWARD
@@ -229,7 +230,7 @@ def test_the_functions_are_called_as_trl_calls_them(raw):
     trainer = rlvr.Trainer(raw, dataset=ROWS, rewards=[accuracy, brevity])
     record = trainer.host.rewards[FUNCTION_REWARD]
     entries = trainer.config.rewards
-    sample = rlvr.Sample("2", prompt="What is 1 + 1?", row=ROWS[0])
+    sample = rlvr.plugin.Sample("2", prompt="What is 1 + 1?", row=ROWS[0])
     assert [record.factory(e.params)([sample]).values for e in entries] == [[1.0], [-0.01]]
 
 
@@ -237,7 +238,7 @@ def test_a_dataset_replaces_data_path_and_may_be_a_datasets_dataset(raw, tmp_pat
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"prompt": "file row", "answer": "1"}\n')
     raw["data"] = {"path": str(rows), "prompt_field": "prompt"}
-    with pytest.warns(rlvr.ConfigWarning, match="data.path .* is not used"):
+    with pytest.warns(rlvr.plugin.ConfigWarning, match="data.path .* is not used"):
         trainer = rlvr.Trainer(raw, dataset=Dataset.from_list(ROWS), rewards=[accuracy])
     assert trainer.rows == ROWS
     assert trainer.config.data is not None and trainer.config.data.path is None
@@ -323,7 +324,6 @@ def test_a_function_that_cannot_reach_the_workers_is_an_error_unless_in_process(
 
 def test_the_facade_exports_the_trainer():
     assert "Trainer" in rlvr.__all__ and rlvr.Trainer.__module__ == "rlvr.runs"
-    assert "call_trl_reward" in rlvr.__all__
 
 
 # --------------------------------------------------------------------------- console

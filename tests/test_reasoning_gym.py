@@ -201,7 +201,9 @@ def test_the_reward_is_registered_as_checking_answers():
     record = create_host().rewards["reasoning_gym"]
     assert record.correctness
     assert record.fields(ReasoningGymParams()) == ("task", "answer")
-    assert rlvr.reasoning_gym_dataset("products", PRODUCTS) is rlvr.reasoning_gym_dataset(
+    assert rlvr.data.reasoning_gym.reasoning_gym_dataset(
+        "products", PRODUCTS
+    ) is rlvr.data.reasoning_gym.reasoning_gym_dataset(
         "products", dict(PRODUCTS)
     )  # one dataset object per (task, knobs)
 

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 import rlvr
+import rlvr.plugin
 from rlvr.api.host import create_host
 from rlvr.cli.main import main
 from rlvr.config.schema import CodeOptInError, ConfigError
@@ -18,11 +19,11 @@ from rlvr.rewards.scoring import Scorer
 
 PROMPT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2 + 2?"}]
 SAMPLES = [
-    rlvr.Sample("4", prompt="What is 2 + 2? ", row={"answer": "4"}),
-    rlvr.Sample("It is five, I think.", prompt="What is 2 + 2? ", row={"answer": "4"}),
-    rlvr.Sample("four", prompt="templated", row={"prompt": PROMPT}),  # conversational
-    rlvr.Sample("", prompt="Say nothing.", row={}),
-    rlvr.Sample("x" * 40, prompt="Long? ", row={}),
+    rlvr.plugin.Sample("4", prompt="What is 2 + 2? ", row={"answer": "4"}),
+    rlvr.plugin.Sample("It is five, I think.", prompt="What is 2 + 2? ", row={"answer": "4"}),
+    rlvr.plugin.Sample("four", prompt="templated", row={"prompt": PROMPT}),  # conversational
+    rlvr.plugin.Sample("", prompt="Say nothing.", row={}),
+    rlvr.plugin.Sample("x" * 40, prompt="Long? ", row={}),
 ]
 
 
@@ -37,7 +38,7 @@ def reward_model_dir(tiny_model_dir, tmp_path_factory) -> Path:
     return out
 
 
-def direct_scores(model_dir: Path, samples: list[rlvr.Sample]) -> list[float]:
+def direct_scores(model_dir: Path, samples: list[rlvr.plugin.Sample]) -> list[float]:
     """The model's logits[0, 0] on each text alone: no batching, no padding."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1).eval()
@@ -153,7 +154,7 @@ def test_a_training_run_combines_it_with_another_reward(reward_model_dir, tiny_m
     rlvr.train(config, progress=False)
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 4
-    as_samples = [rlvr.Sample(s["completion"], prompt=s["prompt"]) for s in samples]
+    as_samples = [rlvr.plugin.Sample(s["completion"], prompt=s["prompt"]) for s in samples]
     expected = direct_scores(reward_model_dir, as_samples)
     assert [s["rewards"]["rm"] for s in samples] == pytest.approx(expected, abs=1e-4)
     for s in samples:

@@ -26,7 +26,7 @@ from rlvr.plugins.rewards.format import FormatParams, FormatReward
 from rlvr.plugins.rewards.length_penalty import LengthPenaltyParams, LengthPenaltyReward
 from rlvr.plugins.rewards.numbers import NumbersParams, NumbersReward
 from rlvr.plugins.rewards.steps import StepsParams, StepsReward
-from rlvr.rewards.calculations import calculations, results
+from rlvr.rewards.calculations import calculation_results, written_calculations
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = Path(__file__).resolve().parents[1] / "examples/data/gsm8k"
@@ -488,7 +488,7 @@ def test_arithmetic(completion: str, score: float, rows: dict[str, dict[str, str
 
 def test_arithmetic_reads_chains_as_written() -> None:
     text = "Step 1. 5 + 3 = 8 apples; 2x3=6; it is 12:30 = lunch; 2 * (3 + 4 = 14"
-    assert calculations(text) == [["5 + 3", "8"], ["2 * 3", "6"], ["2 * (3 + 4", "14"]]
+    assert written_calculations(text) == [["5 + 3", "8"], ["2 * 3", "6"], ["2 * (3 + 4", "14"]]
     # an expression that does not parse (unbalanced) is skipped, not scored wrong
     reward = ArithmeticReward(ArithmeticParams(no_calculation=-1.0))
     assert reward(sample("2 * (3 + 4 = 14", {})) == -1.0
@@ -500,9 +500,10 @@ def test_arithmetic_reads_pathological_text_in_bounded_time() -> None:
     long for a float is skipped, not an error. In a subprocess, so a regression fails here
     instead of hanging the run."""
     code = (
-        "from rlvr.rewards.calculations import calculations, evaluate\n"
-        "assert calculations('1' + ' +   1' * 300) == []\n"
-        "assert calculations('1' + ' + 1' * 300 + ' = 301') == [['1' + ' + 1' * 300, '301']]\n"
+        "from rlvr.rewards.calculations import written_calculations, evaluate\n"
+        "assert written_calculations('1' + ' +   1' * 300) == []\n"
+        "chain = '1' + ' + 1' * 300\n"
+        "assert written_calculations(chain + ' = 301') == [[chain, '301']]\n"
         "assert evaluate('9' * 400 + ' * 2') is None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -533,11 +534,11 @@ def test_arithmetic_passes_gsm8k_solutions_and_fails_them_corrupted(
 
 
 def test_results_are_the_values_reached_by_right_links() -> None:
-    assert results("16 - 3 - 4 = 9 eggs, 9 * 2 = $18") == {9.0, 18.0}
-    assert results("16 * 3 = 48 - 4 = 44") == {44.0}  # only the second link holds
-    assert results("16 - 4 = 9") == set()  # wrong: reaches nothing
-    assert results("40 * .01 = 0.4 and 1 / 2 = 50% and 1 / 2 = .50") == {0.4, 0.5}
-    assert results("no calculation, 18") == set()
+    assert calculation_results("16 - 3 - 4 = 9 eggs, 9 * 2 = $18") == {9.0, 18.0}
+    assert calculation_results("16 * 3 = 48 - 4 = 44") == {44.0}  # only the second link holds
+    assert calculation_results("16 - 4 = 9") == set()  # wrong: reaches nothing
+    assert calculation_results("40 * .01 = 0.4 and 1 / 2 = 50% and 1 / 2 = .50") == {0.4, 0.5}
+    assert calculation_results("no calculation, 18") == set()
 
 
 @pytest.mark.parametrize(

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from rlvr import LazyFactory
 from rlvr.api.host import PluginError, create_host
 from rlvr.cli import main as cli
 from rlvr.cli.scaffold import ScaffoldError, check_name, new_plugin, render
+from rlvr.plugin import LazyFactory
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import rlvr
+import rlvr.plugin
 from rlvr.api.host import create_host
 from rlvr.cli.main import main
 from rlvr.config.schema import load_config
@@ -88,12 +89,12 @@ def test_rescore_an_eval_samples_file(tmp_path, capsys):
 class WeighedPlugin:
     """An environment that declares two rewards (never run: only its names are read)."""
 
-    @rlvr.hookimpl
+    @rlvr.plugin.hookimpl
     def rlvr_register_environments(self, register):
         register(
-            rlvr.Environment(
+            rlvr.plugin.Environment(
                 name="weighed",
-                params=rlvr.Params,
+                params=rlvr.plugin.Params,
                 factory=lambda params, run: None,
                 description="declares solved and rank",
                 rewards=lambda params: ("solved", "rank"),

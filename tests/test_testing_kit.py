@@ -19,11 +19,11 @@ import pytest
 import torch
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from rlvr import hookimpl
 from rlvr.algorithms.base import GroupRelative
 from rlvr.api.registration import Algorithm, Backend, Capabilities, Params, Reward, Sample
 from rlvr.api.runtime import Generation, LossOutput
 from rlvr.config.schema import ConfigError
+from rlvr.plugin import hookimpl
 from rlvr.plugins.algorithms.params import GRPOParams
 from rlvr.testing import (  # noqa: F401 - fixtures, used here before rlvr's pytest11 entry point
     ConformanceError,

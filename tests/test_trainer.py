@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlvr import hookimpl
 from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import create_host
 from rlvr.api.registration import Params, Reward
@@ -40,6 +39,7 @@ from rlvr.outputs.checkpoint import (
     set_rng_state,
 )
 from rlvr.outputs.metrics import CORE_KEYS, TIMING_KEYS, read_metrics
+from rlvr.plugin import hookimpl
 from rlvr.training.callbacks import ReportError
 from rlvr.training.launch import TrainingError, train
 

@@ -16,6 +16,7 @@ import pytest
 from transformers import AutoTokenizer
 
 import rlvr
+import rlvr.plugin
 
 if importlib.util.find_spec("trl") is None:
     pytest.skip(
@@ -90,9 +91,9 @@ def test_trl_own_functions_score_the_same_through_callable(tmp_path, tiny_model_
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     batch = [(r, c) for r, cs in zip(ROWS, COMPLETIONS, strict=True) for c in cs]
     ids = [tokenizer(c, add_special_tokens=False)["input_ids"] for _, c in batch]
-    state = rlvr.TrainerState(global_step=3, epoch=0.0, max_steps=10)
+    state = rlvr.plugin.TrainerState(global_step=3, epoch=0.0, max_steps=10)
     samples = [
-        rlvr.Sample(
+        rlvr.plugin.Sample(
             completion=c,
             prompt=r["prompt"][-1]["content"],
             row=r,

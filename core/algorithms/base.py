@@ -20,7 +20,7 @@ from rlvr import functional as F
 from rlvr.api.runtime import LossOutput, RolloutBatch, RunInfo
 
 
-def to_float(x: torch.Tensor | float) -> float:
+def python_float(x: torch.Tensor | float) -> float:
     return float(x.detach().float().item()) if isinstance(x, torch.Tensor) else float(x)
 
 
@@ -68,7 +68,7 @@ def kl_shaped_token_rewards(
             )
         kl = F.kl_penalty(batch.old_logp, batch.ref_logp, params.kl_kind)
         token_rewards = token_rewards - params.beta * torch.where(mask.bool(), kl, 0.0)
-        metrics["kl/mean"] = to_float(F.masked_mean(kl, mask))
+        metrics["kl/mean"] = python_float(F.masked_mean(kl, mask))
     return token_rewards
 
 
@@ -127,11 +127,11 @@ class PolicyGradient:
         rewards = self.shape_rewards(batch, batch.scores.float(), metrics)
         advantages, returns = self.advantages(batch, rewards, mask, metrics)
         valid = mask.bool() if advantages.dim() == 2 else mask.bool().any(dim=1)
-        metrics["reward/mean"] = to_float(rewards.mean()) if len(rewards) else 0.0
-        metrics["advantages/mean"] = to_float(F.masked_mean(advantages, valid))
-        metrics["advantages/abs_mean"] = to_float(F.masked_mean(advantages.abs(), valid))
+        metrics["reward/mean"] = python_float(rewards.mean()) if len(rewards) else 0.0
+        metrics["advantages/mean"] = python_float(F.masked_mean(advantages, valid))
+        metrics["advantages/abs_mean"] = python_float(F.masked_mean(advantages.abs(), valid))
         if self.params.mask_truncated_completions:
-            metrics["masked_frac"] = 1.0 - to_float(mask.bool().any(dim=1).float().mean())
+            metrics["masked_frac"] = 1.0 - python_float(mask.bool().any(dim=1).float().mean())
         out = dataclasses.replace(batch, advantages=advantages, loss_mask=mask)
         if returns is not None:
             out.returns = returns
@@ -207,7 +207,7 @@ class PolicyGradient:
                 x, mask, p.aggregation, norm_length=self.run.max_completion_length, **counts
             )
 
-        metrics = {k: to_float(v) for k, v in stats.items()}
+        metrics = {k: python_float(v) for k, v in stats.items()}
         if p.importance_sampling_correction:
             if batch.sampler_logp is None:
                 raise ValueError(
@@ -218,8 +218,8 @@ class PolicyGradient:
                 old_logp, batch.sampler_logp, mask, p.importance_sampling_cap
             )
             per_token = per_token * weights
-            metrics["importance_weight/mean"] = to_float(F.masked_mean(weights, mask))
-        metrics["policy_loss"] = to_float(reduce(per_token.detach()))
+            metrics["importance_weight/mean"] = python_float(F.masked_mean(weights, mask))
+        metrics["policy_loss"] = python_float(reduce(per_token.detach()))
         if self.kl_in_loss and p.beta > 0:
             if batch.ref_logp is None:
                 raise ValueError(
@@ -228,7 +228,7 @@ class PolicyGradient:
                 )
             kl = F.kl_penalty(logp, batch.ref_logp, p.kl_kind)
             per_token = per_token + p.beta * kl
-            metrics["kl"] = to_float(F.masked_mean(kl.detach(), mask))
+            metrics["kl"] = python_float(F.masked_mean(kl.detach(), mask))
         loss = reduce(per_token, num_tokens=num_tokens, num_seqs=num_seqs)
         extra = self.extra_loss(batch, values, mask, num_tokens, metrics)
         if extra is not None:

@@ -1,7 +1,7 @@
 """Every hook an rlvr plugin can implement.
 
 A plugin is a module (or object) named by an entry point in the ``rlvr`` group whose functions
-carry the :data:`rlvr.hookimpl` marker. Hooks receive only keyword arguments; a plugin may
+carry the :data:`rlvr.plugin.hookimpl` marker. Hooks receive only keyword arguments; a plugin may
 implement any subset of them.
 """
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 hookspec = pluggy.HookspecMarker("rlvr")
 
-#: The one marker every rlvr plugin (built-in or third-party) uses; ``rlvr.hookimpl``.
+#: The one marker every rlvr plugin (built-in or third-party) uses; ``rlvr.plugin.hookimpl``.
 hookimpl = pluggy.HookimplMarker("rlvr")
 
 

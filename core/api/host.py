@@ -2,7 +2,7 @@
 
 Built-in plugins are found the same way as third-party ones (rlvr's own entry points), so
 nothing built-in is special. A plugin that fails to import or registers badly is recorded in
-:attr:`Host.failures` and shown by ``rlvr plugins``; it does not take rlvr down unless
+:attr:`PluginHost.failures` and shown by ``rlvr plugins``; it does not take rlvr down unless
 ``RLVR_STRICT_PLUGINS=1`` (for CI). Environment variables:
 
 - ``RLVR_PLUGINS``: comma-separated allow-list of third-party plugins (entry-point or
@@ -90,7 +90,7 @@ class PluginInfo:
 
 
 @dataclass
-class Host:
+class PluginHost:
     """The loaded plugins and their records, by kind and name."""
 
     pm: pluggy.PluginManager
@@ -280,14 +280,14 @@ def _raise_missing(kind: str, record: Any, obj: Any, problems: list[str], protoc
         )
 
 
-def create_host(*, entrypoints: bool = True, plugins: Iterable[object] = ()) -> Host:
+def create_host(*, entrypoints: bool = True, plugins: Iterable[object] = ()) -> PluginHost:
     """Build a fresh host: load the ``rlvr`` entry points (unless told not to), then ``plugins``.
 
     Built by a function, not at import time, so every test can get its own.
     """
     pm = pluggy.PluginManager("rlvr")
     pm.add_hookspecs(hookspecs)
-    host = Host(pm=pm)
+    host = PluginHost(pm=pm)
     if entrypoints:
         _load_entrypoints(host)
     for i, plugin in enumerate(plugins):
@@ -296,7 +296,7 @@ def create_host(*, entrypoints: bool = True, plugins: Iterable[object] = ()) -> 
     return host
 
 
-def _load_entrypoints(host: Host) -> None:
+def _load_entrypoints(host: PluginHost) -> None:
     allow = _env_list("RLVR_PLUGINS")
     deny = _env_list("RLVR_DISABLE_PLUGINS") or set()
     seen: set[tuple[str | None, str]] = set()
@@ -336,7 +336,7 @@ def check_record(record: object, expected: type) -> str | None:
     if not (isinstance(params, type) and issubclass(params, BaseModel)):
         return f"{name!r}: params must be a pydantic model class, got {params!r}"
     if params.model_config.get("extra") != "forbid":
-        return f"{name!r}: params model must reject unknown keys (subclass rlvr.Params)"
+        return f"{name!r}: params model must reject unknown keys (subclass rlvr.plugin.Params)"
     factory = record.factory  # type: ignore[attr-defined]
     if not callable(factory):
         return f"{name!r}: factory is not callable"

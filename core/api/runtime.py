@@ -101,7 +101,7 @@ class SamplingParams:
         )
 
 
-def check_request(prompts: list[list[int]], n: int, sampling: SamplingParams) -> None:
+def check_sampling_request(prompts: list[list[int]], n: int, sampling: SamplingParams) -> None:
     """The argument checks every backend's ``generate`` makes first (shared, not repeated)."""
     if n < 1:
         raise ValueError(f"n must be >= 1 (got {n})")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.host import Host, create_host
+from rlvr.api.host import PluginHost, create_host
 from rlvr.cli.scaffold import new_plugin
 from rlvr.cli.trl_import import STARTER, import_trl, write
 from rlvr.config.schema import dump, json_schema, load_config
@@ -29,7 +29,7 @@ from rlvr.outputs.plot import plot_run
 from rlvr.runs import evaluate, plugin_host, train, validate
 
 
-def _host() -> Host:
+def _host() -> PluginHost:
     return plugin_host()
 
 

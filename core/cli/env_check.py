@@ -24,7 +24,7 @@ import yaml
 from pydantic import ValidationError
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.host import Host, build_generator
+from rlvr.api.host import PluginHost, build_generator
 from rlvr.api.runtime import RunInfo, SamplingParams
 from rlvr.config.schema import (
     ConfigError,
@@ -85,7 +85,7 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def environment_params(host: Host, name: str, overrides: Sequence[str]) -> tuple[Any, Any]:
+def environment_params(host: PluginHost, name: str, overrides: Sequence[str]) -> tuple[Any, Any]:
     """The record of environment ``name`` and its params from ``--set KEY=VALUE`` items."""
     try:
         record = host.get("environment", name)
@@ -111,7 +111,7 @@ def environment_params(host: Host, name: str, overrides: Sequence[str]) -> tuple
 
 
 def from_config(
-    host: Host,
+    host: PluginHost,
     path: str,
     name: str | None,
     overrides: Sequence[str],
@@ -149,7 +149,7 @@ def from_config(
 
 
 def check_config(
-    host: Host,
+    host: PluginHost,
     name: str,
     overrides: Sequence[str],
     *,
@@ -192,7 +192,7 @@ class EpisodeRun:
 
 
 def env_check(
-    host: Host,
+    host: PluginHost,
     name: str | None,
     *,
     overrides: Sequence[str] = (),

@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.host import Host
+from rlvr.api.host import PluginHost
 from rlvr.config.schema import DEFAULT_ALGORITHM, DEFAULT_BACKEND, ConfigError, validate
 from rlvr.config.trl import TRL_SECTION
 
@@ -692,7 +692,7 @@ def _sections(script: Script) -> dict[str, Any]:
 REQUIRE = ("model", "data", "rewards", "algorithm", "backend")
 
 
-def check(script: Script, host: Host, config_dir: Path) -> list[str]:
+def check(script: Script, host: PluginHost, config_dir: Path) -> list[str]:
     """Validate the config as ``rlvr validate`` does before reading files and models: each
     ``trl:`` key rlvr ignores or rejects becomes a comment saying why (so the config
     validates); returns what else is wrong, one line each."""
@@ -834,7 +834,12 @@ def write(text: str, output: str | Path, *, force: bool) -> Path:
 
 
 def import_trl(
-    script: str | Path, output: str | Path, host: Host, *, force: bool = False, command: str = ""
+    script: str | Path,
+    output: str | Path,
+    host: PluginHost,
+    *,
+    force: bool = False,
+    command: str = "",
 ) -> tuple[Path, list[str]]:
     """Write the config for the TRL ``script`` to ``output``; return its path and the lines
     that need the user's attention."""

@@ -41,7 +41,7 @@ from pydantic import (
 )
 
 from rlvr.api.errors import ConfigWarning, RlvrError
-from rlvr.api.host import Host
+from rlvr.api.host import PluginHost
 from rlvr.api.registration import REWARD_LIMIT, Params, Requirements
 from rlvr.config.problems import key_path, pydantic_problems, sort_problems, with_origins
 from rlvr.config.trl import TRL_KEYS, move_trl_keys
@@ -717,7 +717,7 @@ def _entry_model(kind: str, record: Any, base: type[BaseModel]) -> type[BaseMode
     )
 
 
-def _union(kind: str, host: Host, base: type[BaseModel]) -> Any:
+def _union(kind: str, host: PluginHost, base: type[BaseModel]) -> Any:
     models = [_entry_model(kind, r, base) for r in host.records[kind].values()]
     if not models:
         return base
@@ -726,7 +726,7 @@ def _union(kind: str, host: Host, base: type[BaseModel]) -> Any:
     return Annotated[Union[tuple(models)], Field(discriminator="name")]  # noqa: UP007
 
 
-def json_schema(host: Host) -> dict[str, Any]:
+def json_schema(host: PluginHost) -> dict[str, Any]:
     """The JSON Schema of a run config for the plugins ``host`` has loaded (for editors):
     :class:`RunConfig` with each plugin entry a union discriminated on ``name``."""
     # Types built at runtime: mypy cannot check them as annotations.
@@ -888,7 +888,7 @@ def resolve_paths(data: dict[str, Any], base: Path, only: Sequence[str] | None =
 
 def load_config(
     source: str | Path | dict[str, Any],
-    host: Host,
+    host: PluginHost,
     *,
     overrides: Sequence[str] = (),
     require: tuple[str, ...] = (),
@@ -948,7 +948,7 @@ class CodeOptInError(RlvrError):
 
 def check_code_opt_ins(
     config: RunConfig,
-    host: Host,
+    host: PluginHost,
     sections: Sequence[str],
     *,
     allow_code: bool,
@@ -1013,7 +1013,7 @@ def check_code_opt_ins(
 
 def validate(
     data: dict[str, Any],
-    host: Host,
+    host: PluginHost,
     *,
     require: tuple[str, ...] = (),
     config_dir: Path | None = None,
@@ -1091,7 +1091,7 @@ def _raw_entries(data: dict[str, Any]) -> list[tuple[str, str, Any]]:
 
 
 def _plugin_params(
-    data: dict[str, Any], host: Host, config_dir: Path | None, set_keys: Sequence[str]
+    data: dict[str, Any], host: PluginHost, config_dir: Path | None, set_keys: Sequence[str]
 ) -> tuple[list[Params], list]:
     """Each entry's params validated against its plugin's model; problems at their paths."""
     values: list[Params] = []
@@ -1180,7 +1180,7 @@ def _entry_params(
     return model.model_construct(from_file.model_fields_set, **chosen), []
 
 
-def _owner_hint(host: Host, kind: str, name: str, key: str) -> str | None:
+def _owner_hint(host: PluginHost, kind: str, name: str, key: str) -> str | None:
     """Which other plugins of the same kind have ``key`` (``dynamic_sampling`` under grpo),
     since the fix is then the plugin's name rather than the key."""
     owners = [
@@ -1194,7 +1194,9 @@ def _owner_hint(host: Host, kind: str, name: str, key: str) -> str | None:
     return f"it is a param of {names} (set {kind}.name: {owners[0]})"
 
 
-def _with_defaults(data: dict[str, Any], require: tuple[str, ...], host: Host) -> dict[str, Any]:
+def _with_defaults(
+    data: dict[str, Any], require: tuple[str, ...], host: PluginHost
+) -> dict[str, Any]:
     data = dict(data)
     for section, default in (("algorithm", DEFAULT_ALGORITHM), ("backend", DEFAULT_BACKEND)):
         if section in require and data.get(section) is None:
@@ -1208,7 +1210,7 @@ def _with_defaults(data: dict[str, Any], require: tuple[str, ...], host: Host) -
     return data
 
 
-def _environment_params(data: dict[str, Any], host: Host) -> tuple[Any, Params] | None:
+def _environment_params(data: dict[str, Any], host: PluginHost) -> tuple[Any, Params] | None:
     """The environment entry's record and validated params, before the whole config is
     validated (None when there is no such entry or its params are invalid: those problems
     are reported with the entry)."""
@@ -1225,7 +1227,7 @@ def _environment_params(data: dict[str, Any], host: Host) -> tuple[Any, Params] 
     return record, params
 
 
-def _environment_data(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
+def _environment_data(data: dict[str, Any], host: PluginHost) -> list[tuple[str, str]]:
     """Merge the ``data:`` keys an environment provides (``Environment.data``: it is its own
     task source) into ``data`` (in place), under the user's other ``data:`` keys. A key the
     user set to something else is a problem: the rows would have two sources."""
@@ -1283,7 +1285,7 @@ def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tu
     return problems
 
 
-def _unknown_names(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
+def _unknown_names(data: dict[str, Any], host: PluginHost) -> list[tuple[str, str]]:
     """Plugin names that are not registered, with did-you-mean and failed plugins."""
     problems: list[tuple[str, str]] = []
     rewards = data.get("rewards")
@@ -1304,7 +1306,7 @@ def _unknown_names(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
     return problems
 
 
-def _unknown_loggers(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
+def _unknown_loggers(data: dict[str, Any], host: PluginHost) -> list[tuple[str, str]]:
     """``training.report_to`` names that are no registered callback (``none``, ``all`` aside)."""
     training = data.get("training")
     raw = training.get("report_to") if isinstance(training, dict) else None
@@ -1319,7 +1321,7 @@ def _unknown_loggers(data: dict[str, Any], host: Host) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- cross checks
 
 
-def requirements(config: RunConfig, host: Host) -> Requirements:
+def requirements(config: RunConfig, host: PluginHost) -> Requirements:
     """The configured algorithm's requirements (defaults when no algorithm is configured)."""
     if config.algorithm is None:
         return Requirements()
@@ -1327,7 +1329,7 @@ def requirements(config: RunConfig, host: Host) -> Requirements:
     return record.requirements(config.algorithm.params)
 
 
-def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+def cross_check(config: RunConfig, host: PluginHost) -> list[tuple[str, str]]:
     """Checks no single section can make: the generic ones here, the rest from plugins."""
     problems: list[tuple[str, str]] = []
     labels: dict[str, int] = {}
@@ -1363,13 +1365,13 @@ def cross_check(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     return problems
 
 
-def multi_turn(config: RunConfig, host: Host) -> bool:
+def multi_turn(config: RunConfig, host: PluginHost) -> bool:
     """Whether ``config``'s episodes have turns (an environment that is not ``single_turn``)."""
     env = config.environment
     return env is not None and host.environments[env.name].multi_turn
 
 
-def _environment_reward_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+def _environment_reward_checks(config: RunConfig, host: PluginHost) -> list[tuple[str, str]]:
     """``environment.reward_weights`` names rewards the environment returns (when its record
     declares them), none of them a ``rewards[]`` label: both are logged as ``rewards/<name>``."""
     env = config.environment
@@ -1402,7 +1404,7 @@ def _environment_reward_checks(config: RunConfig, host: Host) -> list[tuple[str,
     return problems
 
 
-def _environment_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+def _environment_checks(config: RunConfig, host: PluginHost) -> list[tuple[str, str]]:
     """What multi-turn episodes cannot run with (yet): checked before any model loads."""
     if not multi_turn(config, host):
         return []
@@ -1478,7 +1480,7 @@ def _learning_rate_checks(t: TrainingConfig) -> list[tuple[str, str]]:
     ]
 
 
-def _algorithm_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
+def _algorithm_checks(config: RunConfig, host: PluginHost) -> list[tuple[str, str]]:
     """The algorithm's :class:`Requirements` against the training settings and backend."""
     assert config.algorithm is not None
     problems = []
@@ -1529,7 +1531,7 @@ def _algorithm_checks(config: RunConfig, host: Host) -> list[tuple[str, str]]:
     return problems
 
 
-def learning_warnings(config: RunConfig, host: Host) -> list[str]:
+def learning_warnings(config: RunConfig, host: PluginHost) -> list[str]:
     """Settings that validate but cannot learn anything."""
     out = []
     env = config.environment

@@ -41,7 +41,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel
 
 from rlvr.api.errors import ConfigWarning
-from rlvr.api.host import Host
+from rlvr.api.host import PluginHost
 
 Kind = Literal["mapped", "moved", "ignored", "error"]
 #: TRL's version whose ``GRPOConfig`` fields the table decides (tests/trl_grpo_fields.txt).
@@ -100,7 +100,7 @@ class _Paste:
     def __init__(
         self,
         data: dict[str, Any],
-        host: Host,
+        host: PluginHost,
         block: str,
         values: Mapping[str, Any],
         require: tuple[str, ...],
@@ -1076,7 +1076,7 @@ TRL_ALGORITHM_KEYS = tuple(
 
 def move_trl_keys(
     data: dict[str, Any],
-    host: Host,
+    host: PluginHost,
     *,
     require: tuple[str, ...] = (),
     defaults: Mapping[str, str] | None = None,

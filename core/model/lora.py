@@ -21,7 +21,7 @@ import yaml
 from rlvr.api.errors import RlvrError
 from rlvr.config.schema import LoraConfig, ModelConfig
 from rlvr.model.loading import load_policy, load_tokenizer, resolve_device_dtype
-from rlvr.model.weights import is_peft, unwrap
+from rlvr.model.weights import is_peft, unwrap_model
 
 #: The file peft writes beside an adapter's weights: its presence marks an adapter checkpoint.
 ADAPTER_CONFIG = "adapter_config.json"
@@ -80,7 +80,7 @@ def load_adapters(model: Any, path: str | Path, *, trainable: bool) -> Any:
 def merged(model: Any) -> Any:
     """A plain Hugging Face model with the adapters merged into the weights (``W + s B A``);
     ``model`` itself when it has no adapters. The peft wrapper is consumed."""
-    model = unwrap(model)
+    model = unwrap_model(model)
     return model.merge_and_unload() if is_peft(model) else model
 
 
@@ -88,14 +88,14 @@ def forward_model(model: Any) -> Any:
     """The transformers model to call for a forward pass: for a peft model its base model,
     whose layers carry the adapters (so its own forward keyword arguments, such as
     ``logits_to_keep``, stay available)."""
-    inner = unwrap(model)
+    inner = unwrap_model(model)
     return inner.get_base_model() if is_peft(inner) else model
 
 
 @contextlib.contextmanager
 def adapters_off(model: Any) -> Iterator[None]:
     """Forward passes inside run the frozen base model: the reference for ``beta > 0``."""
-    with unwrap(model).disable_adapter():
+    with unwrap_model(model).disable_adapter():
         yield
 
 

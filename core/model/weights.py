@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 
-def unwrap(model: Any) -> Any:
+def unwrap_model(model: Any) -> Any:
     """The model inside DDP/accelerate (``.module``) and torch.compile (``._orig_mod``)."""
     while True:
         inner = getattr(model, "module", None)
@@ -49,7 +49,7 @@ def hf_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     ``modules_to_save`` copies replace their originals. Tensors are detached and may share
     storage with the model's parameters: consume them before the next optimizer step.
     """
-    model = unwrap(model)
+    model = unwrap_model(model)
     base = model.get_base_model() if is_peft(model) else model
     names = set()
     embedding = base.get_input_embeddings() if hasattr(base, "get_input_embeddings") else None
@@ -128,4 +128,4 @@ def _lora_delta(layer: Any) -> torch.Tensor | None:
     return delta
 
 
-__all__ = ["hf_weights", "is_peft", "tied_embeddings", "unwrap"]
+__all__ = ["hf_weights", "is_peft", "tied_embeddings", "unwrap_model"]

@@ -45,7 +45,7 @@ _BINARY = {
 }
 
 
-def calculations(text: str) -> list[list[str]]:
+def written_calculations(text: str) -> list[list[str]]:
     """The calculation chains in ``text``, each as its expressions in order (normalised)."""
     s = text.replace("$", "").replace("\\", "").replace("÷", "/").replace("·", "*")
     s = _TIMES.sub(" * ", _THOUSANDS.sub("", s))
@@ -106,7 +106,7 @@ def link_holds(left: str, right: str) -> bool | None:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
-def results(text: str) -> set[float]:
+def calculation_results(text: str) -> set[float]:
     """The distinct values that ``text``'s calculations reach by a link that holds.
 
     ``16 - 3 - 4 = 9`` gives {9}; ``16 * 3 = 48 - 4 = 44`` gives {44} (only the second link holds);
@@ -114,7 +114,7 @@ def results(text: str) -> set[float]:
     written differently (``0.5``, ``.50``, ``50%``) are one value.
     """
     reached = set()
-    for chain in calculations(text):
+    for chain in written_calculations(text):
         for left, right in itertools.pairwise(chain):
             if link_holds(left, right):
                 value = evaluate(right)

@@ -7,7 +7,7 @@ log_extra=..., log_metric=...)`` (every dataset column but ``prompt``, ``complet
 def`` function is awaited. :func:`call_trl_batch` calls one the same way on a batch of rlvr
 samples; the ``callable`` reward plugin (a function named in the config) and
 :class:`rlvr.Trainer`'s ``rewards=[fn, ...]`` (a function object) are batched rewards that go
-through it (:class:`rlvr.BatchRewardFn`).
+through it (:class:`rlvr.plugin.BatchRewardFn`).
 
 A function given to :class:`rlvr.Trainer` becomes a ``rewards:`` entry of the reward
 :data:`FUNCTION_REWARD` and runs, as every reward does, in the reward worker processes, so a
@@ -188,7 +188,7 @@ class FunctionParams(Params):
 
 
 class FunctionReward:
-    """One reward function called on a batch of samples (a :class:`rlvr.BatchRewardFn`)."""
+    """One reward function called on a batch of samples (a :class:`rlvr.plugin.BatchRewardFn`)."""
 
     def __init__(self, fn: Callable[..., Any], params: FunctionParams) -> None:
         self.fn = fn

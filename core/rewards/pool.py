@@ -17,7 +17,7 @@ task per batch: its deadline is the reward's ``timeout``, whatever the batch's s
 call, one timeout: a judge that never answers costs ``timeout``, not ``timeout`` per sample),
 and a raise, crash, timeout or a return that is not one value per sample gives every sample
 of the batch the fallback, each counted as an error (or timeout); an invalid value fails its
-sample only. What it logs (:class:`rlvr.BatchOutput`) comes back with its values. A spec
+sample only. What it logs (:class:`rlvr.plugin.BatchOutput`) comes back with its values. A spec
 marked ``in_process`` (a reward model on the trainer's GPU) never goes to the workers: the
 calling process builds it and runs its tasks while the workers run the others.
 

@@ -30,7 +30,7 @@ class PoolSpec:
     ``params`` picklable. ``timeout`` is in seconds per call (a batched reward's call on a
     whole batch included).
     ``fallback`` is the value of a call that times out, raises, crashes or returns something
-    invalid. ``batch``: the reward is batched (:class:`rlvr.BatchRewardFn`), called once per
+    invalid. ``batch``: the reward is batched (:class:`rlvr.plugin.BatchRewardFn`), called once per
     batch: ``"call"`` (every sample of a :meth:`~rlvr.rewards.pool.RewardPool.score` call) or
     ``"group"`` (the samples sharing a ``Sample.group``); None: once per sample.
     ``in_process``: it runs in the calling process (built there, not in the workers; no
@@ -67,7 +67,7 @@ class PoolResult:
     #: why the call stopped before scoring every sample (``max_error_frac``); the values of
     #: the calls it did not make are None. None when every call was made.
     stopped: str | None = None
-    #: per label: what batched rewards logged (:class:`rlvr.BatchOutput`): column -> one
+    #: per label: what batched rewards logged (:class:`rlvr.plugin.BatchOutput`): column -> one
     #: value per sample (None where not logged), and metric name -> the values logged
     columns: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     metrics: dict[str, dict[str, list[float]]] = field(default_factory=dict)

@@ -18,7 +18,7 @@ from typing import Any
 from tqdm import tqdm
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.host import Host
+from rlvr.api.host import PluginHost
 from rlvr.api.registration import Sample
 from rlvr.rewards.failures import RewardErrorLog
 from rlvr.rewards.scoring import (
@@ -152,7 +152,7 @@ def tokenizer_ids(config: Any) -> Callable[[str, Any], list[int] | None] | None:
 
 def score_file(
     config: Any,
-    host: Host,
+    host: PluginHost,
     input_path: str | Path,
     output_path: str | Path,
     *,

@@ -92,7 +92,7 @@ def tools_problem(tools: Any) -> str | None:
             return (
                 f"gave tools[{k}] {_shown(schema)}; a tool is "
                 '{"type": "function", "function": {"name", "description", "parameters"}} '
-                "(rlvr.tool_schema(fn) writes one)"
+                "(rlvr.plugin.tool_schema(fn) writes one)"
             )
         name = fn.get("name")
         params = fn.get("parameters", {"type": "object", "properties": {}})
@@ -114,7 +114,9 @@ def tools_problem(tools: Any) -> str | None:
 def start_problem(out: Any) -> str | None:
     """Why ``start``'s return value cannot begin an episode, or None."""
     if not isinstance(out, EpisodeStart):
-        return f"returned {type(out).__name__}, not EpisodeStart; return rlvr.EpisodeStart(...)"
+        return (
+            f"returned {type(out).__name__}, not EpisodeStart; return rlvr.plugin.EpisodeStart(...)"
+        )
     if not out.messages:
         return (
             f"returned no messages ({out.messages!r}); the model needs a conversation to "
@@ -135,7 +137,9 @@ def response_problem(out: Any, declared: tuple[str, ...] | None = None) -> str |
     """Why ``respond``'s return value cannot go on (or end) an episode, or None (its rewards
     by :func:`reward_values` against the ``declared`` names)."""
     if not isinstance(out, EnvResponse):
-        return f"returned {type(out).__name__}, not EnvResponse; return rlvr.EnvResponse(...)"
+        return (
+            f"returned {type(out).__name__}, not EnvResponse; return rlvr.plugin.EnvResponse(...)"
+        )
     if not isinstance(out.done, bool):
         return f"gave done={_shown(out.done)}, not a bool"
     why = messages_problem(out.messages)

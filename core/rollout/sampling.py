@@ -71,7 +71,7 @@ def score(
     and ``extra``. ``reward_errors`` reports what failed (and may stop the run,
     :mod:`rlvr.rewards.failures`); ``state`` is where training stands, for the rewards.
     A multi-turn episode is its final answer to a reward whose scope is ``answer``, and its
-    whole transcript to one whose scope is ``transcript`` (:class:`rlvr.Sample`)."""
+    whole transcript to one whose scope is ``transcript`` (:class:`rlvr.plugin.Sample`)."""
     samples = []
     for c in items:
         ids = answer_ids(c)

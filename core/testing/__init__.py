@@ -5,7 +5,8 @@ rlvr registers this package with pytest through pytest's own entry point (``pyte
 ["rlvr.testing"]`` on top of it is harmless; ``-p no:rlvr.testing`` disables it), so in any
 project where rlvr is installed the fixtures are there without a ``conftest.py``:
 
-- ``rlvr_host``: a fresh :class:`rlvr.api.host.Host` with every installed plugin (entry points).
+- ``rlvr_host``: a fresh :class:`rlvr.api.host.PluginHost` with every installed plugin (entry
+  points).
 - ``rlvr_host_factory``: ``make(plugins=[...], entrypoints=True)`` builds hosts, e.g. with an
   in-process plugin object and without the installed ones (``entrypoints=False``).
 - ``rlvr_tiny_model``: a directory holding a tiny random model (built once per process by

@@ -17,7 +17,7 @@ from rlvr.testing.conformance import (
 )
 
 if TYPE_CHECKING:
-    from rlvr.api.host import Host
+    from rlvr.api.host import PluginHost
     from rlvr.api.registration import Algorithm, Requirements
 
 
@@ -78,7 +78,7 @@ def check_algorithm(
     params: Mapping[str, Any] | Any | None = None,
     *,
     run: Any | None = None,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     seed: int = 0,
 ) -> dict[str, float]:
     """Check an algorithm plugin on a synthetic batch; return the metrics it reported.

@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - rlvr.testing used outside a test run
     pytest = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from rlvr.api.host import Host
+    from rlvr.api.host import PluginHost
     from rlvr.api.registration import Backend, Capabilities
 
 
@@ -43,7 +43,7 @@ def check_backend(
     record_or_name: Backend | str,
     params: Mapping[str, Any] | Any | None = None,
     *,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     model_dir: str | Path | None = None,
     greedy_groups: bool = True,
     skip_unavailable: bool = True,

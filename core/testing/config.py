@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlvr.api.host import Host
+    from rlvr.api.host import PluginHost
 
 
 def validate_config(
-    data: Mapping[str, Any], *, host: Host | None = None, require: tuple[str, ...] = ()
+    data: Mapping[str, Any], *, host: PluginHost | None = None, require: tuple[str, ...] = ()
 ) -> Any:
     """Validate a config dict against the installed plugins (or ``host``); return the
     ``RunConfig``. Raises :class:`rlvr.config.schema.ConfigError` listing every problem.

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rlvr.api.host import Host
+    from rlvr.api.host import PluginHost
 
 
 class ConformanceError(AssertionError):
@@ -23,7 +23,7 @@ def fail(label: str, message: str) -> ConformanceError:
     return ConformanceError(f"{label}: {message}")
 
 
-def resolve(kind: str, record_or_name: Any, host: Host | None) -> Any:
+def resolve(kind: str, record_or_name: Any, host: PluginHost | None) -> Any:
     """The record to check: given, or found by name among the installed plugins."""
     # loads pydantic: not when pytest loads rlvr.testing (see its __init__)
     from rlvr.api.host import KINDS, check_record, create_host
@@ -86,13 +86,13 @@ def check_params_model(label: str, params: Any) -> None:
             raise fail(
                 label,
                 f"{model.__name__} did not report the unknown key {_UNKNOWN_KEY!r} as unknown "
-                "(subclass rlvr.Params, which sets extra='forbid')",
+                "(subclass rlvr.plugin.Params, which sets extra='forbid')",
             ) from None
     else:
         raise fail(
             label,
             f"{model.__name__} accepts unknown keys, so a typo in a config goes unnoticed; "
-            "subclass rlvr.Params (extra='forbid')",
+            "subclass rlvr.plugin.Params (extra='forbid')",
         )
     try:
         again = model.model_validate(dumped)

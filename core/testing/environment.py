@@ -14,7 +14,7 @@ from rlvr.testing.conformance import (
 )
 
 if TYPE_CHECKING:
-    from rlvr.api.host import Host
+    from rlvr.api.host import PluginHost
     from rlvr.api.registration import Environment
     from rlvr.rollout.envcheck import Transcript
 
@@ -25,7 +25,7 @@ def check_environment(
     *,
     rows: Sequence[Mapping[str, Any]] | None = None,
     script: Sequence[str] | None = None,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     timeout: float = 30.0,
 ) -> list[Transcript]:
     """Check an environment plugin without a model; return the episodes it ran (one per row).

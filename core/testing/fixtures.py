@@ -18,13 +18,13 @@ except ImportError:  # pragma: no cover - rlvr.testing used outside a test run
     pytest = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from rlvr.api.host import Host
+    from rlvr.api.host import PluginHost
 
 
 if pytest is not None:
 
     @pytest.fixture
-    def rlvr_host() -> Host:
+    def rlvr_host() -> PluginHost:
         """A fresh host with every installed plugin (the ``rlvr`` entry points)."""
         # loads pydantic: not when pytest loads rlvr.testing (see its __init__)
         from rlvr.api.host import create_host
@@ -32,15 +32,15 @@ if pytest is not None:
         return create_host()
 
     @pytest.fixture
-    def rlvr_host_factory() -> Callable[..., Host]:
+    def rlvr_host_factory() -> Callable[..., PluginHost]:
         """``make(plugins=[...], entrypoints=True)``: a fresh host per call.
 
-        ``plugins`` are modules or objects with ``@rlvr.hookimpl`` methods, registered after
+        ``plugins`` are modules or objects with ``@rlvr.plugin.hookimpl`` methods, registered after
         the entry points; ``entrypoints=False`` leaves out every installed plugin (built-ins
         included).
         """
 
-        def make(plugins: Iterable[object] = (), *, entrypoints: bool = True) -> Host:
+        def make(plugins: Iterable[object] = (), *, entrypoints: bool = True) -> PluginHost:
             # loads pydantic: not when pytest loads rlvr.testing (see its __init__)
             from rlvr.api.host import create_host
 

@@ -18,7 +18,7 @@ from rlvr.testing.conformance import (
 )
 
 if TYPE_CHECKING:
-    from rlvr.api.host import Host
+    from rlvr.api.host import PluginHost
     from rlvr.api.registration import Reward, Sample
 
 
@@ -66,7 +66,7 @@ def check_reward(
     samples: Sequence[Sample] | None = None,
     params: Mapping[str, Any] | Any | None = None,
     *,
-    host: Host | None = None,
+    host: PluginHost | None = None,
     workers: int = 0,
 ) -> list[float | None]:
     """Check a reward plugin and return its value (a float or None) for each sample.

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.host import Host
+from rlvr.api.host import PluginHost
 from rlvr.api.runtime import RunControl, RunInfo
 
 logger = logging.getLogger("rlvr.training.callbacks")
@@ -24,7 +24,7 @@ logger = logging.getLogger("rlvr.training.callbacks")
 HOOKS = ("on_run_start", "on_step_end", "on_log", "on_evaluate", "on_save", "on_run_end")
 
 
-def report_to_names(report_to: str | Sequence[str], host: Host) -> list[str]:
+def report_to_names(report_to: str | Sequence[str], host: PluginHost) -> list[str]:
     """The logger callbacks ``training.report_to`` names (``all``: every installed one)."""
     names = [report_to] if isinstance(report_to, str) else list(report_to)
     if "all" in names:
@@ -36,7 +36,7 @@ class ReportError(RlvrError, RuntimeError):
     """A logger ``training.report_to`` names (or a ``callbacks:`` entry) cannot run here."""
 
 
-def unavailable(config: Any, host: Host) -> list[tuple[str, str]]:
+def unavailable(config: Any, host: PluginHost) -> list[tuple[str, str]]:
     """``(config path, what to install)`` for each configured callback that cannot run here
     (``report_to: all`` with no logger installed included); checked before any model loads."""
     report_to = config.training.report_to
@@ -62,7 +62,9 @@ class Callbacks:
         self.control = RunControl()
 
     @classmethod
-    def build(cls, config: Any, host: Host, run: RunInfo, extra: Sequence[Any] = ()) -> Callbacks:
+    def build(
+        cls, config: Any, host: PluginHost, run: RunInfo, extra: Sequence[Any] = ()
+    ) -> Callbacks:
         """Build the config's callbacks (``report_to``'s loggers first, then ``callbacks:``)
         and wrap ``extra`` objects; a factory's error propagates (before any model loads)."""
         objects: list[tuple[str, Any]] = []

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.api.errors import TrainingError
-from rlvr.api.host import Host
+from rlvr.api.host import PluginHost
 from rlvr.config.schema import RunConfig
 from rlvr.outputs.summary import format_summary, summary_data, write_summary
 from rlvr.parallel import distributed
@@ -18,7 +18,7 @@ from rlvr.training import memory
 from rlvr.training.trainer import Trainer
 
 
-def train(config: RunConfig, host: Host, **options: Any) -> dict:
+def train(config: RunConfig, host: PluginHost, **options: Any) -> dict:
     """Train the policy ``config`` describes; return the last step's metrics. ``options``
     are :func:`run`'s."""
     return run(config, host, **options).metrics
@@ -35,7 +35,7 @@ class RunResult:
 
 def run(
     config: RunConfig,
-    host: Host,
+    host: PluginHost,
     *,
     resume: bool = False,
     progress: bool = True,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import RlvrError
-from rlvr.api.host import Host, build_algorithm
+from rlvr.api.host import PluginHost, build_algorithm
 from rlvr.api.runtime import RunInfo
 from rlvr.config.problems import sort_problems, with_origins
 from rlvr.config.schema import SECTIONS, ConfigError, RunConfig, dump, multi_turn, requirements
@@ -44,7 +44,7 @@ def check_resume(config: RunConfig) -> None:
     """What ``rlvr train --resume`` checks of the checkpoint it continues from before anything
     loads, with its warnings: one is intact (its files match its manifest), and the config
     changes nothing that gives the saved weights another shape. Raises
-    :class:`~rlvr.TrainingError` as the run does."""
+    :class:`~rlvr.api.errors.TrainingError` as the run does."""
     from rlvr.outputs.resume import check_config, newest_intact  # torch
 
     root = Path(config.training.output_dir).absolute()
@@ -54,7 +54,7 @@ def check_resume(config: RunConfig) -> None:
 
 def preflight(
     config: RunConfig,
-    host: Host,
+    host: PluginHost,
     rows: list[dict[str, Any]] | None = None,
     *,
     eval_rows: bool = False,
@@ -88,7 +88,7 @@ def _output_dir(config: RunConfig) -> list[tuple[str, str]]:
 
 
 def _data(
-    config: RunConfig, host: Host, rows: list[dict[str, Any]] | None
+    config: RunConfig, host: PluginHost, rows: list[dict[str, Any]] | None
 ) -> tuple[list[tuple[str, str]], list[dict[str, Any]] | None]:
     """The data's problems, and its rows when they load."""
     from rlvr.data.prompts import field_problems, load_rows  # datasets
@@ -137,7 +137,7 @@ def _chat_template(
     return []
 
 
-def _evaluation(config: RunConfig, host: Host, in_memory: bool) -> list[tuple[str, str]]:
+def _evaluation(config: RunConfig, host: PluginHost, in_memory: bool) -> list[tuple[str, str]]:
     """With ``training.eval_steps``: a reward judges the eval samples, and the eval data loads
     with the fields the rewards need (as the run checks them before its first step)."""
     from rlvr.evaluation.paths import eval_prompt_rows  # torch, datasets
@@ -156,7 +156,7 @@ def _evaluation(config: RunConfig, host: Host, in_memory: bool) -> list[tuple[st
     return problems
 
 
-def _algorithm(config: RunConfig, host: Host, rows: int) -> None:
+def _algorithm(config: RunConfig, host: PluginHost, rows: int) -> None:
     """Build the algorithm as the run does before its models load (a plugin's factory may
     refuse what its params model let through): raises the run's
     :class:`~rlvr.api.host.PluginError`."""
@@ -244,7 +244,7 @@ def _quiet(fn: Any, *args: Any) -> Any:
 
 def check(
     config: RunConfig,
-    host: Host,
+    host: PluginHost,
     *,
     source: str | None = None,
     overrides=(),

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import torch
 
 from rlvr.api.errors import ConfigWarning, RlvrError, TrainingError
-from rlvr.api.host import Host
+from rlvr.api.host import PluginHost
 from rlvr.api.registration import Requirements
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, multi_turn
@@ -67,7 +67,12 @@ def shown_by_validation() -> Iterator[None]:
 
 
 def claim_output_dir(
-    config: RunConfig, host: Host, output_dir: Path, resume: bool, dist: Dist, closers: list[Any]
+    config: RunConfig,
+    host: PluginHost,
+    output_dir: Path,
+    resume: bool,
+    dist: Dist,
+    closers: list[Any],
 ) -> Path | None:
     """The checks before anything loads, and the output directory taken: the checkpoint a
     resume continues from (None: a new run). A logger's missing package, a changed model, a
@@ -109,7 +114,7 @@ def _take_output_dir(output_dir: Path, resume: bool, dist: Dist, closers: list[A
 
 
 def checked_rows(
-    config: RunConfig, host: Host, rows: Rows | None, eval_rows: Rows | None
+    config: RunConfig, host: PluginHost, rows: Rows | None, eval_rows: Rows | None
 ) -> tuple[Rows, tuple[Any, ...] | None]:
     """The training rows (``rows``, else ``data.path``'s) and the eval's (``eval_rows``, else
     ``data.eval_path``'s; None when ``training.eval_steps`` is unset), each checked for the
@@ -143,7 +148,7 @@ def checked_rows(
 
 
 def scoring(
-    config: RunConfig, host: Host, output_dir: Path | None, echo: Callable[[str], None]
+    config: RunConfig, host: PluginHost, output_dir: Path | None, echo: Callable[[str], None]
 ) -> tuple[Scorer, RewardErrorLog]:
     """The rewards' scorer (its workers start now, building their rewards while the models
     load) and the log of their failures (its file in ``output_dir``: rank 0's only)."""
@@ -156,7 +161,7 @@ def scoring(
 
 
 def run_info(
-    config: RunConfig, host: Host, max_steps: int, dist: Dist
+    config: RunConfig, host: PluginHost, max_steps: int, dist: Dist
 ) -> tuple[RunInfo, torch.device, torch.dtype]:
     """What the plugins are told about the run (checked against its protocol before any model
     loads), and the device and dtype it computes in; rank 0 says which ``auto`` chose."""
@@ -188,7 +193,7 @@ def prompt_set(rows: Rows, data: Any, tokenizer: Any, max_prompt_length: int | N
 
 
 def evaluation(
-    config: RunConfig, host: Host, eval_rows: tuple[Any, ...] | None, tokenizer: Any
+    config: RunConfig, host: PluginHost, eval_rows: tuple[Any, ...] | None, tokenizer: Any
 ) -> Evaluation | None:
     """The in-training evaluation of :func:`checked_rows`'s eval rows (None without them)."""
     if eval_rows is None:
@@ -233,7 +238,7 @@ def policy_update(
 
 def step_runner(
     config: RunConfig,
-    host: Host,
+    host: PluginHost,
     run: RunInfo,
     *,
     generator: Any,
@@ -363,7 +368,7 @@ def _guides(training: Any, prompts: PromptSet, policy: Any, tokenizer: Any) -> G
 
 def _episodes(
     config: RunConfig,
-    host: Host,
+    host: PluginHost,
     run: RunInfo,
     generator: Any,
     prompts: PromptSet,

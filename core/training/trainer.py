@@ -23,7 +23,7 @@ from typing import Any
 from transformers import set_seed
 
 from rlvr.api.errors import TrainingError
-from rlvr.api.host import Host, build_algorithm, build_generator
+from rlvr.api.host import PluginHost, build_algorithm, build_generator
 from rlvr.config.schema import RunConfig, requirements
 from rlvr.data.prompts import PromptSampler
 from rlvr.outputs.metrics_compute import eval_metrics
@@ -61,7 +61,7 @@ class Trainer:
     def __init__(
         self,
         config: RunConfig,
-        host: Host,
+        host: PluginHost,
         *,
         resume: bool = False,
         progress: bool = True,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib
 import inspect
 import re
@@ -30,7 +31,6 @@ from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-import rlvr
 from rlvr.api.host import KINDS, create_host
 from rlvr.api.registration import Params
 from rlvr.cli.parser import build_parser
@@ -389,46 +389,50 @@ def cli_commands(parser: argparse.ArgumentParser | None = None) -> list[Command]
 
 # --------------------------------------------------------------------------- the public API
 
-#: The section of the API page for each internal module that defines public names.
+#: The section of a tier's part of the API page for each internal module that defines its names.
 API_GROUPS: dict[str, str] = {
     "rlvr.api.hookspecs": "Plugin hooks",
     "rlvr.api.registration": "What a plugin registers",
     "rlvr.api.runtime": "What factories receive and return at run time",
     "rlvr.algorithms.base": "The shared policy-gradient implementation",
     "rlvr.algorithms.params": "Algorithm params",
-    "rlvr.rewards.extract": "Answer extraction (for rewards)",
-    "rlvr.rewards.calculations": "Written calculations (for rewards)",
+    "rlvr.rewards.extract": "Answers (for rewards)",
     "rlvr.rollout.tools": "Tool calling (for environments)",
-    "rlvr.model.loading": "The policy model (for backends)",
-    "rlvr.model.weights": "The policy model (for backends)",
-    "rlvr.config.schema": "Config, runs and outputs (for scripts)",
-    "rlvr.runs": "Config, runs and outputs (for scripts)",
-    "rlvr.outputs.metrics": "Config, runs and outputs (for scripts)",
-    "rlvr.model.tiny": "Config, runs and outputs (for scripts)",
+    "rlvr.model.loading": "The policy model",
+    "rlvr.model.logprobs": "The policy model",
+    "rlvr.model.tiny": "The policy model",
+    "rlvr.config.schema": "Config and runs",
+    "rlvr.runs": "Config and runs",
+    "rlvr.api.host": "Errors",
+    "rlvr.outputs.metrics": "Outputs and scoring",
+    "rlvr.rewards.scoring": "Outputs and scoring",
     "rlvr.api.errors": "Errors",
 }
 
+#: The tiers whose names the API page lists from ``__all__`` (the marker's name after ``api-``).
+API_TIERS: dict[str, str] = {"scripts": "rlvr", "plugin": "rlvr.plugin"}
 
-def api_names() -> dict[str, list[tuple[str, str, str]]]:
-    """``rlvr.__all__`` by section: ``{section: [(name, kind, defining module)]}``, where kind
-    is ``class``, ``function`` or ``data``. ``functional`` (a module) and ``__version__`` are
-    left out: the page documents the submodule on its own."""
 
-    exports: dict[str, str] = dict(rlvr._EXPORTS)
+def api_names(tier: str = "rlvr") -> dict[str, list[tuple[str, str, str]]]:
+    """``tier.__all__`` by section: ``{section: [(name, kind, defining module)]}``, where kind
+    is ``class``, ``function`` or ``data``. ``__version__`` is left out."""
+
+    module = importlib.import_module(tier)
+    exports: dict[str, str] = dict(module._EXPORTS)
     exports["hookimpl"] = "rlvr.api.hookspecs"
     groups: dict[str, list[tuple[str, str, str]]] = {t: [] for t in API_GROUPS.values()}
-    for name in rlvr.__all__:
-        if name in ("functional", "__version__"):
+    for name in module.__all__:
+        if name == "__version__":
             continue
-        module = exports.get(name, "rlvr")
-        obj = getattr(rlvr, name)
+        source = exports.get(name, tier)
+        obj = getattr(module, name)
         if inspect.isclass(obj):
             kind = "class"
         elif inspect.isfunction(obj):
             kind = "function"
         else:
             kind = "data"
-        groups.setdefault(API_GROUPS.get(module, "Other"), []).append((name, kind, module))
+        groups.setdefault(API_GROUPS.get(source, "Other"), []).append((name, kind, source))
     return {title: names for title, names in groups.items() if names}
 
 
@@ -609,22 +613,22 @@ def render_cli(commands: list[Command] | None = None) -> str:
     return "\n".join(lines)
 
 
-def render_api() -> str:
-    """The public API: autodoc of every name in ``rlvr.__all__``, by section."""
+def render_api(tier: str = "rlvr") -> str:
+    """One tier of the public API: autodoc of every name in ``tier.__all__``, by section."""
 
     lines: list[str] = []
-    for title, names in api_names().items():
-        lines += [f"## {title}", "", "```{eval-rst}"]
+    for title, names in api_names(tier).items():
+        lines += [f"### {title}", "", "```{eval-rst}"]
         for name, kind, module in names:
             if kind == "data":
-                lines.append(f".. py:data:: rlvr.{name}")
-                value = _data_value(getattr(rlvr, name))
+                lines.append(f".. py:data:: {tier}.{name}")
+                value = _data_value(getattr(importlib.import_module(tier), name))
                 if value is not None:
                     lines.append(f"   :value: {value}")
                 doc = attr_doc(module, name)
                 lines += ["", f"   {doc}"] if doc else []
             else:
-                lines.append(f".. auto{kind}:: rlvr.{name}")
+                lines.append(f".. auto{kind}:: {tier}.{name}")
                 if kind == "class":
                     lines.append("   :members:")
             lines.append("")
@@ -636,9 +640,9 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "config": render_config,
     "plugins": render_plugins,
     "cli": render_cli,
-    "api": render_api,
+    **{f"api-{key}": functools.partial(render_api, tier) for key, tier in API_TIERS.items()},
 }
-MARKER = re.compile(r"^<!-- rlvr-reference: (\w+) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- rlvr-reference: ([\w-]+) -->$", re.MULTILINE)
 
 
 def expand_markers(text: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from make_model import calculator_tool  # this directory: run as a script
 
-from rlvr import parse_tool_calls
+from rlvr.plugin import parse_tool_calls
 
 HERE = Path(__file__).resolve().parent
 MAX_TURNS = 3

@@ -309,7 +309,7 @@ def calculator_tool() -> tuple[Any, dict[str, Any]]:
     import rlvr
 
     record = rlvr.create_host().environments["tools"]
-    env = record.factory(record.params(tools=["calculator"]), rlvr.RunInfo(32, 1))
+    env = record.factory(record.params(tools=["calculator"]), rlvr.plugin.RunInfo(32, 1))
     return env.functions["calculator"], env.schemas[0]
 
 

@@ -6,11 +6,11 @@ algorithm (from the :data:`ALGORITHMS` table); the params models are in
 :mod:`rlvr.plugins.algorithms.params`; each implementation is a module of its own, named by its
 ``LazyFactory`` and imported when a run builds the algorithm. Registering them is cheap: this
 module imports only the pydantic params models; torch and ``rlvr.functional`` load with an
-implementation. All share one policy-gradient implementation (:class:`rlvr.PolicyGradient`,
-:class:`rlvr.GroupRelative`) and differ in their params defaults, advantage estimator
-(``reinforce_pp``), surrogate (``cispo``), sample selection and reward shaping (``dapo``) or
-value model (``ppo``, ``vapo``). The math is ``rlvr.functional``, documented in
-docs/algorithms.md.
+implementation. All share one policy-gradient implementation
+(:class:`rlvr.plugin.PolicyGradient`, :class:`rlvr.algorithms.base.GroupRelative`) and differ in
+their params defaults, advantage estimator (``reinforce_pp``), surrogate (``cispo``), sample
+selection and reward shaping (``dapo``) or value model (``ppo``, ``vapo``). The math is
+``rlvr.functional``, documented in docs/algorithms.md.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from rlvr import Algorithm, ConfigWarning, LazyFactory, PolicyGradientParams, hookimpl
+from rlvr.plugin import Algorithm, ConfigWarning, LazyFactory, PolicyGradientParams, hookimpl
 from rlvr.plugins.algorithms.params import (
     ALGORITHM_PARAMS,
     CISPOParams,
@@ -33,7 +33,7 @@ from rlvr.plugins.algorithms.params import (
     VAPOParams,
 )
 
-_GROUP_RELATIVE = "rlvr:GroupRelative"  # the shared implementation, public API
+_GROUP_RELATIVE = "rlvr._builtin:GroupRelative"  # the shared group-relative implementation
 
 ALGORITHMS: tuple[tuple[str, type[PolicyGradientParams], str, str], ...] = (
     (

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from rlvr import GroupRelative
 from rlvr import functional as F
+from rlvr._builtin import GroupRelative
 
 
 class CISPO(GroupRelative):

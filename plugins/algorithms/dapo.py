@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from rlvr import GroupRelative, RolloutBatch, RunInfo, metric_values, to_float
 from rlvr import functional as F
+from rlvr._builtin import GroupRelative, python_float
+from rlvr.plugin import RolloutBatch, RunInfo, metric_values
 
 
 class DAPO(GroupRelative):
@@ -49,6 +50,6 @@ class DAPO(GroupRelative):
             factor=self.params.overlong_penalty.factor,
         ).to(scores.device)
         if len(penalty):
-            metrics["overlong_penalty/mean"] = to_float(penalty.mean())
-            metrics["overlong_penalty/frac"] = to_float((penalty < 0).float().mean())
+            metrics["overlong_penalty/mean"] = python_float(penalty.mean())
+            metrics["overlong_penalty/frac"] = python_float((penalty < 0).float().mean())
         return scores + penalty

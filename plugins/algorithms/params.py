@@ -1,7 +1,7 @@
 """Params models of the built-in algorithms (pydantic only: importing this never loads torch).
 
-Each extends :class:`rlvr.PolicyGradientParams` (TRL's ``GRPOConfig`` names, accepted as aliases)
-with its own defaults and knobs, and answers :meth:`requirements` for config validation.
+Each extends :class:`rlvr.plugin.PolicyGradientParams` (TRL's ``GRPOConfig`` names, accepted as
+aliases) with its own defaults and knobs, and answers :meth:`requirements` for config validation.
 """
 
 from __future__ import annotations
@@ -10,15 +10,9 @@ from typing import ClassVar, Literal
 
 from pydantic import AliasChoices, Field, model_validator
 
-from rlvr import (
-    GroupParams,
-    LossType,
-    Params,
-    PolicyGradientParams,
-    PolicyLevel,
-    Requirements,
-    ScaleRewards,
-)
+from rlvr._builtin import ScaleRewards
+from rlvr.functional import PolicyLevel
+from rlvr.plugin import GroupParams, LossType, Params, PolicyGradientParams, Requirements
 
 
 class GRPOParams(GroupParams):

@@ -13,15 +13,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlvr import (
-    PolicyGradient,
-    RolloutBatch,
-    RunInfo,
-    kl_shaped_token_rewards,
-    last_token_rewards,
-    to_float,
-)
 from rlvr import functional as F
+from rlvr._builtin import kl_shaped_token_rewards, last_token_rewards, python_float
+from rlvr.plugin import PolicyGradient, RolloutBatch, RunInfo
 
 
 class ValueModel(nn.Module):
@@ -132,8 +126,8 @@ class PPO(PolicyGradient):
             lam=p.lam,
             whiten=p.whiten_advantages,
         )
-        metrics["values/mean"] = to_float(F.masked_mean(values, mask))
-        metrics["returns/mean"] = to_float(F.masked_mean(returns, mask))
+        metrics["values/mean"] = python_float(F.masked_mean(values, mask))
+        metrics["returns/mean"] = python_float(F.masked_mean(returns, mask))
         return adv, returns
 
     def extra_loss(self, batch, values, mask, num_tokens, metrics):
@@ -154,9 +148,9 @@ class PPO(PolicyGradient):
         loss_clipped = (v_clip - ret).square()
         per_token = 0.5 * torch.maximum(loss_unclipped, loss_clipped)
         value_loss = F.aggregate(per_token, m, "token-mean", num_tokens=num_tokens)
-        metrics["value_loss"] = to_float(F.masked_mean(per_token.detach(), m))
-        metrics["value_clip_frac"] = to_float(F.masked_mean(loss_clipped > loss_unclipped, m))
-        metrics["values/pred_mean"] = to_float(F.masked_mean(v.detach(), m))
+        metrics["value_loss"] = python_float(F.masked_mean(per_token.detach(), m))
+        metrics["value_clip_frac"] = python_float(F.masked_mean(loss_clipped > loss_unclipped, m))
+        metrics["values/pred_mean"] = python_float(F.masked_mean(v.detach(), m))
         return p.vf_coef * value_loss
 
     def build_value_model(self, policy: Any) -> ValueModel:

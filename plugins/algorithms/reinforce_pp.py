@@ -8,8 +8,9 @@ whitens over the batch, and (when ``beta > 0``) adds the KL to the loss like GRP
 
 from __future__ import annotations
 
-from rlvr import PolicyGradient, kl_shaped_token_rewards
 from rlvr import functional as F
+from rlvr._builtin import kl_shaped_token_rewards
+from rlvr.plugin import PolicyGradient
 
 
 class ReinforcePP(PolicyGradient):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rlvr import PolicyGradient
 from rlvr import functional as F
+from rlvr.plugin import PolicyGradient
 
 
 class LeaveOneOut(PolicyGradient):

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from rlvr import LossOutput, RolloutBatch, RunInfo, kl_shaped_token_rewards, metric_values, to_float
 from rlvr import functional as F
+from rlvr._builtin import kl_shaped_token_rewards, python_float
+from rlvr.plugin import LossOutput, RolloutBatch, RunInfo, metric_values
 from rlvr.plugins.algorithms.ppo import PPO
 
 
@@ -61,13 +62,13 @@ class VAPO(PPO):
         lam: float | torch.Tensor = p.lam
         if p.length_adaptive_alpha is not None:
             lam = F.length_adaptive_lam(mask.sum(dim=1), alpha=p.length_adaptive_alpha)
-            metrics["lam_actor_mean"] = to_float(lam.mean()) if len(lam) else 0.0
+            metrics["lam_actor_mean"] = python_float(lam.mean()) if len(lam) else 0.0
         adv, _ = F.gae(
             token_rewards, values, mask, gamma=p.gamma, lam=lam, whiten=p.whiten_advantages
         )
-        metrics["values/mean"] = to_float(F.masked_mean(values, mask))
-        metrics["returns/mean"] = to_float(F.masked_mean(returns, mask))
-        metrics["explained_variance"] = to_float(F.explained_variance(values, returns, mask))
+        metrics["values/mean"] = python_float(F.masked_mean(values, mask))
+        metrics["returns/mean"] = python_float(F.masked_mean(returns, mask))
+        metrics["explained_variance"] = python_float(F.explained_variance(values, returns, mask))
         return adv, returns
 
     def prepare(self, batch: RolloutBatch) -> tuple[RolloutBatch, dict[str, float]]:
@@ -81,7 +82,7 @@ class VAPO(PPO):
         # Of the whole step: summed over ranks under data parallelism.
         local = (out.loss_mask.bool() & positive[:, None]).sum().float()
         self._positive_tokens = int(F.batch_sum(local).item())
-        metrics["positive_frac"] = to_float(positive.float().mean()) if len(out) else 0.0
+        metrics["positive_frac"] = python_float(positive.float().mean()) if len(out) else 0.0
         return out, metrics
 
     # ------------------------------------------------------------------ training side
@@ -106,5 +107,7 @@ class VAPO(PPO):
             positive = self.positive(batch)
             nll = F.positive_nll(logp, mask, positive, num_tokens=self._positive_tokens)
             out.loss = out.loss + p.positive_nll_coef * nll
-            out.metrics["positive_nll"] = to_float(F.positive_nll(logp.detach(), mask, positive))
+            out.metrics["positive_nll"] = python_float(
+                F.positive_nll(logp.detach(), mask, positive)
+            )
         return out

@@ -7,8 +7,8 @@ run builds the generator. Registration stays cheap: nothing here imports torch, 
 vLLM.
 
 Every factory is called as ``factory(params, run, model, tokenizer)`` and returns a
-:class:`rlvr.Generator`. To add a backend: a params model, a module with the generator, and one
-more ``register(...)`` call in :func:`rlvr_register_backends`.
+:class:`rlvr.plugin.Generator`. To add a backend: a params model, a module with the generator, and
+one more ``register(...)`` call in :func:`rlvr_register_backends`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 
-from rlvr import Backend, Capabilities, LazyFactory, hookimpl
+from rlvr.plugin import Backend, Capabilities, LazyFactory, hookimpl
 from rlvr.plugins.backends.params import HFParams, VLLMParams
 
 INSTALL_HINT = (

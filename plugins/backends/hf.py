@@ -25,16 +25,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from rlvr import (
-    Generation,
-    RunInfo,
-    SamplingParams,
-    autocast,
-    check_request,
-    eos_token_ids,
-    is_peft,
-    unwrap,
-)
+from rlvr._builtin import check_sampling_request, is_peft, unwrap_model
+from rlvr.plugin import Generation, RunInfo, SamplingParams, autocast, eos_token_ids
 from rlvr.plugins.backends.params import HFParams
 
 
@@ -139,7 +131,7 @@ class HFGenerator:
     # ------------------------------------------------------------------ Generator protocol
 
     def generate(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> Generation:
-        check_request(prompts, n, sampling)
+        check_sampling_request(prompts, n, sampling)
         sequences = [list(p) for p in prompts for _ in range(n)]
         if not sequences:
             return Generation(token_ids=[], texts=[], truncated=[])
@@ -288,7 +280,7 @@ class HFGenerator:
         # The transformers model itself (a peft model's base model carries the adapters), so
         # its own keyword arguments are available: ``logits_to_keep=1`` skips the lm_head on
         # all but one position (the logits of this pass are not used).
-        inner = unwrap(self.model)
+        inner = unwrap_model(self.model)
         model = inner.get_base_model() if is_peft(inner) else inner
         extra = {}
         if "logits_to_keep" in inspect.signature(model.forward).parameters:

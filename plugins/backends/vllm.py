@@ -99,12 +99,13 @@ import numpy as np
 import torch
 from huggingface_hub.utils import are_progress_bars_disabled
 
-from rlvr import Generation, check_request, eos_token_ids, hf_weights, is_peft, unwrap
+from rlvr._builtin import check_sampling_request, hf_weights, is_peft, unwrap_model
+from rlvr.plugin import Generation, eos_token_ids
 from rlvr.plugins.backends import INSTALL_HINT, vllm_available
 from rlvr.plugins.backends.params import VLLMParams
 
 if TYPE_CHECKING:
-    from rlvr import RunInfo, SamplingParams
+    from rlvr.plugin import RunInfo, SamplingParams
 
 _WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "model.safetensors.index.json")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -223,7 +224,7 @@ class VLLMGenerator:
         self.params = params
         self.run = run
         self.tokenizer = tokenizer
-        model = unwrap(model)
+        model = unwrap_model(model)
         base = model.get_base_model() if is_peft(model) else model
         first = next(base.parameters())
         self.device = first.device
@@ -331,7 +332,7 @@ class VLLMGenerator:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
-        check_request(prompts, n, sampling)
+        check_sampling_request(prompts, n, sampling)
         if not prompts:
             return Generation(token_ids=[], texts=[], truncated=[], logprobs=[])
         greedy = sampling.temperature <= 0

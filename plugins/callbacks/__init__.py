@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 
-from rlvr import Callback, LazyFactory, hookimpl
+from rlvr.plugin import Callback, LazyFactory, hookimpl
 from rlvr.plugins.callbacks.params import (
     MlflowParams,
     TensorBoardParams,

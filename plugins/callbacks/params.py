@@ -7,7 +7,7 @@ import os
 
 from pydantic import Field
 
-from rlvr import Params
+from rlvr.plugin import Params
 
 
 class TensorBoardParams(Params):

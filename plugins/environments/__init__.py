@@ -5,7 +5,7 @@ environment) and ``trl_env`` (a TRL ``environment_factory`` class).
 Laid out as every plugin family is: this module holds the hook and one ``register(...)`` per
 environment; the params models are in :mod:`rlvr.plugins.environments.params`; each
 environment is a module of its own, named by its ``LazyFactory``. An environment is what an
-episode talks to (:class:`rlvr.EnvironmentImpl`): rlvr renders, samples and tokenizes, the
+episode talks to (:class:`rlvr.plugin.EnvironmentImpl`): rlvr renders, samples and tokenizes, the
 environment answers each assistant message with messages of its own.
 """
 
@@ -15,7 +15,8 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-from rlvr import Environment, LazyFactory, check_function, check_tool, hookimpl
+from rlvr._builtin import check_function, check_tool
+from rlvr.plugin import Environment, LazyFactory, hookimpl
 from rlvr.plugins.environments.params import (
     SCORE_ANSWER,
     TASK_FIELDS,

@@ -40,7 +40,8 @@ from openenv.core.env_server import (
 )
 from websockets.exceptions import ConnectionClosed
 
-from rlvr import EnvResponse, EpisodeStart, Message, RunInfo, load_function
+from rlvr._builtin import load_function
+from rlvr.plugin import EnvResponse, EpisodeStart, Message, RunInfo
 from rlvr.plugins.environments.params import OpenEnvParams
 
 

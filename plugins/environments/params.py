@@ -7,7 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
 
-from rlvr import Params, ReasoningGymConfig, code_spec, create_host, tool_name
+from rlvr import create_host
+from rlvr._builtin import ReasoningGymConfig, code_spec, tool_name
+from rlvr.plugin import Params
 
 #: The tools the ``tools`` environment has built in, by name.
 BUILTIN_TOOLS = ("calculator",)

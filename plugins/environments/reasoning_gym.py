@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from rlvr import EnvResponse, EpisodeStart, Message, RunInfo, Sample
+from rlvr.plugin import EnvResponse, EpisodeStart, Message, RunInfo, Sample
 from rlvr.plugins.environments.params import SCORE_ANSWER, ReasoningGymEnvParams, scoring_reward
 
 

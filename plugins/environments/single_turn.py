@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr import EnvResponse, EpisodeStart, Message, RunInfo
+from rlvr.plugin import EnvResponse, EpisodeStart, Message, RunInfo
 from rlvr.plugins.environments.params import SingleTurnParams
 
 

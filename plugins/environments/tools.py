@@ -4,11 +4,11 @@ without a call ends the episode: that answer is what the rewards score.
 
 The tools are the built-in ones by name and the user's functions by spec (``"module:function"``,
 ``"file.py:function"``: imported when the environment is built, which ``--allow-code`` must
-allow). Each function's schema (:func:`rlvr.tool_schema`, from its type hints and docstring) is
-made once, at build, and is what the chat template shows the model.
+allow). Each function's schema (:func:`rlvr.plugin.tool_schema`, from its type hints and docstring)
+is made once, at build, and is what the chat template shows the model.
 
 A call's ``arguments`` (a dict, or its JSON text) are checked against the function's signature
-and type hints first (:func:`rlvr.tool_arguments`). A malformed call, an unknown tool, bad
+and type hints first (:func:`rlvr.plugin.tool_arguments`). A malformed call, an unknown tool, bad
 arguments or a tool that raises is answered with an ``error: ...`` tool message, so the model
 sees what went wrong and the episode goes on. A result is sent as text: a ``str`` as it is,
 anything else as JSON. Sync tools run in a worker thread (``asyncio.to_thread``), so a slow
@@ -26,18 +26,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlvr import (
-    EnvResponse,
-    EpisodeStart,
-    Message,
-    RlvrError,
-    RunInfo,
-    evaluate_arithmetic,
-    load_function,
-    tool_arguments,
-    tool_name,
-    tool_schema,
-)
+from rlvr import RlvrError
+from rlvr._builtin import evaluate_arithmetic, load_function, tool_name
+from rlvr.plugin import EnvResponse, EpisodeStart, Message, RunInfo, tool_arguments, tool_schema
 from rlvr.plugins.environments.params import ToolsParams
 
 

@@ -30,7 +30,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from rlvr import EnvResponse, EpisodeStart, Message, RunInfo, load_function, tool_schema
+from rlvr._builtin import load_function
+from rlvr.plugin import EnvResponse, EpisodeStart, Message, RunInfo, tool_schema
 from rlvr.plugins.environments.params import TrlEnvParams
 
 #: The methods TRL does not expose as tools.

@@ -39,7 +39,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlvr import EnvResponse, EpisodeStart, Message, RlvrError, RunInfo
+from rlvr import RlvrError
+from rlvr.plugin import EnvResponse, EpisodeStart, Message, RunInfo
 from rlvr.plugins.environments.params import VerifiersParams
 
 INSTALL_HINT = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from rlvr import LazyFactory, Reward, hookimpl
+from rlvr.plugin import LazyFactory, Reward, hookimpl
 from rlvr.plugins.rewards.callable import check_function  # stdlib only: the config check
 from rlvr.plugins.rewards.params import (
     AnswerParams,

@@ -1,8 +1,8 @@
 """``answer``: is the final answer mathematically correct?
 
 1. The gold is ``row[gold_field]`` (GSM8K's ``#### N`` detected automatically); the prediction
-   is extracted by the ordered ``strategies`` of :func:`rlvr.extract_answer`.
-2. When both read as plain numbers (:func:`rlvr.parse_number`: commas, signs, ``$``,
+   is extracted by the ordered ``strategies`` of :func:`rlvr.rewards.extract.extract_answer`.
+2. When both read as plain numbers (:func:`rlvr.rewards.extract.parse_number`: commas, signs, ``$``,
    ``%``, units, fractions) they are compared numerically, fast, without sympy.
 3. Otherwise math-verify decides (symbolic answers: ``7\\pi``, ``\\sqrt2``, sets, ``x=5``): both
    sides have their tags stripped and are wrapped in ``\\boxed{}`` first (a bare gold loses
@@ -32,7 +32,8 @@ from typing import Any
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from math_verify.errors import TimeoutException
 
-from rlvr import Sample, gold_from_row, last_boxed, parse_number, strip_tags
+from rlvr._builtin import last_boxed, parse_number, strip_tags
+from rlvr.plugin import Sample, gold_from_row
 from rlvr.plugins.rewards.params import AnswerParams
 
 logger = logging.getLogger(__name__)

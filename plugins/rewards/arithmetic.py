@@ -17,7 +17,8 @@ something else pays for using the problem's numbers.
 
 from __future__ import annotations
 
-from rlvr import Sample, calculations, link_holds
+from rlvr._builtin import link_holds, written_calculations
+from rlvr.plugin import Sample
 from rlvr.plugins.rewards.params import ArithmeticParams
 
 
@@ -30,7 +31,7 @@ class ArithmeticReward:
     def __call__(self, sample: Sample) -> float:
         verdicts = [
             link_holds(chain[i], chain[i + 1])
-            for chain in calculations(sample.completion)
+            for chain in written_calculations(sample.completion)
             for i in range(len(chain) - 1)
         ]
         checked = [v for v in verdicts if v is not None]

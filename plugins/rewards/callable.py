@@ -61,12 +61,13 @@ config with a ``callable`` entry runs only with ``--allow-code`` on the command 
 
 from __future__ import annotations
 
-from rlvr import BatchOutput, Sample, call_trl_batch, check_function, load_function
+from rlvr._builtin import call_trl_batch, check_function, load_function
+from rlvr.plugin import BatchOutput, Sample
 from rlvr.plugins.rewards.params import CallableParams
 
 
 class CallableReward:
-    """Calls the TRL-style function on a batch of samples (a :class:`rlvr.BatchRewardFn`)."""
+    """Calls the TRL-style function on a batch of samples (a :class:`rlvr.plugin.BatchRewardFn`)."""
 
     def __init__(self, params: CallableParams) -> None:
         self.params = params

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from rlvr import Sample
+from rlvr.plugin import Sample
 from rlvr.plugins.rewards.params import FormatParams
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from rlvr import Sample
+from rlvr.plugin import Sample
 from rlvr.plugins.rewards.params import LengthPenaltyParams
 
 

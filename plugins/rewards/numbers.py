@@ -13,7 +13,8 @@ the ``first`` or ``last`` number in it (:func:`rlvr.rewards.extract.find_numbers
 
 from __future__ import annotations
 
-from rlvr import Sample, find_numbers, gold_from_row, parse_number
+from rlvr._builtin import find_numbers, parse_number
+from rlvr.plugin import Sample, gold_from_row
 from rlvr.plugins.rewards.params import NumbersParams
 
 

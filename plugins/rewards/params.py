@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from rlvr import ExtractionParams, Params, Percent, code_spec
+from rlvr._builtin import ExtractionParams, Percent, code_spec
+from rlvr.plugin import Params
 
 # --------------------------------------------------------------------------- format
 

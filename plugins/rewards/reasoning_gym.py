@@ -3,8 +3,9 @@
 The row says which task made it and how (``task``, ``task_params``: what
 ``data.reasoning_gym`` writes, see docs/how-to/reasoning-gym.md), so one reward scores rows of
 any task; the task's dataset object is built once per worker and (task, knobs)
-(:func:`rlvr.reasoning_gym_dataset`). The entry handed to ``score_answer`` is the row's
-``question``, ``answer`` and ``metadata`` (stored as JSON text; a dict is accepted too).
+(:func:`rlvr.data.reasoning_gym.reasoning_gym_dataset`). The entry handed to ``score_answer``
+is the row's ``question``, ``answer`` and ``metadata`` (stored as JSON text; a dict is accepted
+too).
 
 Strict by default: the answer is the inside of the last ``<answer>...</answer>`` block
 (``strategies``). With ``lenient`` the last number of the completion also counts (the score is
@@ -20,11 +21,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-# Imported here, though only rlvr.reasoning_gym_dataset uses it, so that a missing
-# rlvr[reasoning-gym] stops the run when the reward is built, not at its first score.
+# Imported here, though only rlvr.data.reasoning_gym.reasoning_gym_dataset uses it, so that a
+# missing rlvr[reasoning-gym] stops the run when the reward is built, not at its first score.
 import reasoning_gym  # noqa: F401
 
-from rlvr import Sample, find_numbers, reasoning_gym_dataset, row_field
+from rlvr._builtin import find_numbers, reasoning_gym_dataset, row_field
+from rlvr.plugin import Sample
 from rlvr.plugins.rewards.params import ReasoningGymParams
 
 

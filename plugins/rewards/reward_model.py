@@ -27,7 +27,8 @@ from typing import Any
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from rlvr import Sample, trl_inputs
+from rlvr._builtin import trl_inputs
+from rlvr.plugin import Sample
 from rlvr.plugins.rewards.params import RewardModelParams
 
 
@@ -41,7 +42,7 @@ def resolve_device(device: str) -> torch.device:
 
 
 class RewardModelReward:
-    """Scores a batch of samples with the reward model (a :class:`rlvr.BatchRewardFn`)."""
+    """Scores a batch of samples with the reward model (a :class:`rlvr.plugin.BatchRewardFn`)."""
 
     def __init__(self, params: RewardModelParams) -> None:
         self.params = params

@@ -18,7 +18,7 @@ the reward, imported by its ``LazyFactory`` when a run builds it.
 
 from __future__ import annotations
 
-from rlvr import LazyFactory, Reward, hookimpl
+from rlvr.plugin import LazyFactory, Reward, hookimpl
 from rlvr_code_exec.params import CodeExecParams
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rlvr import Params
+from rlvr.plugin import Params
 
 
 class CodeExecParams(Params):

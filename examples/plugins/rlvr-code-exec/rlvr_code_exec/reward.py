@@ -12,7 +12,7 @@ import sys
 import tempfile
 from typing import Any
 
-from rlvr import Sample
+from rlvr.plugin import Sample
 from rlvr_code_exec.params import CodeExecParams
 
 _BLOCK = re.compile(r"```(?:python|py)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlvr import Sample
+from rlvr.plugin import Sample
 from rlvr_keywords.params import KeywordParams
 
 

@@ -7,7 +7,7 @@ the algorithm, imported by its ``LazyFactory`` when a run builds it.
 
 from __future__ import annotations
 
-from rlvr import Algorithm, LazyFactory, Requirements, hookimpl
+from rlvr.plugin import Algorithm, LazyFactory, Requirements, hookimpl
 from rlvr_passk.params import PassAtKParams
 
 

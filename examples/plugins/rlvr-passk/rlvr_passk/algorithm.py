@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from rlvr import PolicyGradient, metric_values
+from rlvr.plugin import PolicyGradient, metric_values
 
 
 def pass_at_k_advantages(correct: torch.Tensor, group_ids: torch.Tensor, k: int) -> torch.Tensor:

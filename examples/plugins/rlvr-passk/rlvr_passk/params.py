@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from rlvr import GroupParams, Requirements
+from rlvr.plugin import GroupParams, Requirements
 
 
 class PassAtKParams(GroupParams):

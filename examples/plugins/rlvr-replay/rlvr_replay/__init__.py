@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlvr import Backend, Capabilities, LazyFactory, hookimpl
+from rlvr.plugin import Backend, Capabilities, LazyFactory, hookimpl
 from rlvr_replay.params import ReplayParams
 
 

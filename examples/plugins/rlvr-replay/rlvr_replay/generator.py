@@ -1,5 +1,5 @@
-"""The ``replay`` generator (see :class:`rlvr.Generator`), imported by its ``LazyFactory`` when a
-run builds it."""
+"""The ``replay`` generator (see :class:`rlvr.plugin.Generator`), imported by its ``LazyFactory``
+when a run builds it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlvr import Generation, SamplingParams
+from rlvr.plugin import Generation, SamplingParams
 
 
 class ReplayGenerator:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from rlvr import Params
+from rlvr.plugin import Params
 
 
 class ReplayParams(Params):

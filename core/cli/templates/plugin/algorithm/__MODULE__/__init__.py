@@ -11,14 +11,14 @@ After ``pip install -e .`` use it in any rlvr config::
 The package is laid out as rlvr's own plugin families are: this module registers the plugin
 (cheap on purpose, no torch: ``rlvr plugins`` and ``rlvr validate`` import it), ``params.py``
 holds the params model, and ``algorithm.py`` the algorithm, which the ``LazyFactory`` below
-imports only when a run builds it. The object it builds follows :class:`rlvr.AlgorithmImpl`;
+imports only when a run builds it. The object it builds follows :class:`rlvr.plugin.AlgorithmImpl`;
 ``requirements(params)`` tells rlvr, before any model loads, what the algorithm needs (a
 reference model, old log-probs, group size, ...).
 """
 
 from __future__ import annotations
 
-from rlvr import Algorithm, LazyFactory, Requirements, hookimpl
+from rlvr.plugin import Algorithm, LazyFactory, Requirements, hookimpl
 
 from __MODULE__.params import __CLS__Params
 

@@ -1,6 +1,6 @@
 """The algorithm: rlvr's clipped policy gradient with its own advantages.
 
-:class:`rlvr.PolicyGradient` provides ``prepare`` (loss mask, reward
+:class:`rlvr.plugin.PolicyGradient` provides ``prepare`` (loss mask, reward
 shaping hook, metrics) and ``loss`` (clipped surrogate, KL, aggregation) on top of
 :mod:`rlvr.functional`; a subclass overrides what differs, here :meth:`advantages`.
 """
@@ -8,8 +8,8 @@ shaping hook, metrics) and ``loss`` (clipped surrogate, KL, aggregation) on top 
 from __future__ import annotations
 
 import torch
-from rlvr import PolicyGradient
 from rlvr import functional as F
+from rlvr.plugin import PolicyGradient
 
 
 class __CLS__(PolicyGradient):

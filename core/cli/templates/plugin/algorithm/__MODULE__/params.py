@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from pydantic import Field
-from rlvr import LossType, PolicyGradientParams
+from rlvr.plugin import LossType, PolicyGradientParams
 
 
 class __CLS__Params(PolicyGradientParams):

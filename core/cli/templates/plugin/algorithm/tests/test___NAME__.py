@@ -21,7 +21,7 @@ def test_follows_the_plugin_contract(params):
 
 def test_median_baseline():
     import torch
-    from rlvr import RunInfo
+    from rlvr.plugin import RunInfo
     from rlvr.testing import synthetic_batch
 
     from __MODULE__.algorithm import __CLS__

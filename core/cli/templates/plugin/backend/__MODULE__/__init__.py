@@ -9,8 +9,8 @@ After ``pip install -e .`` use it in any rlvr config::
       params: {chunk_size: 16}
 
 The trainer builds the generator with ``factory(params, run, model, tokenizer)`` (``run`` is
-an :class:`rlvr.RunInfo`) and calls ``generate(prompts, n, sampling)`` for token-id prompts; it
-returns an :class:`rlvr.Generation` (completion ``i`` belongs to prompt ``i // n``).
+an :class:`rlvr.plugin.RunInfo`) and calls ``generate(prompts, n, sampling)`` for token-id prompts;
+it returns an :class:`rlvr.plugin.Generation` (completion ``i`` belongs to prompt ``i // n``).
 
 The package is laid out as rlvr's own plugin families are: this module registers the plugin
 (cheap on purpose, no torch: ``rlvr plugins`` and ``rlvr validate`` import it), ``params.py``
@@ -20,7 +20,7 @@ imports only when a run builds it.
 
 from __future__ import annotations
 
-from rlvr import Backend, Capabilities, LazyFactory, hookimpl
+from rlvr.plugin import Backend, Capabilities, LazyFactory, hookimpl
 
 from __MODULE__.params import __CLS__Params
 

@@ -1,12 +1,12 @@
-"""The backend's generator (see :class:`rlvr.Generator`), imported by its ``LazyFactory`` when a
-run builds it."""
+"""The backend's generator (see :class:`rlvr.plugin.Generator`), imported by its ``LazyFactory``
+when a run builds it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
-from rlvr import Generation, SamplingParams, eos_token_ids
+from rlvr.plugin import Generation, SamplingParams, eos_token_ids
 
 from __MODULE__.params import __CLS__Params
 

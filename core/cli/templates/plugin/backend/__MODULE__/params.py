@@ -7,7 +7,7 @@ plugin and ``rlvr validate`` read this model without importing the generator.
 from __future__ import annotations
 
 from pydantic import Field
-from rlvr import Params
+from rlvr.plugin import Params
 
 
 class __CLS__Params(Params):

@@ -26,7 +26,7 @@ builds it.
 
 from __future__ import annotations
 
-from rlvr import Environment, LazyFactory, hookimpl
+from rlvr.plugin import Environment, LazyFactory, hookimpl
 
 from __MODULE__.params import __CLS__Params
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rlvr import EnvResponse, EpisodeStart, Message, RunInfo
+from rlvr.plugin import EnvResponse, EpisodeStart, Message, RunInfo
 
 from __MODULE__.params import __CLS__Params
 

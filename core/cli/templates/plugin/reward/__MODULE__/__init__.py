@@ -9,7 +9,7 @@ After ``pip install -e .`` use it in any rlvr config::
         params: {text: "</answer>", score: 1.0}
 
 A reward is a picklable callable built once per reward worker process by ``factory(params)``
-and called once per completion with an :class:`rlvr.Sample`: ``completion``,
+and called once per completion with an :class:`rlvr.plugin.Sample`: ``completion``,
 ``prompt``, ``row`` (every field of the dataset row) and ``num_tokens``. It returns a float, or
 None when it does not apply to the sample (counted as 0 in the weighted sum and left out of
 this reward's mean). A call that raises or runs past the entry's ``timeout`` yields the
@@ -22,7 +22,7 @@ and ``reward.py`` the reward, which the ``LazyFactory`` below imports only when 
 
 from __future__ import annotations
 
-from rlvr import LazyFactory, Reward, hookimpl
+from rlvr.plugin import LazyFactory, Reward, hookimpl
 
 from __MODULE__.params import __CLS__Params
 

@@ -7,7 +7,7 @@ What ``rewards[].params`` holds in a config. pydantic only: registering the plug
 from __future__ import annotations
 
 from pydantic import Field
-from rlvr import Params
+from rlvr.plugin import Params
 
 
 class __CLS__Params(Params):

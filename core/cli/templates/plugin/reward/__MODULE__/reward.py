@@ -6,7 +6,7 @@ needs (a parser, a model) at the top of this module.
 
 from __future__ import annotations
 
-from rlvr import Sample
+from rlvr.plugin import Sample
 
 from __MODULE__.params import __CLS__Params
 

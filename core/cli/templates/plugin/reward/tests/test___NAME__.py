@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from rlvr import ConfigError, Sample
+from rlvr import ConfigError
+from rlvr.plugin import Sample
 from rlvr.testing import check_reward, validate_config
 
 from __MODULE__.params import __CLS__Params
