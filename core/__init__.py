@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "Algorithm": "rlvr.api.registration",
     "Backend": "rlvr.api.registration",
     "Callback": "rlvr.api.registration",
+    "DataSource": "rlvr.api.registration",
     "Capabilities": "rlvr.api.registration",
     "Environment": "rlvr.api.registration",
     "LazyFactory": "rlvr.api.registration",
@@ -72,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "RunConfig": "rlvr.config.schema",
     "load_config": "rlvr.config.schema",
     "reasoning_gym_dataset": "rlvr.data.reasoning_gym",
+    "reasoning_gym_rows": "rlvr.data.reasoning_gym",
     "calculations": "rlvr.rewards.calculations",
     "evaluate_arithmetic": "rlvr.rewards.calculations",
     "parse_tool_calls": "rlvr.rollout.tools",
@@ -151,6 +153,7 @@ if TYPE_CHECKING:
         BatchRewardFn,
         Callback,
         Capabilities,
+        DataSource,
         Environment,
         LazyFactory,
         Params,
@@ -179,7 +182,7 @@ if TYPE_CHECKING:
     )
     from rlvr.api.usercode import check_function, code_spec, load_function
     from rlvr.config.schema import ConfigError, ReasoningGymConfig, RunConfig, load_config
-    from rlvr.data.reasoning_gym import reasoning_gym_dataset
+    from rlvr.data.reasoning_gym import reasoning_gym_dataset, reasoning_gym_rows
     from rlvr.model.loading import autocast, eos_token_ids, load_policy
     from rlvr.model.logprobs import completion_logprobs
     from rlvr.model.tiny import build_tiny_model
@@ -246,6 +249,7 @@ __all__ = [
     "Params",
     "Requirements",
     "Callback",
+    "DataSource",
     "Capabilities",
     "LazyFactory",
     "RewardFn",
@@ -308,6 +312,7 @@ __all__ = [
     "gold_from_row",
     "gold_from_gsm8k",
     "reasoning_gym_dataset",
+    "reasoning_gym_rows",
     "calculations",
     "link_holds",
     "results",

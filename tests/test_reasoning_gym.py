@@ -19,7 +19,7 @@ from rlvr.api.registration import Sample  # noqa: E402
 from rlvr.cli.main import main  # noqa: E402
 from rlvr.config.schema import ConfigError, DataConfig, ReasoningGymConfig, load_config  # noqa: E402
 from rlvr.data import reasoning_gym as rg  # noqa: E402
-from rlvr.data.prompts import load_rows  # noqa: E402
+from rlvr.data.prompts import DataError, load_rows  # noqa: E402
 from rlvr.evaluation.evaluate import eval_data  # noqa: E402
 from rlvr.plugins.rewards.params import ReasoningGymParams  # noqa: E402
 from rlvr.plugins.rewards.reasoning_gym import ReasoningGymReward  # noqa: E402
@@ -148,14 +148,14 @@ def test_bad_sections_are_refused(section, expected):
 
 def test_train_and_eval_read_the_two_splits():
     data = DataConfig(reasoning_gym={"task": "products", "params": PRODUCTS, "train_size": 100})
-    train = load_rows(data)
+    train = load_rows(data, create_host())
     eval_cfg, split, desc = eval_data(data)
-    test = load_rows(eval_cfg, split=split)
+    test = load_rows(eval_cfg, create_host(), split=split)
     assert (len(train), len(test)) == (100, 500) and split == "test"
     assert desc == "reasoning-gym task 'products' [test]"
     assert rg.overlap(train, test) == 0
-    with pytest.raises(rg.ReasoningGymError, match="splits train and test, not 'validation'"):
-        load_rows(data, split="validation")
+    with pytest.raises(DataError, match="splits train and test, not 'validation'"):
+        load_rows(data, create_host(), split="validation")
 
 
 # --------------------------------------------------------------------------- the reward

@@ -17,6 +17,7 @@ from rlvr.api.host import Host
 from rlvr.api.registration import Params
 from rlvr.config.problems import pydantic_problems
 from rlvr.config.run_config import EnvironmentEntry, PluginEntry, RewardEntry, RunConfig
+from rlvr.config.sections import DataConfig
 
 # --------------------------------------------------------------------------- JSON schema
 
@@ -40,6 +41,25 @@ def _union(kind: str, host: Host, base: type[BaseModel]) -> Any:
     return Annotated[Union[tuple(models)], Field(discriminator="name")]  # noqa: UP007
 
 
+def _data_union(host: Host) -> Any:
+    """``data:`` as one of its spellings: a shorthand (``path``, ``reasoning_gym``), or each
+    data source's ``{source: NAME, params: ...}``."""
+    shorthand = create_model(
+        "Data", __base__=DataConfig, params=(dict[str, Any], Field(default_factory=dict))
+    )
+    models = [
+        create_model(
+            f"Data_{r.name}",
+            __base__=DataConfig,
+            __doc__=r.description,
+            source=(Literal[r.name], ...),  # type: ignore[arg-type]  # a Literal built at runtime
+            params=(r.params, Field(default_factory=r.params)),
+        )
+        for r in host.data_sources.values()
+    ]
+    return Union[tuple([shorthand, *models])]  # noqa: UP007
+
+
 def json_schema(host: Host) -> dict[str, Any]:
     """The JSON Schema of a run config for the plugins ``host`` has loaded (for editors):
     :class:`RunConfig` with each plugin entry a union discriminated on ``name``."""
@@ -49,6 +69,7 @@ def json_schema(host: Host) -> dict[str, Any]:
     backend: Any = _union("backend", host, PluginEntry)
     environment: Any = _union("environment", host, EnvironmentEntry)
     callback: Any = _union("callback", host, PluginEntry)
+    data: Any = _data_union(host)
     model = create_model(
         "RunConfig",
         __base__=RunConfig,
@@ -57,6 +78,7 @@ def json_schema(host: Host) -> dict[str, Any]:
         algorithm=(algorithm | None, None),
         backend=(backend | None, None),
         environment=(environment | None, None),
+        data=(data | None, None),
     )
     return model.model_json_schema()
 
@@ -117,6 +139,32 @@ def validate_params(
         values.append(value)
         problems += found
     return values, problems
+
+
+def data_source_params(
+    config: RunConfig, host: Host, config_dir: Path | None, set_keys: Sequence[str]
+) -> list[tuple[str, str]]:
+    """Validate ``data.params`` against the params model of the data source ``data.source``
+    names and store them (the shorthands ``data.path`` and ``data.reasoning_gym`` are typed
+    sections of their own, resolved when the rows load: :func:`rlvr.data.prompts.load_rows`)."""
+    data = config.data
+    if data is None or data.source is None:
+        return []
+    record = host.data_sources.get(data.source)
+    if record is None:
+        return [("data.source", host.unknown_message("data_source", data.source))]
+    raw: Any = data.params
+    if isinstance(raw, Params):  # not given: the default
+        raw = raw.model_dump()
+    if not isinstance(raw, dict):
+        return [("data.params", f"must be a mapping of params (got {raw!r})")]
+    owner = functools.partial(_owner_hint, host, "data_source", record.name)
+    value, problems = _entry_params(
+        record.params, raw, "data.params", config_dir, _set_params("data", set_keys), owner
+    )
+    if not problems:
+        data.params = value
+    return problems
 
 
 def _set_params(path: str, set_keys: Sequence[str]) -> set[str] | None:

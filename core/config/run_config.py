@@ -9,10 +9,10 @@ import math
 from typing import Literal
 
 import yaml
-from pydantic import Field, SerializeAsAny, SkipValidation, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from rlvr.api.registration import REWARD_LIMIT, Params
-from rlvr.config.sections import DataConfig, ModelConfig, Section, TrainingConfig
+from rlvr.config.sections import DataConfig, ModelConfig, PluginParams, Section, TrainingConfig
 
 SECTIONS = (
     "model",
@@ -27,11 +27,6 @@ SECTIONS = (
 DEFAULT_ALGORITHM = "grpo"
 DEFAULT_BACKEND = "hf"
 DEFAULT_ENVIRONMENT = "single_turn"
-
-
-#: A plugin's params: validated on their own against the plugin's model (see :func:`validate`),
-#: then stored as that model's instance, and dumped with all its fields.
-PluginParams = SerializeAsAny[SkipValidation[Params]]
 
 
 class PluginEntry(Section):

@@ -30,7 +30,7 @@ from rlvr.config.loading import (
     read_file,
     resolve_paths,
 )
-from rlvr.config.plugin_params import json_schema
+from rlvr.config.plugin_params import data_source_params, json_schema
 from rlvr.config.problems import ConfigError
 from rlvr.config.run_config import (
     DEFAULT_ALGORITHM,
@@ -45,6 +45,7 @@ from rlvr.config.run_config import (
     dump,
 )
 from rlvr.config.sections import (
+    DATA_SHORTHANDS,
     CollapseConfig,
     DataConfig,
     FewShotExample,
@@ -54,6 +55,7 @@ from rlvr.config.sections import (
     ReasoningGymConfig,
     Section,
     TrainingConfig,
+    data_source_entry,
 )
 from rlvr.config.validation import validate
 
@@ -65,6 +67,7 @@ __all__ = [
     "MAX_ADAM_LR",
     "PATH_KEYS",
     "PEFT_INSTALL_HINT",
+    "DATA_SHORTHANDS",
     "SECTIONS",
     "TRUST_REMOTE_CODE_FLAG",
     "CodeOptInError",
@@ -85,8 +88,10 @@ __all__ = [
     "TrainingConfig",
     "apply_overrides",
     "check_code_opt_ins",
+    "data_source_entry",
     "cross_check",
     "data_set",
+    "data_source_params",
     "dump",
     "json_schema",
     "learning_warnings",

@@ -7,7 +7,17 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    SkipValidation,
+    field_validator,
+    model_validator,
+)
+
+from rlvr.api.registration import Params
 
 
 class Section(BaseModel):
@@ -157,19 +167,36 @@ class FewShotExample(Section):
     assistant: str = Field(description="its answer, in the form the rewards check")
 
 
+#: A plugin's params: validated on their own against the plugin's model (see
+#: :mod:`rlvr.config.plugin_params`), then stored as that model's instance, and dumped with all
+#: its fields.
+PluginParams = SerializeAsAny[SkipValidation[Params]]
+
+#: The ``data:`` keys that are shorthands of a data source: ``path: X`` is ``source: file,
+#: params: {path: X}``; ``reasoning_gym: {...}`` is ``source: reasoning_gym, params: {...}``.
+DATA_SHORTHANDS = {"path": "file", "reasoning_gym": "reasoning_gym"}
+
+
 class DataConfig(Section):
     """Where prompts come from; every field of a row reaches the rewards."""
 
+    source: str | None = Field(
+        None,
+        description="the data source plugin that makes the rows (rlvr plugins lists them: "
+        "file, datasets, reasoning_gym, and any installed); data.path and data.reasoning_gym "
+        "are its shorthands",
+    )
+    params: PluginParams = Field(default_factory=Params, description="the data source's own params")
     path: str | None = Field(
         None,
-        description="a .json/.jsonl/.parquet file or directory, or a hub dataset; required, "
-        "unless the rows are given in Python (rlvr.Trainer(dataset=...)) or come from "
-        "reasoning_gym",
+        description="a .json/.jsonl/.parquet file or directory, or a hub dataset (shorthand of "
+        "source: file); required, unless the rows are given in Python "
+        "(rlvr.Trainer(dataset=...)) or come from another source",
     )
     reasoning_gym: ReasoningGymConfig | None = Field(
         None,
-        description="generate the training and eval rows from a reasoning-gym task instead of "
-        "path (needs rlvr[reasoning-gym]); splits: train and test",
+        description="generate the training and eval rows from a reasoning-gym task (shorthand "
+        "of source: reasoning_gym; needs rlvr[reasoning-gym]); splits: train and test",
     )
     split: str = Field(
         "train", description="split of a hub dataset or directory (a single file has none)"
@@ -199,6 +226,18 @@ class DataConfig(Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> DataConfig:
+        shorthand = [k for k in DATA_SHORTHANDS if getattr(self, k) is not None]
+        if self.source is not None and shorthand:
+            key = shorthand[0]
+            raise ValueError(
+                f"data.{key} is the shorthand of source: {DATA_SHORTHANDS[key]}; give one "
+                f"spelling: remove data.{key}, or data.source and data.params"
+            )
+        if self.source is not None and self.eval_path is not None and self.source != "file":
+            raise ValueError(
+                f"data source {self.source!r} makes its eval rows as split data.eval_split; "
+                "remove data.eval_path (it names an eval file for data.path)"
+            )
         if self.reasoning_gym is not None:
             given = [k for k in ("path", "eval_path") if getattr(self, k) is not None]
             if given:
@@ -503,3 +542,20 @@ class TrainingConfig(Section):
                 "eval_steps (e.g. eval_steps: 25)"
             )
         return self
+
+
+def data_source_entry(data: DataConfig) -> tuple[str | None, Any, str]:
+    """``(source name, params, config path of the params)`` of ``data``: ``data.source`` and
+    its params, or what a shorthand stands for (``data.path``: ``file``, ``data.reasoning_gym``:
+    ``reasoning_gym``); the name is None when the rows come from memory."""
+    if data.source is not None:
+        return data.source, data.params, "data.params"
+    if data.path is not None:
+        return DATA_SHORTHANDS["path"], {"path": data.path}, "data.path"
+    if data.reasoning_gym is not None:
+        return (
+            DATA_SHORTHANDS["reasoning_gym"],
+            data.reasoning_gym.model_dump(),
+            "data.reasoning_gym",
+        )
+    return None, None, "data.path"

@@ -15,7 +15,12 @@ from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import Host
 from rlvr.api.registration import Params
 from rlvr.config.checks import cross_check, learning_warnings
-from rlvr.config.plugin_params import entries, raw_entries, validate_params
+from rlvr.config.plugin_params import (
+    data_source_params,
+    entries,
+    raw_entries,
+    validate_params,
+)
 from rlvr.config.problems import ConfigError, pydantic_problems, sort_problems
 from rlvr.config.run_config import (
     DEFAULT_ALGORITHM,
@@ -77,6 +82,8 @@ def validate(
         problems += [p for p in found if p[0] not in known]
     params, found = validate_params(data, host, config_dir, set_keys)
     problems += found
+    if config is not None:
+        problems += data_source_params(config, host, config_dir, set_keys)
     if problems or config is None:
         raise ConfigError(sort_problems(problems, SECTIONS))
     for entry, value in zip(entries(config), params, strict=True):
@@ -133,7 +140,7 @@ def _environment_data(data: dict[str, Any], host: Host) -> list[tuple[str, str]]
     section = data.get("data") or {}
     if not provided or not isinstance(section, dict):
         return []
-    clash = [k for k in ("path", "eval_path") if section.get(k) is not None]
+    clash = [k for k in ("source", "path", "eval_path") if section.get(k) is not None]
     clash += [k for k in provided if section.get(k) not in (None, provided[k])]
     if clash:
         return [
@@ -161,12 +168,14 @@ def _missing_sections(data: dict[str, Any], require: tuple[str, ...]) -> list[tu
         and node
         and node.get("path") is None
         and node.get("reasoning_gym") is None
+        and node.get("source") is None
     ):
         problems.append(
             (
                 "data.path",
                 "required field is missing: a .json/.jsonl/.parquet file, a directory of them or "
-                "a hub dataset name (or data.reasoning_gym: a generated task)",
+                "a hub dataset name (or data.reasoning_gym: a generated task, or data.source: a "
+                "data source plugin)",
             )
         )
     for key in data:

@@ -21,7 +21,8 @@ generator, and :class:`rlvr.rewards.scoring.Scorer` for the rewards. Decisions, 
   (``rlvr eval run.yaml --split data/test.jsonl``). Asking a single file for a named split is
   an error; evaluating the training file because nothing else is configured only warns.
   With ``data.reasoning_gym`` the eval data is the task's held-out split ``test``
-  (:mod:`rlvr.data.reasoning_gym`), disjoint from its training rows by construction.
+  (:mod:`rlvr.data.reasoning_gym`), disjoint from its training rows by construction; with
+  another ``data.source`` (but ``file``) that source's split ``split``.
   ``data.max_samples`` (a training setting) is ignored; ``limit`` keeps the first N prompts.
 - **Sampling**: the ``training`` section's temperature, top-p/top-k/min-p, repetition penalty
   and ``max_completion_length``, for every ``k`` (``k=1`` included), so pass@1 is the expected
@@ -93,6 +94,7 @@ from transformers import set_seed
 
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import build_generator, create_host
+from rlvr.api.registration import Params
 from rlvr.api.runtime import RunInfo, SamplingParams, TrainerState
 from rlvr.config.schema import DEFAULT_BACKEND, multi_turn
 from rlvr.data.prompts import PromptSet, data_source, load_rows, require_fields
@@ -275,11 +277,14 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
     name: str | None = source
     if Path(source).suffix.lower() in _DATA_SUFFIXES or Path(source).expanduser().is_file():
         path, name, desc = source, None, source  # a file path is the split
-    elif data.reasoning_gym is not None:  # generated; the held-out problems are split "test"
+    elif data.reasoning_gym is not None or data.source not in (None, "file"):
+        # a data source gives its eval rows as a split (reasoning-gym's held-out ones: "test")
         cfg = data.model_copy(update={"split": source, "max_samples": None})
         return cfg, source, data_source(data, source)
     else:
         path = data.eval_path or data.path
+        if path is None and data.source == "file":  # data: {source: file, params: {path}}
+            path = data.params.path
         if path is None:  # the training rows came from memory (rlvr.Trainer(dataset=...))
             raise EvalError(
                 "no eval data: set data.eval_path (or pass eval_dataset= to rlvr.Trainer, or "
@@ -308,6 +313,8 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
         "split": name or data.split,
         "max_samples": None,
         "reasoning_gym": None,
+        "source": None,  # the eval path as the shorthand of source: file
+        "params": Params(),
     }
     cfg = data.model_copy(update=update)
     return cfg, name, desc
@@ -547,7 +554,7 @@ def eval_prompt_rows(config: Any, host: Any, split: str | None, limit: int | Non
     if limit is not None and limit < 1:
         raise EvalError(f"limit must be >= 1 (got {limit})")
     data_cfg, split_name, data_desc = eval_data(config.data, split)
-    rows = load_rows(data_cfg, split=split_name)
+    rows = load_rows(data_cfg, host, split=split_name)
     if limit is not None:
         rows = rows[:limit]
     require_fields(

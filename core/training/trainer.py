@@ -197,7 +197,7 @@ class Trainer:
             ckpt.clean_leftovers(self.output_dir)
         self.dist.barrier()  # no rank sees files rank 0 writes before every rank checked
 
-        rows = self.rows if self.rows is not None else load_rows(self.data_cfg)
+        rows = self.rows if self.rows is not None else load_rows(self.data_cfg, self.host)
         require_fields(
             rows,
             config.rewards,
