@@ -156,6 +156,12 @@ class RunConfig(Section):
 
 
 def dump(config: RunConfig) -> str:
-    """The resolved config (defaults filled in) as YAML."""
+    """The resolved config (defaults filled in) as YAML. A ``data:`` section without
+    ``source`` (a shorthand's, or rows from memory) is written without ``source`` and
+    ``params``, as before data sources: a checkpoint's saved config then compares equal on
+    ``--resume``."""
     data = config.model_dump(mode="json", exclude_none=False)
+    section = data.get("data")
+    if isinstance(section, dict) and section.get("source") is None:
+        del section["source"], section["params"]
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
