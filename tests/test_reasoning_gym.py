@@ -209,10 +209,14 @@ def test_the_reward_is_registered_as_checking_answers():
 # --------------------------------------------------------------------------- rlvr data, runs
 
 
-def test_rlvr_data_writes_the_same_split(tmp_path, capsys):
+@pytest.mark.parametrize("spelling", ["shorthand", "source"])
+def test_rlvr_data_writes_the_same_split(tmp_path, capsys, spelling):
     config = tmp_path / "c.yaml"
     section = {"task": "products", "params": PRODUCTS, "train_size": 200, "eval_size": 50}
-    config.write_text(yaml.safe_dump({"data": {"reasoning_gym": section}}))
+    data = {"reasoning_gym": section}
+    if spelling == "source":  # the data source the shorthand stands for
+        data = {"source": "reasoning_gym", "params": section}
+    config.write_text(yaml.safe_dump({"data": data}))
     assert main(["data", str(config), "--out", str(tmp_path / "out"), "--space-draws", "1000"]) == 0
     out = capsys.readouterr().out
     assert "train/test overlap: 0 questions" in out and "task space: 586 distinct in 1000" in out

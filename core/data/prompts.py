@@ -1,9 +1,9 @@
 """Prompts for training: load the rows, check the fields the rewards need, build and tokenise
 prompts, and hand them out in a deterministic, resumable order.
 
-- :func:`load_rows`: a local ``.json``/``.jsonl``/``.parquet`` file or directory, a hub
-  dataset name or a reasoning-gym task (:mod:`rlvr.data.reasoning_gym`), as a list of dicts
-  (every field of a row later reaches the rewards);
+- :func:`load_rows`: the rows of the configured data source (a plugin: a file, a hub dataset,
+  a reasoning-gym task, any installed source), as a list of dicts (every field of a row
+  later reaches the rewards);
   :func:`dataset_rows` the same for a dataset in memory (``rlvr.Trainer(dataset=...)``).
 - :func:`check_fields` / :func:`require_fields`: rows lacking a field that the prompt or a
   configured reward needs, reported before any model loads.
