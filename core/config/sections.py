@@ -248,6 +248,23 @@ class DataConfig(Section):
         return self
 
 
+def data_source_entry(data: DataConfig) -> tuple[str | None, Any, str]:
+    """``(source name, params, config path of the params)`` of ``data``: ``data.source`` and
+    its params, or what a shorthand stands for (``data.path``: ``file``, ``data.reasoning_gym``:
+    ``reasoning_gym``); the name is None when the rows come from memory."""
+    if data.source is not None:
+        return data.source, data.params, "data.params"
+    if data.path is not None:
+        return DATA_SHORTHANDS["path"], {"path": data.path}, "data.path"
+    if data.reasoning_gym is not None:
+        return (
+            DATA_SHORTHANDS["reasoning_gym"],
+            data.reasoning_gym.model_dump(),
+            "data.reasoning_gym",
+        )
+    return None, None, "data.path"
+
+
 class GuidanceConfig(Section):
     """Off-policy guidance: each group has one completion that is the row's own solution.
 
@@ -542,20 +559,3 @@ class TrainingConfig(Section):
                 "eval_steps (e.g. eval_steps: 25)"
             )
         return self
-
-
-def data_source_entry(data: DataConfig) -> tuple[str | None, Any, str]:
-    """``(source name, params, config path of the params)`` of ``data``: ``data.source`` and
-    its params, or what a shorthand stands for (``data.path``: ``file``, ``data.reasoning_gym``:
-    ``reasoning_gym``); the name is None when the rows come from memory."""
-    if data.source is not None:
-        return data.source, data.params, "data.params"
-    if data.path is not None:
-        return DATA_SHORTHANDS["path"], {"path": data.path}, "data.path"
-    if data.reasoning_gym is not None:
-        return (
-            DATA_SHORTHANDS["reasoning_gym"],
-            data.reasoning_gym.model_dump(),
-            "data.reasoning_gym",
-        )
-    return None, None, "data.path"
