@@ -342,7 +342,7 @@ def resolve_dotted(name: str) -> object:
 
 def test_architecture_page_names_only_modules_and_classes_that_exist():
     """#43 item 8: the page named ``Rollouts.run`` (it is ``RolloutRunner.run``) and three
-    plugin families (there are five). Every dotted ``rlvr.x.y`` name on it resolves, every
+    plugin families (there are six). Every dotted ``rlvr.x.y`` name on it resolves, every
     ``Class.method`` of its data-flow diagram is an attribute of a class of the modules it
     names (or of ``rlvr``), every ``file.py`` of its layers table is a module of that row's
     package, and its plugin families are the kinds rlvr registers and the folders of plugins/."""
