@@ -311,15 +311,16 @@ class Callback:
 class DataSourceFactory(Protocol):
     """``factory(params, split)``: the rows of ``split`` (see :class:`DataSource`)."""
 
-    def __call__(self, params: Any, split: str, /) -> list[dict[str, Any]]: ...
+    def __call__(self, params: Any, split: str, /) -> Any: ...
 
 
 @dataclass(frozen=True)
 class DataSource:
     """A data source plugin: where the prompts of a run come from (``data: {source: NAME,
     params: {...}}``). ``factory(params, split)`` returns the rows of ``split`` as a list of
-    dicts, each one a prompt and the fields its rewards read: the training rows are split
-    ``data.split`` (default ``train``), the eval rows ``data.eval_split`` (default ``test``).
+    dicts (or a ``datasets.Dataset``), each one a prompt and the fields its rewards read: the
+    training rows are split ``data.split`` (default ``train``), the eval rows
+    ``data.eval_split`` (default ``test``).
     An error for the user is an :class:`rlvr.RlvrError` whose message names the row and the fix;
     rlvr prints it as one ``error:`` line.
 

@@ -42,7 +42,8 @@ def load_rows(data: Any, host: Any, *, split: str | None = None) -> list[dict[st
     shorthand stands for (``data.path``: ``file``, ``data.reasoning_gym``: ``reasoning_gym``),
     found in ``host``. ``data.max_samples`` keeps the first N rows.
 
-    A source's :class:`RlvrError` (a bad row, a missing file) becomes a :class:`DataError` with
+    A source returns a list of dicts or a ``datasets.Dataset``. Its :class:`RlvrError` (a bad
+    row, a missing file) becomes a :class:`DataError` with
     its message; any other exception one that names the source."""
     split = split or data.split
     name, params, _ = data_source_entry(data)
@@ -64,10 +65,22 @@ def load_rows(data: Any, host: Any, *, split: str | None = None) -> list[dict[st
         raise DataError(
             f"data source {name!r} (split {split!r}) failed: {type(exc).__name__}: {exc}"
         ) from exc
-    rows = rows[: data.max_samples] if data.max_samples is not None else list(rows)
+    if data.max_samples is not None:
+        rows = _first(rows, data.max_samples)
+    if callable(getattr(rows, "to_list", None)):  # a datasets.Dataset
+        rows = rows.to_list()
+    rows = list(rows)
     if not rows:
         raise DataError(f"{data_source(data, split)} (split {split!r}) has no rows")
     return rows
+
+
+def _first(rows: Any, n: int) -> Any:
+    """The first ``n`` rows: of a ``datasets.Dataset`` by ``select`` (only those are read into
+    memory, as a hub dataset can be large), else by slicing."""
+    if callable(getattr(rows, "select", None)):
+        return rows.select(range(min(n, len(rows))))
+    return rows[:n]
 
 
 def data_source(data: Any, split: str | None = None) -> str:

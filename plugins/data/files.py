@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import datasets
 
@@ -20,7 +19,7 @@ class FileDataError(RlvrError, ValueError):
     """The file cannot be read as rows; the message names it (and the line) and the fix."""
 
 
-def file_rows(params: FileParams, split: str) -> list[dict[str, Any]]:
+def file_rows(params: FileParams, split: str) -> datasets.Dataset:
     """The rows of ``params.path``: a local file with the ``json`` or ``parquet`` builder (all
     its rows, whatever ``split`` says); a local directory or a hub name by
     ``load_dataset(path, split=split)``."""
@@ -59,10 +58,9 @@ def file_rows(params: FileParams, split: str) -> list[dict[str, Any]]:
             raise FileDataError(
                 f"cannot load dataset {written!r} (split {split!r}): {type(exc).__name__}: {exc}"
             ) from None
-    rows = ds.to_list()
-    if not rows:
+    if len(ds) == 0:
         raise FileDataError(f"data.path {written!r} (split {split!r}) has no rows")
-    return rows
+    return ds  # rlvr reads the rows it keeps (data.max_samples) into memory
 
 
 def _check_jsonl(path: Path, written: str) -> None:

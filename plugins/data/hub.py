@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import datasets
 
 from rlvr import RlvrError
@@ -14,7 +12,7 @@ class DatasetsError(RlvrError, ValueError):
     """``load_dataset`` failed; the message says with which arguments and why."""
 
 
-def dataset_rows(params: DatasetsParams, split: str) -> list[dict[str, Any]]:
+def dataset_rows(params: DatasetsParams, split: str) -> datasets.Dataset:
     """``load_dataset(path, name, data_files=..., revision=..., split=split, **kwargs)``."""
     try:
         ds = datasets.load_dataset(
@@ -31,7 +29,7 @@ def dataset_rows(params: DatasetsParams, split: str) -> list[dict[str, Any]]:
             f"data source datasets: cannot load {params.path!r}{config}, split {split!r}: "
             f"{type(exc).__name__}: {exc}"
         ) from None
-    return ds.to_list()
+    return ds  # rlvr reads the rows it keeps (data.max_samples) into memory
 
 
 __all__ = ["DatasetsError", "dataset_rows"]
