@@ -15,7 +15,7 @@ import rlvr
 from rlvr.api.host import create_host
 from rlvr.config.schema import ConfigError, load_config
 from rlvr.data.prompts import DataError, load_rows
-from rlvr.evaluation.evaluate import eval_data
+from rlvr.evaluation.paths import eval_data
 from rlvr.outputs.metrics import read_metrics
 from rlvr.training.preflight import preflight
 
