@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "load_function": "rlvr.api.usercode",
     "ReasoningGymConfig": "rlvr.config.schema",
     "reasoning_gym_dataset": "rlvr.data.reasoning_gym",
+    "reasoning_gym_rows": "rlvr.data.reasoning_gym",
     "hf_weights": "rlvr.model.weights",
     "is_peft": "rlvr.model.weights",
     "unwrap_model": "rlvr.model.weights",
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from rlvr.api.runtime import check_sampling_request
     from rlvr.api.usercode import check_function, code_spec, load_function
     from rlvr.config.schema import ReasoningGymConfig
-    from rlvr.data.reasoning_gym import reasoning_gym_dataset
+    from rlvr.data.reasoning_gym import reasoning_gym_dataset, reasoning_gym_rows
     from rlvr.model.weights import hf_weights, is_peft, unwrap_model
     from rlvr.rewards.calculations import (
         calculation_results,
@@ -92,6 +93,7 @@ __all__ = [
     "check_sampling_request",
     "ReasoningGymConfig",
     "reasoning_gym_dataset",
+    "reasoning_gym_rows",
     "written_calculations",
     "evaluate_arithmetic",
     "tool_name",

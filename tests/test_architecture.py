@@ -50,7 +50,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
     # rlvr validate and train report a config's errors before torch loads (#45 item 12)
     "rlvr.training.preflight": {
         "datasets": "datasets (the data's checks)",
-        "rlvr.data.prompts": "datasets (the data's checks)",
+        "rlvr.data.prompts": "numpy, and datasets through the data source (the data's checks)",
         "rlvr.model.loading": "torch, transformers (the model's and the algorithm's checks)",
         "rlvr.evaluation.paths": "torch, transformers, datasets (the eval data's checks)",
         "rlvr.outputs.resume": "torch (the checkpoint's checks, --resume)",
@@ -62,7 +62,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "rlvr.training.preflight": "torch, transformers, datasets (validate)",
         "rlvr.training.launch": "torch, transformers (train)",
         "rlvr.evaluation.evaluate": "torch, transformers (evaluate)",
-        "rlvr.data.prompts": "datasets (rlvr.Trainer's in-memory rows)",
+        "rlvr.data.prompts": "numpy (rlvr.Trainer's in-memory rows)",
     },
     # pytest loads rlvr.testing (all its modules) in every session: its checks load the rest
     "rlvr.testing.conformance": {"rlvr.api.host": "pydantic", "pydantic": "pydantic"},

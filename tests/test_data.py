@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from rlvr.api.host import create_host
 from rlvr.cli.main import main
 from rlvr.config.schema import DataConfig
 from rlvr.data.prompts import DataError, load_rows
 
 
 def _load(path):
-    return load_rows(DataConfig(path=str(path)))
+    return load_rows(DataConfig(path=str(path)), create_host())
 
 
 def test_jsonl_rows_load_with_blank_lines_and_line_separators_inside_strings(tmp_path):

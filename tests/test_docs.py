@@ -132,6 +132,7 @@ def test_plugin_reference_covers_every_registered_plugin_and_param():
     # by kind: a reward and an environment may share a name (reasoning_gym)
     titles = {"Rewards": "reward", "Algorithms": "algorithm", "Backends": "backend"}
     titles |= {"Environments": "environment", "Callbacks": "callback"}
+    titles |= {"Data sources": "data_source"}
     by_kind = {}
     for part in page.split("\n## ")[1:]:
         by_kind[titles[part.splitlines()[0].strip()]] = tables_by_heading(part, "###")
@@ -150,7 +151,7 @@ def test_plugin_reference_covers_every_registered_plugin_and_param():
                     for other in alias.choices:
                         if other != field_name:
                             assert f"`{other}`" in page, f"{name}.{field_name}: alias {other}"
-    assert seen >= 23  # 7 rewards, 10 algorithms, 2 backends, 4 loggers
+    assert seen >= 26  # 7 rewards, 10 algorithms, 2 backends, 4 loggers, 3 data sources
 
 
 def test_plugin_reference_example_validates():
@@ -341,7 +342,7 @@ def resolve_dotted(name: str) -> object:
 
 def test_architecture_page_names_only_modules_and_classes_that_exist():
     """#43 item 8: the page named ``Rollouts.run`` (it is ``RolloutRunner.run``) and three
-    plugin families (there are five). Every dotted ``rlvr.x.y`` name on it resolves, every
+    plugin families (there are six). Every dotted ``rlvr.x.y`` name on it resolves, every
     ``Class.method`` of its data-flow diagram is an attribute of a class of the modules it
     names (or of ``rlvr``), every ``file.py`` of its layers table is a module of that row's
     package (of one of the two, in a row of two), and its plugin families are the kinds rlvr
@@ -370,9 +371,9 @@ def test_architecture_page_names_only_modules_and_classes_that_exist():
         for file in re.findall(r"`(\w+\.py)`", line):
             assert any((package / file).is_file() for package in packages), f"{row} has no {file}"
     families = page.split("## The plugin families")[1]
-    kinds = set(create_host().records)  # reward, algorithm, backend, environment, callback
+    kinds = set(create_host().records)  # reward, ..., callback, data_source
     folders = {p.name for p in (ROOT / "plugins").iterdir() if (p / "__init__.py").is_file()}
-    assert folders == {f"{kind}s" for kind in kinds}
+    assert folders == {"data" if kind == "data_source" else f"{kind}s" for kind in kinds}
     first = families.split("\n\n")[1]
     named = set(re.findall(r"`(\w+)`", first))
     assert folders <= named, f"the plugin families sentence lacks {folders - named}"

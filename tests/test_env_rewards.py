@@ -311,7 +311,8 @@ def test_the_reasoning_gym_environment_provides_the_rows_with_a_disjoint_held_ou
     source = config.data.reasoning_gym
     assert source is not None and config.data.path is None
     assert (source.task, source.params, source.train_size) == ("products", PRODUCTS, 40)
-    train, test = load_rows(config.data, split="train"), load_rows(config.data, split="test")
+    host = create_host()
+    train, test = (load_rows(config.data, host, split=s) for s in ("train", "test"))
     assert len(train) == 40 and len(test) == 10
     assert rg.overlap(train, test) == 0
     # the config as the run saves it (data.reasoning_gym filled in) loads again
@@ -348,7 +349,8 @@ def test_the_reasoning_gym_environment_scores_with_the_tasks_score_answer():
         {"model": {"name_or_path": "m"}, "environment": env_cfg}, host, require=("model", "data")
     )
     env = build_environment(host.environments["reasoning_gym"], config.environment.params, RUN)
-    row = next(r for r in load_rows(config.data, split="train") if len(r["answer"]) > 1)
+    rows = load_rows(config.data, host, split="train")
+    row = next(r for r in rows if len(r["answer"]) > 1)
     task = reasoning_gym.create_dataset("products", seed=0, size=1, **PRODUCTS)
     entry = {"question": row["question"], "answer": row["answer"]}
     entry["metadata"] = json.loads(row["metadata"])

@@ -19,7 +19,7 @@ from rlvr.api.registration import Sample  # noqa: E402
 from rlvr.cli.main import main  # noqa: E402
 from rlvr.config.schema import ConfigError, DataConfig, ReasoningGymConfig, load_config  # noqa: E402
 from rlvr.data import reasoning_gym as rg  # noqa: E402
-from rlvr.data.prompts import load_rows  # noqa: E402
+from rlvr.data.prompts import DataError, load_rows  # noqa: E402
 from rlvr.evaluation.paths import eval_data  # noqa: E402
 from rlvr.plugins.rewards.params import ReasoningGymParams  # noqa: E402
 from rlvr.plugins.rewards.reasoning_gym import ReasoningGymReward  # noqa: E402
@@ -148,14 +148,14 @@ def test_bad_sections_are_refused(section, expected):
 
 def test_train_and_eval_read_the_two_splits():
     data = DataConfig(reasoning_gym={"task": "products", "params": PRODUCTS, "train_size": 100})
-    train = load_rows(data)
+    train = load_rows(data, create_host())
     eval_cfg, split, desc = eval_data(data)
-    test = load_rows(eval_cfg, split=split)
+    test = load_rows(eval_cfg, create_host(), split=split)
     assert (len(train), len(test)) == (100, 500) and split == "test"
     assert desc == "reasoning-gym task 'products' [test]"
     assert rg.overlap(train, test) == 0
-    with pytest.raises(rg.ReasoningGymError, match="splits train and test, not 'validation'"):
-        load_rows(data, split="validation")
+    with pytest.raises(DataError, match="splits train and test, not 'validation'"):
+        load_rows(data, create_host(), split="validation")
 
 
 # --------------------------------------------------------------------------- the reward
@@ -211,10 +211,14 @@ def test_the_reward_is_registered_as_checking_answers():
 # --------------------------------------------------------------------------- rlvr data, runs
 
 
-def test_rlvr_data_writes_the_same_split(tmp_path, capsys):
+@pytest.mark.parametrize("spelling", ["shorthand", "source"])
+def test_rlvr_data_writes_the_same_split(tmp_path, capsys, spelling):
     config = tmp_path / "c.yaml"
     section = {"task": "products", "params": PRODUCTS, "train_size": 200, "eval_size": 50}
-    config.write_text(yaml.safe_dump({"data": {"reasoning_gym": section}}))
+    data = {"reasoning_gym": section}
+    if spelling == "source":  # the data source the shorthand stands for
+        data = {"source": "reasoning_gym", "params": section}
+    config.write_text(yaml.safe_dump({"data": data}))
     assert main(["data", str(config), "--out", str(tmp_path / "out"), "--space-draws", "1000"]) == 0
     out = capsys.readouterr().out
     assert "train/test overlap: 0 questions" in out and "task space: 586 distinct in 1000" in out

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from rlvr.api.registration import Algorithm, Backend, Callback, Environment, Reward
+    from rlvr.api.registration import (
+        Algorithm,
+        Backend,
+        Callback,
+        DataSource,
+        Environment,
+        Reward,
+    )
 
 hookspec = pluggy.HookspecMarker("rlvr")
 
@@ -46,6 +53,12 @@ def rlvr_register_environments(register: Callable[[Environment], None]) -> None:
 def rlvr_register_callbacks(register: Callable[[Callback], None]) -> None:
     """Register callbacks (objects that observe a run, log it elsewhere, or stop it): call
     ``register(Callback(...))`` once per callback. A run uses those its config names."""
+
+
+@hookspec
+def rlvr_register_data_sources(register: Callable[[DataSource], None]) -> None:
+    """Register data sources (where a run's prompts come from): call
+    ``register(DataSource(...))`` once per source. A run reads the one ``data.source`` names."""
 
 
 @hookspec

@@ -33,6 +33,7 @@ from rlvr.api.registration import (
     Algorithm,
     Backend,
     Callback,
+    DataSource,
     Environment,
     Record,
     Reward,
@@ -51,6 +52,7 @@ KINDS: dict[str, type] = {
     "backend": Backend,
     "environment": Environment,
     "callback": Callback,
+    "data_source": DataSource,
 }
 _HOOKS = {
     "reward": "rlvr_register_rewards",
@@ -58,6 +60,7 @@ _HOOKS = {
     "backend": "rlvr_register_backends",
     "environment": "rlvr_register_environments",
     "callback": "rlvr_register_callbacks",
+    "data_source": "rlvr_register_data_sources",
 }
 BUILTIN_DIST = "rlvr"
 
@@ -124,6 +127,10 @@ class PluginHost:
     def callbacks(self) -> dict[str, Callback]:
         return self.records["callback"]  # type: ignore[return-value]
 
+    @property
+    def data_sources(self) -> dict[str, DataSource]:
+        return self.records["data_source"]  # type: ignore[return-value]
+
     def get(self, kind: str, name: str) -> Any:
         """The record of ``kind`` called ``name``, or a ``KeyError`` that explains why not."""
         try:
@@ -133,14 +140,15 @@ class PluginHost:
 
     def unknown_message(self, kind: str, name: str) -> str:
         """Why ``name`` is not available, with a did-you-mean and the failed plugins."""
+        what = kind.replace("_", " ")  # data_source: "unknown data source"
         if name in self.conflicts[kind]:
             both = " and ".join(self.conflicts[kind][name])
             return (
-                f"{kind} {name!r} is registered by more than one plugin ({both}); uninstall one, "
+                f"{what} {name!r} is registered by more than one plugin ({both}); uninstall one, "
                 "or disable one with RLVR_DISABLE_PLUGINS"
             )
         known = sorted(self.records[kind])
-        msg = f"unknown {kind} {name!r}"
+        msg = f"unknown {what} {name!r}"
         close = difflib.get_close_matches(name, known, n=1)
         msg += f"; did you mean {close[0]!r}?" if close else "."
         msg += f" Available: {', '.join(known) or 'none'}."

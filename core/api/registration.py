@@ -305,7 +305,38 @@ class Callback:
     dist: str | None = None
 
 
-Record = Reward | Algorithm | Backend | Environment | Callback
+# --------------------------------------------------------------------------- data sources
+
+
+class DataSourceFactory(Protocol):
+    """``factory(params, split)``: the rows of ``split`` (see :class:`DataSource`)."""
+
+    def __call__(self, params: Any, split: str, /) -> Any: ...
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """A data source plugin: where the prompts of a run come from (``data: {source: NAME,
+    params: {...}}``). ``factory(params, split)`` returns the rows of ``split`` as a list of
+    dicts (or a ``datasets.Dataset``), each one a prompt and the fields its rewards read: the
+    training rows are split ``data.split`` (default ``train``), the eval rows
+    ``data.eval_split`` (default ``test``).
+    An error for the user is an :class:`rlvr.RlvrError` whose message names the row and the fix;
+    rlvr prints it as one ``error:`` line.
+
+    ``held_out``: the source makes its own held-out eval split (reasoning-gym's hash split),
+    so ``rlvr validate`` makes that split too, before anything loads.
+    """
+
+    name: str
+    params: type[Params]
+    factory: DataSourceFactory
+    description: str
+    held_out: bool = False
+    dist: str | None = None
+
+
+Record = Reward | Algorithm | Backend | Environment | Callback | DataSource
 
 #: How many positional arguments each kind's factory is called with (checked at registration).
 FACTORY_ARGS: dict[type, tuple[str, ...]] = {
@@ -314,6 +345,7 @@ FACTORY_ARGS: dict[type, tuple[str, ...]] = {
     Backend: ("params", "run", "model", "tokenizer"),
     Environment: ("params", "run"),
     Callback: ("params", "run"),
+    DataSource: ("params", "split"),
 }
 
 __all__ = [
@@ -327,6 +359,8 @@ __all__ = [
     "BatchRewardFn",
     "Callback",
     "CallbackFactory",
+    "DataSource",
+    "DataSourceFactory",
     "Capabilities",
     "Environment",
     "EnvironmentFactory",

@@ -246,7 +246,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_data(args: argparse.Namespace) -> int:
     config = load_config(args.config, _host(), overrides=args.overrides, training=False)
-    cfg = config.data.reasoning_gym if config.data is not None else None
+    data = config.data
+    cfg: Any = None if data is None else data.reasoning_gym
+    if data is not None and data.source == "reasoning_gym":  # the long spelling
+        cfg = data.params
     if cfg is None:
         raise RlvrError(
             f"{args.config}: rlvr data writes generated data, and the config has no "

@@ -249,7 +249,7 @@ def env_check(
     if data is not None:
         rows = read_rows(data)
     elif data_cfg.path != "-":
-        rows = load_rows(data_cfg)[: max(episodes, 2)]
+        rows = load_rows(data_cfg, host)[: max(episodes, 2)]
     else:
         rows = list(DEFAULT_ROWS)
     messages = read_script(script) if script is not None else None

@@ -13,6 +13,8 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
+from rlvr.api.errors import RlvrError
+
 
 def pydantic_problems(
     exc: ValidationError,
@@ -159,3 +161,19 @@ def sort_problems(
         return order, int(index) if index.isdigit() else 0, path
 
     return sorted(problems, key=key)
+
+
+class ConfigError(RlvrError):
+    """A config with problems; ``problems`` lists ``(path, message)`` pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str | None = None):
+        self.problems = problems
+        self.source = source
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        head = f"{self.source}: " if self.source else ""
+        n = len(self.problems)
+        lines = [f"{head}{n} problem{'s' if n != 1 else ''} in the config:"]
+        lines += [f"  {path or '(top level)'}: {msg}" for path, msg in self.problems]
+        return "\n".join(lines)

@@ -1,9 +1,9 @@
 """Prompts for training: load the rows, check the fields the rewards need, build and tokenise
 prompts, and hand them out in a deterministic, resumable order.
 
-- :func:`load_rows`: a local ``.json``/``.jsonl``/``.parquet`` file or directory, a hub
-  dataset name or a reasoning-gym task (:mod:`rlvr.data.reasoning_gym`), as a list of dicts
-  (every field of a row later reaches the rewards);
+- :func:`load_rows`: the rows of the configured data source (a plugin: a file, a hub dataset,
+  a reasoning-gym task, any installed source), as a list of dicts (every field of a row
+  later reaches the rewards);
   :func:`dataset_rows` the same for a dataset in memory (``rlvr.Trainer(dataset=...)``).
 - :func:`check_fields` / :func:`require_fields`: rows lacking a field that the prompt or a
   configured reward needs, reported before any model loads.
@@ -15,23 +15,18 @@ prompts, and hand them out in a deterministic, resumable order.
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
 
 from rlvr.api.errors import ConfigWarning, RlvrError
-from rlvr.data import reasoning_gym
+from rlvr.config.sections import data_source_entry
 
 logger = logging.getLogger("rlvr.data.prompts")
-
-_FILE_KINDS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 
 class DataError(RlvrError, ValueError):
@@ -41,72 +36,61 @@ class DataError(RlvrError, ValueError):
 # --------------------------------------------------------------------------- loading
 
 
-def load_rows(data: Any, *, split: str | None = None) -> list[dict[str, Any]]:
-    """The rows of ``data`` (a :class:`rlvr.config.schema.DataConfig`) as a list of dicts.
+def load_rows(data: Any, host: Any, *, split: str | None = None) -> list[dict[str, Any]]:
+    """The rows of ``data`` (a :class:`rlvr.config.schema.DataConfig`) as a list of dicts:
+    split ``split`` (default ``data.split``) of the data source ``data.source`` names, or that a
+    shorthand stands for (``data.path``: ``file``, ``data.reasoning_gym``: ``reasoning_gym``),
+    found in ``host``. ``data.max_samples`` keeps the first N rows.
 
-    With ``data.reasoning_gym`` the rows are generated (:mod:`rlvr.data.reasoning_gym`):
-    split ``train`` or ``test``, the held-out problems.
-
-    A local file is loaded with the ``json`` or ``parquet`` builder (all its rows, whatever
-    ``split`` says); a local directory or a hub name by ``load_dataset(path, split=...)``.
-    ``data.max_samples`` keeps the first N rows.
-    """
+    A source returns a list of dicts or a ``datasets.Dataset``. Its :class:`RlvrError` (a bad
+    row, a missing file) becomes a :class:`DataError` with
+    its message; any other exception one that names the source."""
     split = split or data.split
-    if getattr(data, "reasoning_gym", None) is not None:
-        rows = reasoning_gym.rows(data.reasoning_gym, split)
-        return rows[: data.max_samples] if data.max_samples is not None else rows
-    if data.path is None:
+    name, params, _ = data_source_entry(data)
+    if name is None:
         raise DataError(
             "data.path is not set: give a .json/.jsonl/.parquet file, a directory of them or a "
-            "hub dataset name"
+            "hub dataset name (or data.source: a data source plugin)"
         )
-    path = Path(data.path).expanduser()
-    if path.is_file():
-        kind = _FILE_KINDS.get(path.suffix.lower())
-        if kind is None:
-            raise DataError(
-                f"data.path {data.path!r}: unsupported file type {path.suffix!r}; use a .json, "
-                ".jsonl or .parquet file, a directory of them, or a hub dataset name"
-            )
-        if path.suffix.lower() == ".jsonl":
-            _check_jsonl(path, data.path)
-        elif path.stat().st_size == 0:
-            raise DataError(f"data.path {data.path!r} is an empty file: it holds no rows")
-        try:
-            ds = datasets.load_dataset(kind, data_files=str(path), split="train")
-        except Exception as exc:  # datasets wraps the parser's error in a generation error
-            cause = exc.__cause__ or exc
-            raise DataError(
-                f"data.path {data.path!r} cannot be read as {kind}: {type(cause).__name__}: {cause}"
-            ) from None
-    elif path.is_dir():
-        try:
-            ds = datasets.load_dataset(str(path), split=split)
-        except ValueError as exc:  # e.g. 'Unknown split "validation"'
-            raise DataError(f"data.path {data.path!r} (split {split!r}): {exc}") from None
-    else:
-        looks_local = data.path.startswith((".", "/", "~")) or path.suffix in _FILE_KINDS
-        if looks_local:
-            raise DataError(f"data.path {data.path!r} does not exist")
-        try:
-            ds = datasets.load_dataset(data.path, split=split)
-        except Exception as exc:  # offline, unknown name, bad split: say which and why
-            raise DataError(
-                f"cannot load dataset {data.path!r} (split {split!r}): {type(exc).__name__}: {exc}"
-            ) from None
+    record = host.data_sources.get(name)
+    if record is None:
+        raise DataError(host.unknown_message("data_source", name))
+    if isinstance(params, dict):  # a shorthand (or a config made in Python): validated now
+        params = record.params.model_validate(params)
+    try:
+        rows = record.factory(params, split)
+    except RlvrError as exc:
+        raise DataError(str(exc)) from None
+    except Exception as exc:  # a plugin's bug or an unexpected failure: one line, its source
+        raise DataError(
+            f"data source {name!r} (split {split!r}) failed: {type(exc).__name__}: {exc}"
+        ) from exc
     if data.max_samples is not None:
-        ds = ds.select(range(min(data.max_samples, len(ds))))
-    rows = ds.to_list()
+        rows = _first(rows, data.max_samples)
+    if callable(getattr(rows, "to_list", None)):  # a datasets.Dataset
+        rows = rows.to_list()
+    rows = list(rows)
     if not rows:
-        raise DataError(f"data.path {data.path!r} (split {split!r}) has no rows")
+        raise DataError(f"{data_source(data, split)} (split {split!r}) has no rows")
     return rows
 
 
+def _first(rows: Any, n: int) -> Any:
+    """The first ``n`` rows: of a ``datasets.Dataset`` by ``select`` (only those are read into
+    memory, as a hub dataset can be large), else by slicing."""
+    if callable(getattr(rows, "select", None)):
+        return rows.select(range(min(n, len(rows))))
+    return rows[:n]
+
+
 def data_source(data: Any, split: str | None = None) -> str:
-    """How errors name the data ``data`` describes: ``data.path 'x.jsonl'``, or the task."""
+    """How errors name the data ``data`` describes: ``data.path 'x.jsonl'``, the task, or the
+    data source."""
     rg = getattr(data, "reasoning_gym", None)
     if rg is not None:
         return f"reasoning-gym task {rg.task!r} [{split or data.split}]"
+    if data.source is not None:
+        return f"data source {data.source!r} [{split or data.split}]"
     return f"data.path {data.path!r}"
 
 
@@ -142,60 +126,6 @@ def dataset_rows(
     if not rows:
         raise DataError(f"{what} has no rows")
     return rows
-
-
-def _check_jsonl(path: Path, written: str) -> None:
-    """Each non-blank line is one JSON object, and there is one at least: a bad line is named
-    by its number, where the ``datasets`` parser would report a row index in a traceback."""
-    rows = 0
-    try:
-        # Streamed; a text file splits only at \n, \r and \r\n, never at a U+2028 in a string.
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                rows += _json_row(line, number, written)
-    except UnicodeDecodeError as exc:
-        number, column = _undecodable(path)
-        where = f": line {number}, column {column}" if number else ""
-        raise DataError(
-            f"data.path {written!r} is not UTF-8 text{where} ({exc.reason}); save it as UTF-8 "
-            "(e.g. iconv -f latin1 -t utf-8)"
-        ) from None
-    if not rows:
-        raise DataError(f"data.path {written!r} is empty: it holds no JSON rows")
-
-
-def _undecodable(path: Path) -> tuple[int, int]:
-    """The line and column (1-based, in bytes) of the first byte of ``path`` that is not UTF-8.
-
-    Read again line by line in binary (only once reading as text failed): a UTF-8 character
-    never holds a newline byte, so each line decodes on its own."""
-    with path.open("rb") as f:
-        for number, line in enumerate(f, start=1):
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                return number, exc.start + 1
-    return 0, 0
-
-
-def _json_row(line: str, number: int, written: str) -> int:
-    """1 for a line holding one JSON object, 0 for a blank one; else a :class:`DataError`."""
-    if not line.strip():
-        return 0
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            f"data.path {written!r}: line {number} is not valid JSON ({exc.msg} at column "
-            f'{exc.colno}); each line must hold one JSON object, e.g. {{"prompt": "...", '
-            '"answer": "..."}'
-        ) from None
-    if not isinstance(row, dict):
-        raise DataError(
-            f"data.path {written!r}: line {number} is a JSON {type(row).__name__}, not an "
-            'object; each line must hold one JSON object, e.g. {"prompt": "..."}'
-        )
-    return 1
 
 
 # --------------------------------------------------------------------------- field checks

@@ -307,7 +307,7 @@ def _cached(cfg_json: str, split: str) -> tuple[Split, str]:
     return make_split(cfg, split), cfg.task
 
 
-def rows(cfg: Any, split: str) -> list[dict[str, Any]]:
+def reasoning_gym_rows(cfg: Any, split: str) -> list[dict[str, Any]]:
     """The rows of ``split``, generated once per process and config (the trainer's preflight
     and setup, and its evaluation, ask for the same rows)."""
     result, task = _cached(cfg.model_dump_json(), split)
@@ -338,6 +338,6 @@ __all__ = [
     "normalise",
     "overlap",
     "reasoning_gym_dataset",
-    "rows",
+    "reasoning_gym_rows",
     "task_space",
 ]

@@ -21,7 +21,8 @@ generator, and :class:`rlvr.rewards.scoring.Scorer` for the rewards. Decisions, 
   (``rlvr eval run.yaml --split data/test.jsonl``). Asking a single file for a named split is
   an error; evaluating the training file because nothing else is configured only warns.
   With ``data.reasoning_gym`` the eval data is the task's held-out split ``test``
-  (:mod:`rlvr.data.reasoning_gym`), disjoint from its training rows by construction.
+  (:mod:`rlvr.data.reasoning_gym`), disjoint from its training rows by construction; with
+  another ``data.source`` (but ``file``) that source's split ``split``.
   ``data.max_samples`` (a training setting) is ignored; ``limit`` keeps the first N prompts.
 - **Sampling**: the ``training`` section's temperature, top-p/top-k/min-p, repetition penalty
   and ``max_completion_length``, for every ``k`` (``k=1`` included), so pass@1 is the expected

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.api.errors import ConfigWarning
+from rlvr.api.registration import Params
 from rlvr.data.prompts import data_source, load_rows, require_fields
 from rlvr.evaluation.errors import EvalError
 from rlvr.model import lora
@@ -44,11 +45,14 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
     name: str | None = source
     if Path(source).suffix.lower() in _DATA_SUFFIXES or Path(source).expanduser().is_file():
         path, name, desc = source, None, source  # a file path is the split
-    elif data.reasoning_gym is not None:  # generated; the held-out problems are split "test"
+    elif data.reasoning_gym is not None or data.source not in (None, "file"):
+        # a data source gives its eval rows as a split (reasoning-gym's held-out ones: "test")
         cfg = data.model_copy(update={"split": source, "max_samples": None})
         return cfg, source, data_source(data, source)
     else:
         path = data.eval_path or data.path
+        if path is None and data.source == "file":  # data: {source: file, params: {path}}
+            path = data.params.path
         if path is None:  # the training rows came from memory (rlvr.Trainer(dataset=...))
             raise EvalError(
                 "no eval data: set data.eval_path (or pass eval_dataset= to rlvr.Trainer, or "
@@ -77,6 +81,8 @@ def eval_data(data: Any, split: str | None = None) -> tuple[Any, str | None, str
         "split": name or data.split,
         "max_samples": None,
         "reasoning_gym": None,
+        "source": None,  # the eval path as the shorthand of source: file
+        "params": Params(),
     }
     cfg = data.model_copy(update=update)
     return cfg, name, desc
@@ -177,7 +183,7 @@ def eval_prompt_rows(config: Any, host: Any, split: str | None, limit: int | Non
     if limit is not None and limit < 1:
         raise EvalError(f"limit must be >= 1 (got {limit})")
     data_cfg, split_name, data_desc = eval_data(config.data, split)
-    rows = load_rows(data_cfg, split=split_name)
+    rows = load_rows(data_cfg, host, split=split_name)
     if limit is not None:
         rows = rows[:limit]
     require_fields(

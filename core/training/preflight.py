@@ -25,7 +25,15 @@ from rlvr.api.errors import RlvrError
 from rlvr.api.host import PluginHost, build_algorithm
 from rlvr.api.runtime import RunInfo
 from rlvr.config.problems import sort_problems, with_origins
-from rlvr.config.schema import SECTIONS, ConfigError, RunConfig, dump, multi_turn, requirements
+from rlvr.config.schema import (
+    SECTIONS,
+    ConfigError,
+    RunConfig,
+    data_source_entry,
+    dump,
+    multi_turn,
+    requirements,
+)
 from rlvr.evaluation.correctness import correctness
 from rlvr.outputs.rundir import OutputDirError, latest_checkpoint, not_a_directory, refusal
 from rlvr.training.callbacks import unavailable
@@ -98,17 +106,18 @@ def _data(
     problems = []
     if data.eval_path is not None and _looks_missing(data.eval_path):
         problems.append(("data.eval_path", f"{data.eval_path!r} does not exist"))
+    source, _, where = data_source_entry(data)
     if rows is None:
         try:
-            rows = _quiet(load_rows, data)
+            rows = _quiet(load_rows, data, host)
         except RlvrError as exc:
-            where = "data.path" if data.reasoning_gym is None else "data.reasoning_gym"
             return [*problems, (where, str(exc).removeprefix(f"{where} "))], None
-    if data.reasoning_gym is not None:  # its held-out split is made now too: cheap, and may fail
+    record = host.data_sources.get(source) if source is not None else None
+    if record is not None and record.held_out:  # its held-out split is made now too: it may fail
         try:
-            _quiet(lambda: load_rows(data, split=data.eval_split or "test"))
+            _quiet(lambda: load_rows(data, host, split=data.eval_split or "test"))
         except RlvrError as exc:
-            problems.append(("data.reasoning_gym", str(exc)))
+            problems.append((where, str(exc)))
     guidance = config.training.guidance
     problems += field_problems(
         rows,

@@ -122,7 +122,7 @@ def checked_rows(
     t, data = config.training, config.data
     assert data is not None  # Trainer requires the section
     given = rows is not None
-    rows = rows if rows is not None else load_rows(data)
+    rows = rows if rows is not None else load_rows(data, host)
     require_fields(
         rows,
         config.rewards,

@@ -565,6 +565,7 @@ def render_plugins(docs: list[PluginDoc] | None = None) -> str:
         "backend": "Backends",
         "environment": "Environments",
         "callback": "Callbacks",
+        "data_source": "Data sources",
     }
     lines: list[str] = []
     kind = None
