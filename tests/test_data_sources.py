@@ -97,7 +97,7 @@ def test_an_unknown_source_or_a_bad_param_is_reported_at_its_key(tmp_path):
 class _Broken:
     """A data source whose rows fail as a user's would: an RlvrError naming the fix."""
 
-    @rlvr.hookimpl
+    @rlvr.plugin.hookimpl
     def rlvr_register_data_sources(self, register):
         def rows(params, split):
             raise rlvr.RlvrError(f"row 3 of {split!r} has no question: add one")

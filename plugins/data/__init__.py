@@ -37,7 +37,7 @@ def rlvr_register_data_sources(register: Callable[[DataSource], None]) -> None:
         DataSource(
             name="reasoning_gym",
             params=ReasoningGymParams,
-            factory=LazyFactory("rlvr._builtin:reasoning_gym_rows"),
+            factory=LazyFactory("rlvr.plugins.data.generated:reasoning_gym_split"),
             description="a reasoning-gym task, hash-split into training and held-out rows "
             "(data.reasoning_gym; needs rlvr[reasoning-gym])",
             held_out=True,
