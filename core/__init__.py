@@ -97,9 +97,9 @@ _EXPORTS: dict[str, str] = {
     "parse_number": "rlvr.rewards.extract",
     "row_field": "rlvr.rewards.extract",
     "strip_tags": "rlvr.rewards.extract",
-    "call_trl_reward": "rlvr.rewards.functions",
-    "call_trl_batch": "rlvr.rewards.functions",
-    "trl_inputs": "rlvr.rewards.functions",
+    "call_trl_reward": "rlvr.compat.trl.reward_call",
+    "call_trl_batch": "rlvr.compat.trl.reward_call",
+    "trl_inputs": "rlvr.compat.trl.reward_call",
     "functional": "rlvr.functional",
     "PolicyGradient": "rlvr.algorithms.base",
     "GroupRelative": "rlvr.algorithms.base",
@@ -178,6 +178,7 @@ if TYPE_CHECKING:
         check_request,
     )
     from rlvr.api.usercode import check_function, code_spec, load_function
+    from rlvr.compat.trl.reward_call import call_trl_batch, call_trl_reward, trl_inputs
     from rlvr.config.schema import ConfigError, ReasoningGymConfig, RunConfig, load_config
     from rlvr.data.reasoning_gym import reasoning_gym_dataset
     from rlvr.model.loading import autocast, eos_token_ids, load_policy
@@ -208,7 +209,6 @@ if TYPE_CHECKING:
         row_field,
         strip_tags,
     )
-    from rlvr.rewards.functions import call_trl_batch, call_trl_reward, trl_inputs
     from rlvr.rewards.scoring import Scorer, Scores
     from rlvr.rollout.tools import (
         check_tool,

@@ -30,11 +30,12 @@ from typing import Any
 
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, create_host
+from rlvr.api.usercode import function_name
 from rlvr.config.schema import RunConfig, load_config
 from rlvr.model.installation import check_installation
 from rlvr.outputs.console import quiet_third_party
 from rlvr.outputs.metrics import read_metrics
-from rlvr.rewards.functions import FUNCTION_REWARD, FunctionPlugin, function_name, unpicklable
+from rlvr.rewards.functions import FUNCTION_REWARD, FunctionPlugin, unpicklable
 from rlvr.training.callbacks import adapt
 
 #: The sections a training run needs (``rlvr validate`` checks the same).

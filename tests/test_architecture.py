@@ -30,7 +30,14 @@ PLUGINS = REPO / "plugins"
 TEMPLATES = CORE / "cli" / "templates"
 
 #: What code outside rlvr's internals may import of rlvr (besides its own package).
-PUBLIC_MODULES = ("rlvr", "rlvr.functional", "rlvr.testing")
+#: ``rlvr.compat.trl.environment``: TRL's environment_factory convention, which the trl_env
+#: environment plugin follows (#43 item 5).
+PUBLIC_MODULES = (
+    "rlvr",
+    "rlvr.functional",
+    "rlvr.testing",
+    "rlvr.compat.trl.environment",
+)
 
 #: Every import inside a function in core/ and plugins/: module -> {imported module: why}.
 #: Anything else belongs at the top of its module. The allowed ones are optional extras, and in
@@ -493,8 +500,13 @@ def test_the_contract_holds_for_the_tree(importlinter, tmp_path):
             "acyclically BROKEN",
             ".lora -> .loading",
         ),
+        (
+            {"training/trainer.py": "\nimport rlvr.compat.trl.keys  # noqa: E402\n"},
+            "core layers: each layer imports only from the layers below it BROKEN",
+            "rlvr.training.trainer -> rlvr.compat.trl.keys",
+        ),
     ],
-    ids=["reversed-layer-import", "cycle-behind-a-late-import"],
+    ids=["reversed-layer-import", "cycle-behind-a-late-import", "core-imports-compat"],
 )
 def test_the_contract_catches(importlinter, tmp_path, edits, broken, why):
     result = _lint_imports(_package_tree(tmp_path, edits))

@@ -26,8 +26,8 @@ import rlvr
 from rlvr.api.host import create_host
 from rlvr.api.registration import Params
 from rlvr.cli.main import build_parser
+from rlvr.compat.trl.keys import TRL_KEYS
 from rlvr.config.schema import RunConfig, validate
-from rlvr.config.trl import TRL_KEYS
 from rlvr.testing import check_algorithm
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,8 @@ from rlvr import __version__
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host, PluginError, create_host
 from rlvr.cli.scaffold import KINDS, new_plugin
-from rlvr.cli.trl_import import STARTER, import_trl, write
+from rlvr.cli.starter import STARTER
+from rlvr.compat.trl.importer import import_trl, write
 from rlvr.config.schema import (
     ALLOW_CODE_FLAG,
     TRUST_REMOTE_CODE_FLAG,

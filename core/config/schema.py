@@ -43,8 +43,8 @@ from pydantic import (
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import Host
 from rlvr.api.registration import REWARD_LIMIT, Params, Requirements
+from rlvr.compat.trl.translate import TRL_KEYS, move_trl_keys
 from rlvr.config.problems import key_path, pydantic_problems, sort_problems, with_origins
-from rlvr.config.trl import TRL_KEYS, move_trl_keys
 from rlvr.config.yaml_text import YamlTextError, load_yaml
 
 SECTIONS = (
@@ -340,7 +340,7 @@ class TrainingConfig(Section):
     ``save_steps``, ``eval_steps``, ``logging_steps`` and ``log_samples_steps`` count *steps*
     (one generation round and its ``num_iterations`` optimizer updates, one line of
     ``metrics.jsonl``; TRL counts optimizer updates). A GRPOConfig pasted under a top-level
-    ``trl:`` section keeps TRL's meaning (:mod:`rlvr.config.trl`).
+    ``trl:`` section keeps TRL's meaning (:mod:`rlvr.compat.trl.translate`).
     """
 
     output_dir: str = Field("outputs/run", min_length=1, description="where the run writes")
