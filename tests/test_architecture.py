@@ -45,10 +45,9 @@ PUBLIC_MODULES = (
 #: ``rlvr plugins`` or loading the pytest plugin slow.
 ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
     "rlvr.cli.main": {
-        "rlvr.evaluation.evaluate": "torch, transformers (eval, export)",
+        "rlvr.evaluation.paths": "torch, transformers (export)",
         "rlvr.model.lora": "torch, transformers (export)",
         "rlvr.rewards.score_file": "tqdm and the reward pool: a third of `rlvr --help`",
-        "rlvr.outputs.plot": "tqdm and the reward pool, through rlvr.outputs.metrics",
         "rlvr.cli.env_check": "torch, transformers (env check samples episodes)",
     },
     # rlvr validate and train report a config's errors before torch loads (#45 item 12)
@@ -56,7 +55,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "datasets": "datasets (the data's checks)",
         "rlvr.data.prompts": "datasets (the data's checks)",
         "rlvr.model.loading": "torch, transformers (the model's and the algorithm's checks)",
-        "rlvr.evaluation.evaluate": "torch, transformers (the eval's checks)",
+        "rlvr.evaluation.paths": "torch, transformers, datasets (the eval data's checks)",
         "rlvr.outputs.resume": "torch (the checkpoint's checks, --resume)",
     },
     "rlvr.rewards.score_file": {

@@ -259,7 +259,7 @@ def test_adamw_leaves_parameters_no_rank_has_a_gradient_for(tiny_model, dataset,
 def test_reduce_metrics_pools_ranks_like_one_batch():
     import numpy as np
 
-    from rlvr.outputs.metrics import reduce_metrics
+    from rlvr.outputs.metrics_compute import reduce_metrics
 
     a, b = np.array([1.0, 2.0, 3.0]), np.array([5.0, 9.0])
     parts = [

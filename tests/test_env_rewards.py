@@ -20,7 +20,7 @@ from rlvr.api.registration import Sample
 from rlvr.api.runtime import EnvResponse, EpisodeStart, RunInfo, SamplingParams
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
 from rlvr.data.prompts import PromptSet
-from rlvr.evaluation.evaluate import correctness
+from rlvr.evaluation.correctness import correctness
 from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams

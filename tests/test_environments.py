@@ -26,7 +26,7 @@ from rlvr.api.host import PluginError, build_environment, create_host
 from rlvr.api.runtime import EnvResponse, EpisodeStart, Generation, RunInfo, SamplingParams
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
 from rlvr.data.prompts import PromptSet
-from rlvr.evaluation.evaluate import report
+from rlvr.evaluation.report import report
 from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.model.logprobs import completion_logprobs
 from rlvr.plugins.backends.hf import HFGenerator
@@ -36,7 +36,7 @@ from rlvr.plugins.environments.tools import ToolsEnvironment, calculator
 from rlvr.rollout.episodes import EnvironmentLoop, EpisodeLimits, EpisodeRunner
 from rlvr.rollout.runner import build_batch, episode_completion
 from rlvr.rollout.tools import parse_tool_calls, tool_call_format, tool_schema
-from rlvr.training.update import without_environment_tokens
+from rlvr.training.micro_batches import without_environment_tokens
 
 RUN = RunInfo(max_completion_length=6, num_generations=2, seed=0)
 

@@ -1,10 +1,9 @@
-"""rlvr.evaluation.evaluate (pass@k, eval data and checkpoint resolution, end to end on a tiny
-model),
+"""rlvr.evaluation (the pass@j reported, eval data and checkpoint resolution, end to end on a
+tiny model),
 rlvr.outputs.plot, and the ``rlvr eval`` / ``rlvr plot`` commands."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import shutil
@@ -20,19 +19,13 @@ from rlvr.api.host import create_host
 from rlvr.api.registration import Params, Reward
 from rlvr.cli.main import main
 from rlvr.config.schema import DataConfig, load_config
-from rlvr.evaluation.evaluate import (
-    EvalError,
-    correctness,
-    eval_call_sequences,
-    eval_data,
-    evaluate,
-    headline,
-    mean_pass_at_k,
-    output_paths,
-    pass_at_k,
-    pass_at_ks,
-    resolve_checkpoint,
-)
+from rlvr.evaluation.correctness import correctness
+from rlvr.evaluation.errors import EvalError
+from rlvr.evaluation.evaluate import evaluate
+from rlvr.evaluation.loop import eval_call_sequences, pass_at_ks
+from rlvr.evaluation.paths import eval_data, output_paths, resolve_checkpoint
+from rlvr.evaluation.report import headline
+from rlvr.functional import pass_at_k
 from rlvr.model.loading import resolve_device_dtype
 from rlvr.outputs.checkpoint import COMPLETE
 from rlvr.outputs.plot import PlotError, moving_average, plot_run
@@ -43,50 +36,11 @@ PNG = b"\x89PNG\r\n\x1a\n"
 # --------------------------------------------------------------------------- pass@k
 
 
-@pytest.mark.parametrize(
-    "n, c, k, expected",
-    [
-        (5, 2, 1, 0.4),
-        (5, 2, 2, 0.7),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
-        (5, 0, 1, 0.0),
-        (5, 0, 5, 0.0),
-        (5, 4, 2, 1.0),  # n - c < k: every draw of 2 holds a correct one
-        (5, 5, 1, 1.0),
-        (1, 1, 1, 1.0),
-        (10, 3, 4, 1 - 35 / 210),
-    ],
-)
-def test_pass_at_k_hand_computed(n, c, k, expected):
-    assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12)
-
-
-def test_pass_at_k_is_the_probability_over_draws():
-    """pass@k is the fraction of k-subsets of the n samples holding a correct one."""
-    for n in range(1, 7):
-        for c in range(n + 1):
-            samples = [True] * c + [False] * (n - c)
-            for k in range(1, n + 1):
-                draws = list(itertools.combinations(samples, k))
-                brute = sum(any(d) for d in draws) / len(draws)
-                assert pass_at_k(n, c, k) == pytest.approx(brute, abs=1e-12)
-    # pass@1 is the success rate; large n stays exact and in [0, 1]
-    assert pass_at_k(200, 37, 1) == pytest.approx(37 / 200)
-    assert 0.0 <= pass_at_k(1000, 1, 10) <= 1.0
-
-
-@pytest.mark.parametrize("n, c, k", [(0, 0, 1), (5, 6, 1), (5, -1, 1), (5, 2, 0), (5, 2, 6)])
-def test_pass_at_k_rejects_bad_arguments(n, c, k):
-    with pytest.raises(ValueError):
-        pass_at_k(n, c, k)
-
-
 def test_pass_at_ks_and_mean():
     assert pass_at_ks(1) == [1]
     assert pass_at_ks(2) == [1, 2]
     assert pass_at_ks(8) == [1, 2, 4, 8]
     assert pass_at_ks(10) == [1, 2, 4, 8, 10]
-    assert mean_pass_at_k([(5, 2), (5, 0)], 2) == pytest.approx(0.35)
-    assert math.isnan(mean_pass_at_k([], 1))
 
 
 # --------------------------------------------------------------------------- resolution
@@ -351,7 +305,7 @@ def test_evals_before_and_after_never_overwrite_each_other(
     assert sorted(p.name for p in evals.iterdir()) == ["base", "base-2", tiny_model.name]
     out = run_eval("--output", str(tmp_path / "mine"))
     assert (tmp_path / "mine" / "summary.json").is_file() and "mine" in out
-    with caplog.at_level("WARNING", logger="rlvr.evaluation.evaluate"):
+    with caplog.at_level("WARNING", logger="rlvr.evaluation.paths"):
         assert main(["eval", str(cfg), "--limit", "2", "--output", str(tmp_path / "mine")]) == 0
     assert f"--output: replacing {tmp_path / 'mine' / 'samples.jsonl'}" in caplog.text
 

@@ -27,7 +27,7 @@ from test_trainer import make_config as make_config  # noqa: E402
 from test_trainer import tiny_model as tiny_model  # noqa: E402
 
 from rlvr.config.schema import ConfigError  # noqa: E402
-from rlvr.evaluation.evaluate import SAMPLES_NAME  # noqa: E402
+from rlvr.evaluation.paths import SAMPLES_NAME  # noqa: E402
 from rlvr.model import lora  # noqa: E402
 from rlvr.model.logprobs import completion_logprobs  # noqa: E402
 from rlvr.outputs.checkpoint import latest_checkpoint  # noqa: E402

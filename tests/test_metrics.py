@@ -1,6 +1,5 @@
-"""The console side of :class:`rlvr.outputs.metrics.MetricsLogger`: a progress bar on a terminal
-only,
-the step lines everywhere."""
+"""The console side of :class:`rlvr.outputs.metrics_logger.MetricsLogger`: a progress bar on a
+terminal only, the step lines everywhere."""
 
 from __future__ import annotations
 
@@ -10,7 +9,9 @@ import sys
 
 import pytest
 
-from rlvr.outputs.metrics import MetricsLogger, progress_figures, read_metrics, third_figure
+from rlvr.outputs.metrics import read_metrics
+from rlvr.outputs.metrics_console import progress_figures, third_figure
+from rlvr.outputs.metrics_logger import MetricsLogger
 from rlvr.outputs.summary import SUMMARY_JSON, SUMMARY_TEXT, summary_data, write_summary
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.outputs.metrics import MetricsLogger, read_metrics
+from rlvr.outputs.metrics import read_metrics
+from rlvr.outputs.metrics_logger import MetricsLogger
 from rlvr.outputs.plot import draw, figure_panels, plot_run
 
 pytest.importorskip("matplotlib")

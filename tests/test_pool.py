@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bad_rewards as br  # noqa: E402
 
 from rlvr.api.registration import Sample  # noqa: E402
-from rlvr.rewards.pool import PoolSpec, RewardPool  # noqa: E402
+from rlvr.rewards.pool import PoolResult, PoolSpec, RewardPool  # noqa: E402
 from rlvr.rewards.scoring import RewardStats, ScoreEntry, Scorer, Scores, merge_summaries  # noqa: E402
 
 TIMEOUT = 1.0
@@ -342,7 +342,7 @@ def test_stats_of_nothing_are_nan():
 def test_merged_summaries_equal_the_summary_of_everything():
     batches = [[1.0, None, 3.0], [], [None], [-2.0, 0.5, 7.0, 7.0], [4.0]]
     parts = [
-        Scores(total=[], per_reward={"r": b}, timeouts={"r": 1}, errors={"r": 2}).summary()
+        Scores([], PoolResult(values={"r": b}, timeouts={"r": 1}, errors={"r": 2})).summary()
         for b in batches
     ]
     merged = merge_summaries(parts)["r"]

@@ -20,7 +20,7 @@ from rlvr.cli.main import main  # noqa: E402
 from rlvr.config.schema import ConfigError, DataConfig, ReasoningGymConfig, load_config  # noqa: E402
 from rlvr.data import reasoning_gym as rg  # noqa: E402
 from rlvr.data.prompts import load_rows  # noqa: E402
-from rlvr.evaluation.evaluate import eval_data  # noqa: E402
+from rlvr.evaluation.paths import eval_data  # noqa: E402
 from rlvr.plugins.rewards.params import ReasoningGymParams  # noqa: E402
 from rlvr.plugins.rewards.reasoning_gym import ReasoningGymReward  # noqa: E402
 from rlvr.training.preflight import preflight  # noqa: E402

@@ -16,7 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import test_trainer  # noqa: E402
 
 from rlvr.config.schema import ConfigError, load_config  # noqa: E402
-from rlvr.evaluation.evaluate import evaluate, format_checks, is_format_ok  # noqa: E402
+from rlvr.evaluation.correctness import format_checks, is_format_ok  # noqa: E402
+from rlvr.evaluation.evaluate import evaluate  # noqa: E402
 from rlvr.outputs.metrics import read_metrics  # noqa: E402
 from rlvr.outputs.plot import plot_run  # noqa: E402
 
@@ -201,7 +202,7 @@ def test_max_minutes_keeps_room_for_the_closing_eval_and_runs_it(
     it (50), so the run saves step 3, evaluates it (as a planned end would) and ends at 40."""
     import rlvr.training.stopping as stopping
     import rlvr.training.trainer as trainer_module
-    from rlvr.evaluation.evaluate import Evaluation
+    from rlvr.evaluation.loop import Evaluation
     from rlvr.outputs.checkpoint import latest_checkpoint
 
     now = {"t": 0.0}
@@ -233,7 +234,7 @@ def test_max_minutes_keeps_room_for_the_closing_eval_and_runs_it(
 
 
 def test_summaries_count_correct_and_format_compliant_completions(host):
-    from rlvr.evaluation.evaluate import Evaluation
+    from rlvr.evaluation.loop import Evaluation
 
     config = load_config({"rewards": [{"name": "numbers"}, {"name": "format"}]}, host)
     scored = [(1.0, 1.0), (0.0, 1.0), (1.0, 0.0), (0.0, None)]  # (numbers, format) per sample

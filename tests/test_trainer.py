@@ -223,7 +223,7 @@ def test_three_steps_write_metrics(algorithm, make_config, host):
 
 def _interrupt_after(monkeypatch, step: int) -> None:
     """Send ourselves SIGINT (Ctrl-C) right after step ``step`` is logged."""
-    from rlvr.outputs.metrics import MetricsLogger
+    from rlvr.outputs.metrics_logger import MetricsLogger
 
     original = MetricsLogger.log
 
@@ -800,7 +800,7 @@ def test_max_minutes_saves_and_stops_before_a_step_that_would_not_fit(
     20 minutes and a third would end at 30, so the run saves checkpoint-2 and stops; --resume
     (a new process, a new budget) goes on to max_steps."""
     import rlvr.training.stopping as stopping
-    from rlvr.outputs.metrics import MetricsLogger
+    from rlvr.outputs.metrics_logger import MetricsLogger
 
     now = {"t": 0.0}
     monkeypatch.setattr(stopping, "_clock", lambda: now["t"])

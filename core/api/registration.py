@@ -100,7 +100,7 @@ class Reward:
     reported before training starts. ``correctness``: the reward checks the answer (its score
     at least its params' ``correct``, else 1, means right), so ``rlvr eval`` may judge
     accuracy by it when no reward is marked ``correctness: true``
-    (:func:`rlvr.evaluation.evaluate.correctness`).
+    (:func:`rlvr.evaluation.correctness.correctness`).
     ``runs_code(params)`` names the Python code a config
     entry makes the reward import and run (``callable``'s ``function``), None when it runs
     none: such an entry needs the user's ``--allow-code`` (a config alone never runs code).
@@ -188,7 +188,7 @@ class Capabilities:
     samples_from_policy: bool = True
     #: True for a backend that takes any number of sequences in one call and batches them
     #: within its own memory budget (vLLM's scheduler and KV cache): evaluation then hands it
-    #: large calls (:func:`rlvr.evaluation.evaluate.eval_call_sequences`), which it decodes
+    #: large calls (:func:`rlvr.evaluation.loop.eval_call_sequences`), which it decodes
     #: together.
     schedules_batches: bool = False
 

@@ -33,8 +33,11 @@ from rlvr.config.schema import (
     load_config,
 )
 from rlvr.data import reasoning_gym
+from rlvr.evaluation.report import all_failed
+from rlvr.evaluation.report import report as eval_report
 from rlvr.model.installation import check_installation
 from rlvr.outputs.console import quiet_third_party
+from rlvr.outputs.plot import plot_run
 from rlvr.parallel.launcher import LAUNCHER_ENV, die_with_parent
 from rlvr.runs import evaluate, plugin_host, train, validate
 
@@ -653,13 +656,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         allow_code=args.allow_code,
         trust_remote_code=args.trust_remote_code,
     )
-    from rlvr.evaluation.evaluate import all_failed, report  # loaded by evaluate() by now
-
     if os.environ.get("RANK", "0") == "0":  # one summary, however many ranks
         if args.json:
             print(json.dumps(result, indent=2))
         else:
-            print(report(result))
+            print(eval_report(result))
     failure = all_failed(result)
     if failure is not None:  # the files are written; the exit says there is no result
         print(f"error: {failure}", file=sys.stderr)
@@ -670,7 +671,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     check_installation()
     # Both load torch and transformers, which `rlvr --help` and `rlvr plugins` must not.
-    from rlvr.evaluation.evaluate import resolve_checkpoint
+    from rlvr.evaluation.paths import resolve_checkpoint
     from rlvr.model.lora import export_merged
 
     base = None
@@ -722,9 +723,6 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    # Loads tqdm and the reward worker pool with rlvr.outputs.metrics: see cmd_rewards.
-    from rlvr.outputs.plot import plot_run
-
     for path in plot_run(args.output_dir):
         print(path)
     return 0

@@ -597,7 +597,7 @@ class RewardEntry(PluginEntry):
         False,
         description="this reward decides whether a completion is correct when evaluating "
         "(accuracy, pass@k); at most one entry. Unmarked: the first reward whose plugin checks "
-        "answers (answer, numbers), see rlvr.evaluation.evaluate.correctness",
+        "answers (answer, numbers), see rlvr.evaluation.correctness",
     )
 
     @field_validator("weight", "fallback")

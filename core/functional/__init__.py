@@ -1,9 +1,10 @@
-"""Pure tensor math of rlvr: advantages, policy loss, KL, aggregation, reward shaping.
+"""Pure math of rlvr: advantages, policy loss, KL, aggregation, reward shaping (tensors), and
+the pass@k estimator.
 
 This module is public API (third-party algorithm plugins import it) and implements exactly the
-contract in ``docs/algorithms.md``. Every function is device- and dtype-agnostic: inputs may be
-float32 or bfloat16 (or integer where that makes sense), and all math runs and returns in
-float32 so that bf16 training does not silently change losses or advantages.
+contract in ``docs/algorithms.md``. Every tensor function is device- and dtype-agnostic: inputs
+may be float32 or bfloat16 (or integer where that makes sense), and all math runs and returns
+in float32 so that bf16 training does not silently change losses or advantages.
 
 A ``mask`` may have any dtype (bool, int, float); a nonzero entry marks a token that counts.
 Values at masked-out positions are never read into a result, so padding may hold anything,
@@ -22,6 +23,7 @@ from rlvr.functional.advantages import (
     rloo_advantages,
 )
 from rlvr.functional.losses import aggregate, cispo_loss, kl_penalty, policy_loss, positive_nll
+from rlvr.functional.pass_at_k import mean_pass_at_k, pass_at_k
 from rlvr.functional.sampler import logprob_gap_stats, truncated_importance_weights
 from rlvr.functional.shaping import dynamic_sampling_keep, overlong_penalty, truncation_mask
 from rlvr.functional.stats import batch_reducer, batch_sum, masked_mean, masked_whiten
@@ -46,7 +48,9 @@ __all__ = [
     "kl_penalty",
     "masked_mean",
     "masked_whiten",
+    "mean_pass_at_k",
     "overlong_penalty",
+    "pass_at_k",
     "policy_loss",
     "positive_nll",
     "reinforce_pp_advantages",

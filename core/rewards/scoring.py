@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rlvr.rewards.pool import PoolSpec, RewardPool
+from rlvr.rewards.pool import PoolResult, PoolSpec, RewardPool
 
 if TYPE_CHECKING:
     from rlvr.api.registration import BatchRewardFn, RewardFn, Sample
@@ -139,25 +139,61 @@ def add_env_weighted(
 
 @dataclass
 class Scores:
-    """The scores of one batch: ``total[i]`` is the weighted sum for sample ``i``."""
+    """The scores of one batch: ``total[i]`` is the weighted sum for sample ``i``, ``result``
+    what the pool returned (each reward's raw values, its failures, what it logged). The
+    properties below read ``result`` under the names scripts and the failure report use."""
 
     total: list[float]
-    per_reward: dict[str, list[float | None]]
-    timeouts: dict[str, int] = field(default_factory=dict)
-    errors: dict[str, int] = field(default_factory=dict)
-    error_messages: dict[str, list[str]] = field(default_factory=dict)
-    #: per label: sample index -> why that call failed, and where it raised (see
-    #: :class:`rlvr.rewards.pool.PoolResult`); site -> its first traceback
-    failures: dict[str, dict[int, str]] = field(default_factory=dict)
-    sites: dict[str, dict[int, str]] = field(default_factory=dict)
-    tracebacks: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: why scoring stopped before every call was made (``max_error_frac``), else None
-    stopped: str | None = None
-    #: per label: what batched rewards logged (see :class:`rlvr.rewards.pool.PoolResult`)
-    columns: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-    metrics: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    result: PoolResult
     #: per sample: some reward gave it a value (False: every reward returned None)
     scored: list[bool] = field(default_factory=list)
+
+    @property
+    def per_reward(self) -> dict[str, list[float | None]]:
+        """Each reward's raw values, by label, in sample order."""
+        return self.result.values
+
+    @property
+    def timeouts(self) -> dict[str, int]:
+        return self.result.timeouts
+
+    @property
+    def errors(self) -> dict[str, int]:
+        return self.result.errors
+
+    @property
+    def error_messages(self) -> dict[str, list[str]]:
+        return self.result.error_messages
+
+    @property
+    def failures(self) -> dict[str, dict[int, str]]:
+        """Per label: sample index -> why that call failed."""
+        return self.result.failures
+
+    @property
+    def sites(self) -> dict[str, dict[int, str]]:
+        """Per label: sample index -> where its exception was raised."""
+        return self.result.sites
+
+    @property
+    def tracebacks(self) -> dict[str, dict[str, str]]:
+        """Per label: site -> its first traceback."""
+        return self.result.tracebacks
+
+    @property
+    def stopped(self) -> str | None:
+        """Why scoring stopped before every call was made (``max_error_frac``), else None."""
+        return self.result.stopped
+
+    @property
+    def columns(self) -> dict[str, dict[str, list[Any]]]:
+        """Per label: the columns a batched reward logged, one value per sample."""
+        return self.result.columns
+
+    @property
+    def metrics(self) -> dict[str, dict[str, list[float]]]:
+        """Per label: the metrics a batched reward logged."""
+        return self.result.metrics
 
     def extra(self, i: int) -> dict[str, Any]:
         """The columns the rewards logged for sample ``i`` (TRL's ``log_extra``)."""
@@ -232,20 +268,7 @@ class Scorer:
             not self.entries or any(result.values[e.label][i] is not None for e in self.entries)
             for i in range(len(samples))
         ]
-        return Scores(
-            total,
-            result.values,
-            result.timeouts,
-            result.errors,
-            result.error_messages,
-            result.failures,
-            result.sites,
-            result.tracebacks,
-            result.stopped,
-            result.columns,
-            result.metrics,
-            scored,
-        )
+        return Scores(total, result, scored)
 
     def close(self) -> None:
         self.pool.close()

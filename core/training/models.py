@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from rlvr.api.registration import Requirements
 from rlvr.config.schema import ModelConfig, TrainingConfig
 from rlvr.model import lora
@@ -36,7 +38,17 @@ from rlvr.model.loading import (
     store_as_autocast_computes,
 )
 from rlvr.parallel import distributed
-from rlvr.training.update import disable_dropout
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Zero every dropout: RL ratios compare log-probs of two forward passes, which dropout
+    would make disagree even with identical weights."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        for name in ("attention_dropout", "dropout_p"):
+            if isinstance(getattr(m, name, None), float):
+                setattr(m, name, 0.0)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from rlvr.api.host import Host, build_algorithm
 from rlvr.api.runtime import RunInfo
 from rlvr.config.problems import sort_problems, with_origins
 from rlvr.config.schema import SECTIONS, ConfigError, RunConfig, dump, multi_turn, requirements
+from rlvr.evaluation.correctness import correctness
 from rlvr.outputs.rundir import OutputDirError, latest_checkpoint, not_a_directory, refusal
 from rlvr.training.callbacks import unavailable
 from rlvr.training.stopping import planned_steps
@@ -139,7 +140,7 @@ def _chat_template(
 def _evaluation(config: RunConfig, host: Host, in_memory: bool) -> list[tuple[str, str]]:
     """With ``training.eval_steps``: a reward judges the eval samples, and the eval data loads
     with the fields the rewards need (as the run checks them before its first step)."""
-    from rlvr.evaluation.evaluate import correctness, eval_prompt_rows  # torch
+    from rlvr.evaluation.paths import eval_prompt_rows  # torch, datasets
 
     problems = []
     try:

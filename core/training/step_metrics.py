@@ -1,13 +1,14 @@
 """A training step's line of ``metrics.jsonl``: what the rollout, the algorithm and the
-updates measured, in the namespace :mod:`rlvr.outputs.metrics` documents (the sinks and the
-console are there; the step's numbers are computed here, where their types live)."""
+updates measured, in the namespace :mod:`rlvr.outputs.metrics` documents (the sinks, the
+console and the shared computations are beside it in :mod:`rlvr.outputs`; the step's numbers
+are assembled here, where their types live)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlvr.outputs.metrics import length_metrics, peak_memory_mb, reward_metrics
+from rlvr.outputs.metrics_compute import length_metrics, peak_memory_mb, reward_metrics
 from rlvr.rewards.scoring import RewardStats
 from rlvr.rollout.runner import Completion, Rollout
 from rlvr.training.update import UpdateResult

@@ -15,7 +15,7 @@ lives in a module named for its job:
    ``save_steps``;
    the backend gets the new weights;
 4. every ``eval_steps`` (and at the last step; at step 0 too with ``eval_on_start``): the eval
-   split, judged as ``rlvr eval`` judges it (:class:`rlvr.evaluation.evaluate.Evaluation`), logged
+   split, judged as ``rlvr eval`` judges it (:class:`rlvr.evaluation.loop.Evaluation`), logged
    as
    ``eval/...`` on the step's line of ``metrics.jsonl``. Its sampling seeds are its own and the
    RNGs are reseeded at every step, so a run with evaluation trains exactly as one without.
@@ -77,16 +77,14 @@ from rlvr.data.prompts import (
     load_rows,
     require_fields,
 )
-from rlvr.evaluation.evaluate import Evaluation, eval_prompt_rows
+from rlvr.evaluation.loop import Evaluation
+from rlvr.evaluation.paths import eval_prompt_rows
 from rlvr.model.loading import busy_cpu_warning, eos_token_ids, resolve_device_dtype
 from rlvr.outputs import checkpoint as ckpt
 from rlvr.outputs import rundir
-from rlvr.outputs.metrics import (
-    ENV_ERRORS_FILE,
-    MetricsLogger,
-    eval_metrics,
-    reduce_metrics,
-)
+from rlvr.outputs.metrics import ENV_ERRORS_FILE
+from rlvr.outputs.metrics_compute import eval_metrics, reduce_metrics
+from rlvr.outputs.metrics_logger import MetricsLogger
 from rlvr.outputs.resume import check_config, restore, resume_point
 from rlvr.outputs.summary import format_summary, summary_data, write_summary
 from rlvr.parallel import distributed
@@ -105,10 +103,11 @@ from rlvr.rollout.runner import (
 from rlvr.training import memory
 from rlvr.training.callbacks import Callbacks, ReportError, unavailable
 from rlvr.training.collapse import Collapse, CollapseGuard, warning_text
+from rlvr.training.micro_batches import without_environment_tokens
 from rlvr.training.models import load_run_models
 from rlvr.training.step_metrics import step_metrics
 from rlvr.training.stopping import Discarded, StopFlag, TimeBudget, planned_steps
-from rlvr.training.update import PolicyUpdate, WeightsError, without_environment_tokens
+from rlvr.training.update import PolicyUpdate, WeightsError
 
 logger = logging.getLogger("rlvr.training.trainer")
 

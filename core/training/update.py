@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,80 +38,8 @@ from rlvr.model.loading import autocast
 from rlvr.model.logprobs import completion_logprobs, packs_prompts, prefix_hidden, shared_layers
 from rlvr.model.lora import adapters_off, forward_model
 from rlvr.parallel.distributed import Dist, fsdp_modules
-
-
-def disable_dropout(model: torch.nn.Module) -> None:
-    """Zero every dropout: RL ratios compare log-probs of two forward passes, which dropout
-    would make disagree even with identical weights."""
-    for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
-            m.p = 0.0
-        for name in ("attention_dropout", "dropout_p"):
-            if isinstance(getattr(m, name, None), float):
-                setattr(m, name, 0.0)
-
-
-def weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
-    """Mean of ``(value, weight)`` pairs; the plain mean when the weights sum to zero."""
-    total = sum(w for _, w in pairs)
-    if total <= 0:
-        return sum(v for v, _ in pairs) / max(len(pairs), 1)
-    return sum(v * w for v, w in pairs) / total
-
-
-def without_environment_tokens(batch: RolloutBatch) -> RolloutBatch:
-    """``batch`` (prepared) with its loss mask zero on the tokens an environment wrote
-    (``action_mask`` 0), whatever the algorithm's ``prepare`` set: a third-party algorithm
-    that builds its loss mask from ``completion_mask`` alone must not train on them."""
-    if batch.action_mask is None:
-        return batch
-    mask = batch.loss_mask if batch.loss_mask is not None else batch.completion_mask
-    return replace(batch, loss_mask=mask * batch.action_mask.to(mask.device, mask.dtype))
-
-
-def trim(batch: RolloutBatch) -> RolloutBatch:
-    """Drop padding columns every row of ``batch`` has (micro-batches need not be as wide as
-    the step); token-level fields keep their alignment with ``completion_ids``."""
-    width, prompt_width = batch.completion_ids.shape[1], batch.prompt_ids.shape[1]
-    t = max(int(batch.completion_mask.sum(1).max().item()) if len(batch) else 1, 1)
-    p = max(int(batch.prompt_mask.sum(1).max().item()) if len(batch) else 1, 1)
-    out = replace(batch, prompt_ids=batch.prompt_ids[:, -p:], prompt_mask=batch.prompt_mask[:, -p:])
-    if batch.frozen_hidden is not None:  # prompt + completion positions
-        end = prompt_width + min(t, width)
-        out.frozen_hidden = batch.frozen_hidden[:, prompt_width - min(p, prompt_width) : end]
-    if t < width:
-        for name in (
-            "completion_ids",
-            "completion_mask",
-            "sampler_logp",
-            "action_mask",
-            "old_logp",
-            "ref_logp",
-            "old_values",
-            "advantages",
-            "returns",
-            "loss_mask",
-        ):
-            value = getattr(out, name)
-            if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[1] == width:
-                setattr(out, name, value[:, :t])
-    return out
-
-
-def _widen(x: torch.Tensor, width: int) -> torch.Tensor:
-    if x.shape[1] == width:
-        return x
-    pad = torch.zeros(x.shape[0], width - x.shape[1], dtype=x.dtype, device=x.device)
-    return torch.cat([x, pad], dim=1)
-
-
-def _in_order(parts: list[torch.Tensor], order: torch.Tensor) -> torch.Tensor:
-    """The rows of ``parts`` (computed for rows ``order`` of a batch) in the batch's order."""
-    values = torch.cat(parts)
-    out = torch.empty_like(values)
-    out[order.to(values.device)] = values
-    return out
-
+from rlvr.training.micro_batches import in_order, trim, weighted_mean, widen
+from rlvr.training.phase_clock import PhaseClock
 
 #: An update that multiplies (or divides) the trained weights' norm by more than this is taken
 #: for an explosion. A sane update moves the weights by a small fraction of their norm (Adam at
@@ -123,32 +50,6 @@ MAX_NORM_CHANGE = 10.0
 
 class WeightsError(TrainingError):
     """An optimizer step made the trained weights non-finite or blew their norm up."""
-
-
-class PhaseClock:
-    """CPU seconds of this process (all threads) in each named phase of a step, kept only when
-    ``training.profile_phases`` asks for them (``profile/<phase>`` in ``metrics.jsonl``)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.seconds: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, phase: str) -> Iterator[None]:
-        if not self.enabled:
-            yield
-            return
-        start = time.process_time()
-        try:
-            yield
-        finally:
-            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.process_time() - start
-
-    def take(self) -> dict[str, float]:
-        """The phases' seconds since the last call, as ``profile/<phase>`` metrics."""
-        out = {f"profile/{phase}": seconds for phase, seconds in self.seconds.items()}
-        self.seconds.clear()
-        return out
 
 
 @dataclass
@@ -405,11 +306,11 @@ class PolicyUpdate:
                 p = mb.prompt_ids.shape[1]
                 frozen[idx.to(h.device), prompt_width - p : prompt_width + h.shape[1] - p] = h
             if self.old_logprobs:
-                old.append(_widen(self._logprobs(self._forward, mb)[0].float(), width))
+                old.append(widen(self._logprobs(self._forward, mb)[0].float(), width))
             if reference:
-                ref.append(_widen(self._reference_logprobs(mb).float(), width))
+                ref.append(widen(self._reference_logprobs(mb).float(), width))
             if value_model is not None:
-                vals.append(_widen(self._values(value_model, mb), width))
+                vals.append(widen(self._values(value_model, mb), width))
         for _ in range(target - passes):
             self._dummy_pass(backward=False)
         if not rows:  # dynamic sampling kept nothing (here): there is nothing to fill
@@ -417,9 +318,9 @@ class PolicyUpdate:
         order = torch.cat(rows)
         return replace(
             batch,
-            old_logp=_in_order(old, order) if old else batch.old_logp,
-            ref_logp=_in_order(ref, order) if ref else batch.ref_logp,
-            old_values=_in_order(vals, order) if vals else batch.old_values,
+            old_logp=in_order(old, order) if old else batch.old_logp,
+            ref_logp=in_order(ref, order) if ref else batch.ref_logp,
+            old_values=in_order(vals, order) if vals else batch.old_values,
             frozen_hidden=frozen,
         )
 
@@ -613,7 +514,4 @@ __all__ = [
     "PolicyUpdate",
     "UpdateResult",
     "WeightsError",
-    "disable_dropout",
-    "trim",
-    "weighted_mean",
 ]

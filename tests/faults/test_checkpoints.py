@@ -327,10 +327,10 @@ def test_a_full_disk_under_the_metrics_is_one_error_line(
 ):
     """#45 item 24: the run's metrics (or samples) written to ``/dev/full``, where every
     flush fails with ENOSPC. Before: a raw ``OSError: [Errno 28]`` traceback from
-    ``outputs/metrics.py``."""
+    ``outputs/metrics_logger.py``."""
     importlib.import_module("rlvr.outputs.rundir")  # its RUN_NAMES keep the real file names
 
-    monkeypatch.setattr(f"rlvr.outputs.metrics.{name}", "/dev/full")  # absolute: used as is
+    monkeypatch.setattr(f"rlvr.outputs.metrics_logger.{name}", "/dev/full")  # absolute: used as is
     config = write_config(tmp_path, tiny_model_dir, tmp_path / "out")
     code, err = rlvr(capsys, "train", config)
     assert code == 1, err
