@@ -44,7 +44,7 @@ PUBLIC_MODULES = (
 #: the entry layers (rlvr.cli, rlvr.runs, rlvr.testing) what would make ``rlvr --help``,
 #: ``rlvr plugins`` or loading the pytest plugin slow.
 ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
-    "rlvr.cli.main": {
+    "rlvr.cli.commands": {
         "rlvr.evaluation.paths": "torch, transformers (export)",
         "rlvr.model.lora": "torch, transformers (export)",
         "rlvr.rewards.score_file": "tqdm and the reward pool: a third of `rlvr --help`",
@@ -67,16 +67,26 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "rlvr.evaluation.evaluate": "torch, transformers (evaluate)",
         "rlvr.data.prompts": "datasets (rlvr.Trainer's in-memory rows)",
     },
-    "rlvr.testing": {
-        "rlvr.api.host": "pydantic: pytest loads rlvr.testing in every session",
+    # pytest loads rlvr.testing (all its modules) in every session: its checks load the rest
+    "rlvr.testing.conformance": {"rlvr.api.host": "pydantic", "pydantic": "pydantic"},
+    "rlvr.testing.config": {"rlvr.api.host": "pydantic", "rlvr.config.schema": "pydantic"},
+    "rlvr.testing.fixtures": {
+        "rlvr.api.host": "pydantic",
+        "rlvr.model.tiny": "torch, transformers",
+    },
+    "rlvr.testing.reward": {"rlvr.api.registration": "pydantic"},
+    "rlvr.testing.algorithm": {
+        "rlvr.api.host": "pydantic",
+        "rlvr.api.registration": "pydantic",
+        "torch": "torch",
+    },
+    "rlvr.testing.backend": {
         "rlvr.api.registration": "pydantic",
         "rlvr.config.schema": "pydantic",
-        "pydantic": "pydantic",
-        "torch": "torch",
         "rlvr.model.loading": "torch, transformers",
-        "rlvr.model.tiny": "torch, transformers",
-        "rlvr.rollout.envcheck": "pydantic, torch (check_environment)",
+        "torch": "torch",
     },
+    "rlvr.testing.environment": {"rlvr.rollout.envcheck": "pydantic, torch"},
     # verifiers: the environment says how to install it when a config names it
     "rlvr.plugins.environments.verifiers": {
         "verifiers.v1": "optional extra rlvr[verifiers]",

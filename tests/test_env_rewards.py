@@ -25,8 +25,9 @@ from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams
 from rlvr.rewards.scoring import ScoreEntry, Scorer
+from rlvr.rollout.completions import answer_ids, episode_completion
 from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
-from rlvr.rollout.runner import add_env_rewards, answer_ids, episode_completion, score
+from rlvr.rollout.sampling import add_env_rewards, score
 
 RUN = RunInfo(max_completion_length=6, num_generations=3, seed=0)
 MARK = "<<fb>>"

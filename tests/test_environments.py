@@ -33,8 +33,10 @@ from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams
 from rlvr.plugins.environments.params import ToolsParams
 from rlvr.plugins.environments.tools import ToolsEnvironment, calculator
-from rlvr.rollout.episodes import EnvironmentLoop, EpisodeLimits, EpisodeRunner
-from rlvr.rollout.runner import build_batch, episode_completion
+from rlvr.rollout.batch import build_batch
+from rlvr.rollout.completions import episode_completion
+from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
+from rlvr.rollout.event_loop import EnvironmentLoop
 from rlvr.rollout.tools import parse_tool_calls, tool_call_format, tool_schema
 from rlvr.training.micro_batches import without_environment_tokens
 

@@ -149,13 +149,13 @@ def test_completion_logprobs_gradients(policy, with_entropy):
 
 def test_chunked_logprobs_gradcheck():
     """The hand-written backward passes torch.autograd.gradcheck (float64)."""
-    from rlvr.model.logprobs import _ChunkedLogProbs
+    from rlvr.model.chunked_logprobs import ChunkedLogProbs
 
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 5, 7, dtype=torch.float64, generator=g, requires_grad=True)
     ids = torch.randint(0, 7, (3, 3), generator=g)
     for temperature, chunk, entropy in [(1.0, 1, False), (0.7, 2, True), (1.3, 8, True)]:
-        fn = lambda x, t=temperature, c=chunk, e=entropy: _ChunkedLogProbs.apply(x, ids, t, c, e)  # noqa: E731
+        fn = lambda x, t=temperature, c=chunk, e=entropy: ChunkedLogProbs.apply(x, ids, t, c, e)  # noqa: E731
         assert torch.autograd.gradcheck(fn, (logits,))
 
 
@@ -204,7 +204,7 @@ def _logprob_grads(model, batch, fuse, *, temperature, with_entropy, w_logp, w_e
 def test_fused_head_equals_model_forward(policy, tmp_path, arch, temperature, with_entropy):
     """The fused head (decoder body + chunked head inside the autograd function) gives the
     log-probs, entropies and every parameter's gradient of the model's own forward."""
-    from rlvr.model.logprobs import _fusable_head
+    from rlvr.model.decoder import fusable_head
 
     if arch == "qwen2-tied":
         model = policy[0]
@@ -213,7 +213,7 @@ def test_fused_head_equals_model_forward(policy, tmp_path, arch, temperature, wi
         model = load_policy(ModelConfig(name_or_path=str(d)), device=CPU, dtype=torch.float32)[0]
     else:
         model = _llama(tie=True)
-    assert _fusable_head(model) is not None
+    assert fusable_head(model) is not None
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
     assert tied == arch.endswith("-tied")
     batch = _padded_batch(model.config.vocab_size, seed=3)
@@ -239,7 +239,7 @@ def test_fused_head_equals_model_forward(policy, tmp_path, arch, temperature, wi
 
 def test_fused_head_gradcheck():
     """The fused head's hand-written backward (hidden, weight, bias) passes gradcheck."""
-    from rlvr.model.logprobs import _FusedHeadLogProbs
+    from rlvr.model.chunked_logprobs import FusedHeadLogProbs
 
     g = torch.Generator().manual_seed(0)
     f64 = torch.float64
@@ -250,18 +250,18 @@ def test_fused_head_gradcheck():
     for temperature, chunk, entropy in [(1.0, 1, False), (0.7, 3, True), (1.3, 100, True)]:
 
         def fn(h, w, b, t=temperature, c=chunk, e=entropy):
-            return _FusedHeadLogProbs.apply(h, w, b, ids, t, c, e, f64)
+            return FusedHeadLogProbs.apply(h, w, b, ids, t, c, e, f64)
 
         assert torch.autograd.gradcheck(fn, (hidden, weight, bias))
 
     def logp_only(h, w, b):  # entropy computed (for logging) but in no loss: grad None
-        return _FusedHeadLogProbs.apply(h, w, b, ids, 0.7, 3, True, f64)[0]
+        return FusedHeadLogProbs.apply(h, w, b, ids, 0.7, 3, True, f64)[0]
 
     assert torch.autograd.gradcheck(logp_only, (hidden, weight, bias))
     frozen = weight.detach()  # a frozen head (LoRA below it) gets no weight gradient
-    logp, _ = _FusedHeadLogProbs.apply(hidden, frozen, None, ids, 1.0, 3, True, f64)
+    logp, _ = FusedHeadLogProbs.apply(hidden, frozen, None, ids, 1.0, 3, True, f64)
     (grad_hidden,) = torch.autograd.grad(logp.sum(), hidden)
-    logp, _ = _FusedHeadLogProbs.apply(hidden, weight, None, ids, 1.0, 3, True, f64)
+    logp, _ = FusedHeadLogProbs.apply(hidden, weight, None, ids, 1.0, 3, True, f64)
     assert torch.allclose(grad_hidden, torch.autograd.grad(logp.sum(), (hidden, weight))[0])
 
 
@@ -271,7 +271,7 @@ def test_fused_head_16bit_compute_sums_the_weight_gradient_in_float32():
     drifts by ~1e-3 relative here, and biases training). Where there is a GPU, CUDA's
     ``addmm(out_dtype=float32)`` path too: its operands are bfloat16 (as in any autocast
     matmul), so it is held to bfloat16's precision, which still catches a wrong accumulation."""
-    from rlvr.model.logprobs import _FusedHeadLogProbs
+    from rlvr.model.chunked_logprobs import FusedHeadLogProbs
 
     bf16 = torch.bfloat16
     for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
@@ -280,7 +280,7 @@ def test_fused_head_16bit_compute_sums_the_weight_gradient_in_float32():
         weight = torch.randn(50, 16, generator=g).to(device).requires_grad_()
         ids = torch.randint(0, 50, (64,), generator=g).to(device)
         w_logp, w_ent = torch.randn(2, 64, generator=g).to(device)
-        logp, ent = _FusedHeadLogProbs.apply(hidden, weight, None, ids, 0.7, 1, True, bf16)
+        logp, ent = FusedHeadLogProbs.apply(hidden, weight, None, ids, 0.7, 1, True, bf16)
         loss = (logp * w_logp + ent * w_ent).sum()
         grad_h, grad_w = torch.autograd.grad(loss, (hidden, weight))
         # Reference: the same bfloat16 logits, then everything in float64.
@@ -301,18 +301,18 @@ def test_fused_head_16bit_compute_sums_the_weight_gradient_in_float32():
 
 def test_fused_head_falls_back_to_the_model_forward(policy):
     """Heads the fused path cannot reproduce use the model's forward (same results)."""
-    from rlvr.model.logprobs import _fusable_head
+    from rlvr.model.decoder import fusable_head
 
     model = _llama(tie=False)
-    assert _fusable_head(model) is not None
+    assert fusable_head(model) is not None
     batch = _padded_batch(model.config.vocab_size, seed=4)
     with torch.no_grad():
         expected, _ = completion_logprobs(model, *batch, fuse_head=False)
         model.config.model_type = "gemma2"  # logit soft-capping: not plain lm_head(hidden)
-        assert _fusable_head(model) is None
+        assert fusable_head(model) is None
         model.config.model_type = "llama"
         model.lm_head = torch.nn.Sequential(model.lm_head)  # not a plain Linear
-        assert _fusable_head(model) is None
+        assert fusable_head(model) is None
         got, _ = completion_logprobs(model, *batch)
     assert torch.equal(got, expected)
 
@@ -321,13 +321,13 @@ def test_fused_head_through_peft_lora(policy):
     """A peft LoRA model fuses its (not adapted) head; an adapted head falls back. Both equal
     the model's own forward."""
     peft = pytest.importorskip("peft")
-    from rlvr.model.logprobs import _fusable_head
+    from rlvr.model.decoder import fusable_head
 
     batch = _padded_batch(300, seed=5)
     for targets, fusable in ((["q_proj", "v_proj"], True), (["q_proj", "lm_head"], False)):
         lora = peft.LoraConfig(r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False)
         model = peft.get_peft_model(_llama(tie=False), lora)
-        assert (_fusable_head(model) is not None) == fusable
+        assert (fusable_head(model) is not None) == fusable
         with torch.no_grad():
             got, _ = completion_logprobs(model, *batch)
             expected, _ = completion_logprobs(model, *batch, fuse_head=False)
@@ -368,15 +368,17 @@ def test_packed_prompts_give_the_rows_own_results(attention, device, monkeypatch
     a mask that hides the others), give each row's log-probs, entropies, parameter gradients
     and hidden states (prefix_hidden) of the row-by-row passes. On a GPU too, where ``sdpa``
     takes the mask through another kernel than the row-by-row passes."""
-    from rlvr.model import logprobs
+    from rlvr.model import logprobs, packing
 
     model = _llama(tie=True).to(device)
     model.config._attn_implementation = attention
     batch = tuple(t.to(device) for t in _grouped_batch(model.config.vocab_size))
     packings = []
-    pack = logprobs._pack
-    monkeypatch.setattr(logprobs, "_pack", lambda *a: packings.append(pack(*a)) or packings[-1])
-    monkeypatch.setattr(logprobs, "_layer_work", lambda body, rows, width: rows)  # always pack
+    plan = logprobs.plan_packing
+    monkeypatch.setattr(
+        logprobs, "plan_packing", lambda *a: packings.append(plan(*a)) or packings[-1]
+    )
+    monkeypatch.setattr(packing, "_layer_work", lambda body, rows, width: rows)  # always pack
     w = torch.randn(batch[2].shape, generator=torch.Generator().manual_seed(1)).to(device)
     results = {}
     model.train()
@@ -413,6 +415,7 @@ def test_prompts_are_packed_only_where_it_saves_work():
     shorter than the packed sequence, or an attention implementation that cannot take the
     mask."""
     from rlvr.model import logprobs
+    from rlvr.model.packing import plan_packing
 
     model = _llama(
         tie=True,
@@ -431,24 +434,24 @@ def test_prompts_are_packed_only_where_it_saves_work():
         ones = torch.ones(n, t, dtype=torch.long)
         return prompt, torch.ones(n, p, dtype=torch.long), ones * 5, ones
 
-    assert logprobs._pack(body, *group(8, 160, 100)) is not None
-    assert logprobs._pack(body, *group(16, 16, 4000)) is None
-    assert logprobs._pack(body, *group(8, 160, 100, shared=False)) is None
+    assert plan_packing(body, *group(8, 160, 100)) is not None
+    assert plan_packing(body, *group(16, 16, 4000)) is None
+    assert plan_packing(body, *group(8, 160, 100, shared=False)) is None
     config = body.config
     try:
         config.sliding_window = 500
-        assert logprobs._pack(body, *group(8, 160, 100)) is None  # 960 tokens packed
+        assert plan_packing(body, *group(8, 160, 100)) is None  # 960 tokens packed
         config.sliding_window = 1000
-        assert logprobs._pack(body, *group(8, 160, 100)) is not None
+        assert plan_packing(body, *group(8, 160, 100)) is not None
         config.use_sliding_window = False
         config.sliding_window = 500
-        assert logprobs._pack(body, *group(8, 160, 100)) is not None
+        assert plan_packing(body, *group(8, 160, 100)) is not None
     finally:
         config.sliding_window, config.use_sliding_window = None, False
     attention = config._attn_implementation
     try:
         config._attn_implementation = "flash_attention_2"
         assert not logprobs.packs_prompts(model)
-        assert logprobs._pack(body, *group(8, 160, 100)) is None
+        assert plan_packing(body, *group(8, 160, 100)) is None
     finally:
         config._attn_implementation = attention

@@ -185,7 +185,7 @@ def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, 
             trainer.close()
 
     calls = {"top": 0, "full": 0}
-    top_layers, fused = logprobs._top_layers, logprobs._fused_logprobs
+    top_layers, fused = logprobs.top_layers, logprobs._fused_logprobs
 
     def count_top(*args, **kwargs):
         calls["top"] += 1
@@ -195,7 +195,7 @@ def test_a_run_sharing_the_bottom_layers_matches_one_that_does_not(make_config, 
         calls["full"] += args[-1] is None
         return fused(*args, **kwargs)
 
-    monkeypatch.setattr(logprobs, "_top_layers", count_top)
+    monkeypatch.setattr(logprobs, "top_layers", count_top)
     monkeypatch.setattr(logprobs, "_fused_logprobs", count_full)
     with_sharing, shared = steps("shared")
     # each step (one micro-batch): the bottom layer once, the reference and the update from it

@@ -66,7 +66,6 @@ def test_rlvr_wheel_layout(tmp_path):
     assert {n.split("/")[0] for n in names} == {"rlvr", "rlvr-0.1.0.dist-info"}
     for module in ("cli/main", "functional/__init__", "api/host", "plugins/rewards/__init__"):
         assert f"rlvr/{module}.py" in names
-    assert "rlvr/testing.py" in names
     # Every subpackage of core/ ships (a missing `packages` entry would drop one silently).
     core = EXAMPLES.parents[1] / "core"
     for init in core.glob("*/__init__.py"):

@@ -6,7 +6,9 @@ import math
 
 import torch
 
-from rlvr.rollout.runner import Completion, build_batch, step_seed
+from rlvr.rollout.batch import build_batch
+from rlvr.rollout.completions import Completion
+from rlvr.rollout.runner import step_seed
 
 
 def completion(group: int, prompt: list[int], tokens: list[int], **kw) -> Completion:

@@ -102,8 +102,8 @@ def test_sorted_micro_batches_change_nothing(tiny, packs, monkeypatch):
     f64 = torch.float64
     batch = _batch(512, groups_share_prompts=packs)
     packed = []
-    pack = logprobs._pack
-    monkeypatch.setattr(logprobs, "_pack", lambda *a: packed.append(pack(*a)) or packed[-1])
+    plan = logprobs.plan_packing
+    monkeypatch.setattr(logprobs, "plan_packing", lambda *a: packed.append(plan(*a)) or packed[-1])
     split = _update(tiny().to(f64), prompts=1, dtype=f64)
     whole = _update(tiny().to(f64), prompts=3, dtype=f64)
     assert split.packs and whole.packs  # sdpa, full attention, fusable head

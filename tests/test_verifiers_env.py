@@ -30,8 +30,9 @@ from rlvr.plugins.backends.hf import HFGenerator
 from rlvr.plugins.backends.params import HFParams
 from rlvr.plugins.environments import verifiers as adapter
 from rlvr.plugins.environments.params import VerifiersParams
+from rlvr.rollout.batch import build_batch
+from rlvr.rollout.completions import episode_completion
 from rlvr.rollout.episodes import EpisodeLimits, EpisodeRunner
-from rlvr.rollout.runner import build_batch, episode_completion
 
 RUN = RunInfo(max_completion_length=6, num_generations=2, seed=0)
 ENV_DIR = Path(__file__).parent / "verifiers_env"

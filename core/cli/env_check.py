@@ -41,9 +41,10 @@ from rlvr.data.prompts import PromptSet, load_rows
 from rlvr.model.loading import eos_token_ids, load_policy
 from rlvr.model.tiny import build_tiny_model
 from rlvr.rewards.scoring import Scorer
+from rlvr.rollout.completions import Completion
 from rlvr.rollout.envcheck import DEFAULT_ROWS, ScriptedGenerator, check_episodes, format_episode
 from rlvr.rollout.episodes import Episode, episode_runner
-from rlvr.rollout.runner import Completion, sample_and_score
+from rlvr.rollout.sampling import sample_and_score
 
 
 def read_script(path: str | Path) -> list[str]:
@@ -212,7 +213,7 @@ def env_check(
 
     The episodes run and are scored as training runs and scores them
     (:func:`~rlvr.rollout.episodes.episode_runner`,
-    :func:`~rlvr.rollout.runner.sample_and_score`). With a run ``config``
+    :func:`~rlvr.rollout.sampling.sample_and_score`). With a run ``config``
     (:func:`from_config`), its environment entry (params and limits), data (rows, prompt
     field, system prompt), model, sampling settings and rewards are used unless an argument
     says otherwise; without one, the arguments' limits and no configured rewards, and

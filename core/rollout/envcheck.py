@@ -42,7 +42,8 @@ from rlvr.api.runtime import (
 from rlvr.config.schema import DataConfig
 from rlvr.data.prompts import prompt_messages
 from rlvr.rollout.env_outputs import response_problem, reward_values, start_problem
-from rlvr.rollout.episodes import EnvironmentLoop, Episode
+from rlvr.rollout.episodes import Episode
+from rlvr.rollout.event_loop import EnvironmentLoop
 from rlvr.rollout.tools import parse_tool_calls
 
 #: Rows the checks start episodes on when none are given: a prompt and an ``answer`` field.
@@ -118,7 +119,7 @@ def check_episodes(
     check each step; the episodes run alone, one per row, then two side by side. Raises
     :class:`EnvironmentCheckError`; returns the episodes run alone.
 
-    Each call runs on training's :class:`~rlvr.rollout.episodes.EnvironmentLoop` with
+    Each call runs on training's :class:`~rlvr.rollout.event_loop.EnvironmentLoop` with
     ``timeout``, so a call that blocks the event loop (a synchronous ``time.sleep``) fails the
     check within about ``timeout`` seconds instead of hanging it, and every output goes through
     training's validator (:mod:`rlvr.rollout.env_outputs`)."""

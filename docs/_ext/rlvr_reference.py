@@ -2,7 +2,7 @@
 
 The config keys come from the pydantic models of :mod:`rlvr.config.schema`, the plugins' params
 from the records the plugin host loads (built-in plugins register through entry points, so this
-is what ``rlvr plugins`` sees), the command line from :func:`rlvr.cli.main.build_parser`, the
+is what ``rlvr plugins`` sees), the command line from :func:`rlvr.cli.parser.build_parser`, the
 public API from ``rlvr.__all__``. Nothing here is copied by hand, so the pages follow the code.
 
 Every function that collects or renders is plain Python (no Sphinx), so ``tests/test_docs.py``
@@ -33,7 +33,7 @@ from pydantic_core import PydanticUndefined
 import rlvr
 from rlvr.api.host import KINDS, create_host
 from rlvr.api.registration import Params
-from rlvr.cli.main import build_parser
+from rlvr.cli.parser import build_parser
 from rlvr.compat.trl.keys import trl_keys_markdown
 from rlvr.config.schema import SECTIONS, RunConfig
 

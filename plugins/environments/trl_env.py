@@ -11,7 +11,7 @@ What TRL 1.16 does with such a class (``GRPOTrainer.__init__`` and
 - Every public method of the class (on the class, not starting with ``_``) except ``reset``
   and ``get_reward`` is a tool: its schema comes from the type hints and Google-style
   docstring, sync methods run in a worker thread, ``async def`` ones are awaited. (Each sync
-  call here gets a daemon thread of its own, :class:`rlvr.rollout.episodes.DaemonThreads`: a
+  call here gets a daemon thread of its own, :class:`rlvr.rollout.event_loop.DaemonThreads`: a
   ``reset`` that hangs fails its own episode at ``turn_timeout`` and nothing else, and never
   keeps the process alive after the run.)
 - A tool's result goes back as ``{"role": "tool", "name", "content": str(result)}``; a tool
