@@ -41,8 +41,11 @@ _EXPORTS: dict[str, str] = {
     "Percent": "rlvr.rewards.extract",
     "row_field": "rlvr.rewards.extract",
     "strip_tags": "rlvr.rewards.extract",
-    "call_trl_batch": "rlvr.rewards.functions",
-    "trl_inputs": "rlvr.rewards.functions",
+    "tool_error": "rlvr.compat.trl.environment",
+    "tool_message": "rlvr.compat.trl.environment",
+    "tool_names": "rlvr.compat.trl.environment",
+    "call_trl_batch": "rlvr.compat.trl.reward_call",
+    "trl_inputs": "rlvr.compat.trl.reward_call",
     "check_tool": "rlvr.rollout.tools",
     "tool_name": "rlvr.rollout.tools",
 }
@@ -57,6 +60,8 @@ if TYPE_CHECKING:
     from rlvr.algorithms.params import ScaleRewards
     from rlvr.api.runtime import check_sampling_request
     from rlvr.api.usercode import check_function, code_spec, load_function
+    from rlvr.compat.trl.environment import tool_error, tool_message, tool_names
+    from rlvr.compat.trl.reward_call import call_trl_batch, trl_inputs
     from rlvr.config.schema import ReasoningGymConfig
     from rlvr.data.reasoning_gym import reasoning_gym_dataset, reasoning_gym_rows
     from rlvr.model.weights import hf_weights, is_peft, unwrap_model
@@ -75,7 +80,6 @@ if TYPE_CHECKING:
         row_field,
         strip_tags,
     )
-    from rlvr.rewards.functions import call_trl_batch, trl_inputs
     from rlvr.rollout.tools import check_tool, tool_name
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
@@ -108,6 +112,9 @@ __all__ = [
     "row_field",
     "strip_tags",
     "call_trl_batch",
+    "tool_error",
+    "tool_message",
+    "tool_names",
     "trl_inputs",
     "GroupRelative",
     "kl_shaped_token_rewards",

@@ -30,11 +30,12 @@ from typing import Any
 
 from rlvr.api.errors import ConfigWarning, RlvrError
 from rlvr.api.host import PluginHost, create_host
+from rlvr.api.usercode import function_name
 from rlvr.config.schema import RunConfig, load_config
 from rlvr.model.installation import check_installation
 from rlvr.outputs.console import quiet_third_party
 from rlvr.outputs.metrics import read_metrics
-from rlvr.rewards.functions import FUNCTION_REWARD, FunctionPlugin, function_name, unpicklable
+from rlvr.rewards.functions import FUNCTION_REWARD, FunctionPlugin, unpicklable
 from rlvr.training.callbacks import adapt
 
 #: The sections a training run needs (``rlvr validate`` checks the same).
@@ -230,7 +231,7 @@ class Trainer:
       instead of ``data.eval_path``.
     - ``rewards``: functions in TRL's signature, ``fn(prompts, completions, **kwargs) ->
       list[float | None]``, called as TRL calls them
-      (:func:`rlvr.rewards.functions.call_trl_batch`), each a ``rewards:`` entry after the
+      (:func:`rlvr.compat.trl.reward_call.call_trl_batch`), each a ``rewards:`` entry after the
       config's own, labelled ``fn.__name__``, weight 1. A mapping
       ``{"function": fn, "weight": 0.5, ...}`` sets the entry's other keys (``label``,
       ``weight``, ``timeout``, ``fallback``, ``on_error``, ``correctness``) and the call's

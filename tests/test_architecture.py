@@ -406,6 +406,21 @@ def test_every_package_has_an_init_that_says_what_it_is_for(package):
     assert docstring, f"{init.relative_to(REPO)} has no docstring saying what the package is for"
 
 
+#: The most lines a module of rlvr.compat may have, unless its docstring says it is a declared
+#: data table (#43 item 6).
+MAX_MODULE_LINES = 600
+
+
+def test_the_compat_modules_are_small_or_declared_data():
+    long = {
+        str(path.relative_to(REPO)): n
+        for path in sorted((CORE / "compat").rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+        and "declared data table" not in (ast.get_docstring(ast.parse(path.read_text())) or "")
+    }
+    assert not long, f"over {MAX_MODULE_LINES} lines, split along a seam: {long}"
+
+
 def test_every_core_subpackage_is_shipped_and_placed_in_the_layers():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     packages = set(project["tool"]["setuptools"]["packages"])
@@ -538,8 +553,13 @@ def test_the_contract_holds_for_the_tree(importlinter, tmp_path):
             "acyclically BROKEN",
             ".lora -> .loading",
         ),
+        (
+            {"training/trainer.py": "\nimport rlvr.compat.trl.keys  # noqa: E402\n"},
+            "core layers: each layer imports only from the layers below it BROKEN",
+            "rlvr.training.trainer -> rlvr.compat.trl.keys",
+        ),
     ],
-    ids=["reversed-layer-import", "cycle-behind-a-late-import"],
+    ids=["reversed-layer-import", "cycle-behind-a-late-import", "core-imports-compat"],
 )
 def test_the_contract_catches(importlinter, tmp_path, edits, broken, why):
     result = _lint_imports(_package_tree(tmp_path, edits))

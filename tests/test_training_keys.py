@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import test_trainer  # noqa: E402
 
 from rlvr.api.errors import RlvrError  # noqa: E402
+from rlvr.compat.trl.keys import TRL_IGNORED  # noqa: E402
 from rlvr.config.schema import TrainingConfig  # noqa: E402
-from rlvr.config.trl import TRL_IGNORED  # noqa: E402
 from rlvr.outputs.checkpoint import list_checkpoints  # noqa: E402
 from rlvr.training.launch import train  # noqa: E402
 from rlvr.training.trainer import Trainer  # noqa: E402

@@ -1,5 +1,5 @@
 """TRL's GRPOConfig keys keep TRL's meaning: every field of TRL 1.16's GRPOConfig is decided
-by the one table (:data:`rlvr.config.trl.TRL_KEYS`), each mapped key validates to the same
+by the one table (:data:`rlvr.compat.trl.keys.TRL_KEYS`), each mapped key validates to the same
 run config as its native spelling, and the cases of issue #36 (batch sizes in completions,
 no wrong did-you-mean, eval and rewards score take train's config) hold."""
 
@@ -17,8 +17,9 @@ import pytest
 from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import create_host
 from rlvr.cli.main import main
+from rlvr.compat.trl.keys import OLDER_TRL_KEYS, TRL_KEYS, trl_keys_markdown
+from rlvr.compat.trl.paste import TRL_DEFAULTS
 from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
-from rlvr.config.trl import OLDER_TRL_KEYS, TRL_DEFAULTS, TRL_KEYS, trl_keys_markdown
 from rlvr.data.prompts import PromptSet, format_prompt
 from rlvr.runs import EVAL_SECTIONS, TRAIN_SECTIONS
 
@@ -84,7 +85,7 @@ def test_every_field_of_trl_1_16_grpo_config_is_decided():
     assert len(fields) > 150  # TrainingArguments' fields are in it too
     assert {"steps_per_generation", "generation_kwargs", "tf32", "run_name"} <= fields
     undecided = sorted(fields - set(TRL_KEYS))
-    assert not undecided, f"decide these in rlvr.config.trl.TRL_KEYS: {undecided}"
+    assert not undecided, f"decide these in rlvr.compat.trl.keys.TRL_KEYS: {undecided}"
     assert set(TRL_KEYS) - fields == OLDER_TRL_KEYS  # no other key beyond TRL 1.16's
     for key, entry in TRL_KEYS.items():
         assert entry.kind in ("mapped", "moved", "ignored", "error"), key

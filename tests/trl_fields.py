@@ -1,9 +1,10 @@
 """Write ``tests/trl_grpo_fields.txt``: the field names of TRL's ``GRPOConfig``, read from
 TRL's source without installing or importing it (``ast``), plus those it inherits from
 transformers' ``TrainingArguments`` (installed here). ``tests/test_trl_keys.py`` checks that
-:data:`rlvr.config.trl.TRL_KEYS` decides every one of them. Also ``tests/trl_grpo_defaults.json``:
-the defaults of the fields in :data:`rlvr.config.trl.TRL_DEFAULTS` as TRL declares them, which
-the same test compares with that table.
+:data:`rlvr.compat.trl.keys.TRL_KEYS` decides every one of them. Also
+``tests/trl_grpo_defaults.json``: the defaults of the fields in
+:data:`rlvr.compat.trl.paste.TRL_DEFAULTS` as TRL declares them, which the same test compares
+with that table.
 
     python tests/trl_fields.py .whl/trl-1.16.0-py3-none-any.whl   # or an unpacked trl/ dir
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import transformers
 
-from rlvr.config.trl import TRL_DEFAULTS
+from rlvr.compat.trl.paste import TRL_DEFAULTS
 
 SNAPSHOT = Path(__file__).with_name("trl_grpo_fields.txt")
 DEFAULTS = Path(__file__).with_name("trl_grpo_defaults.json")

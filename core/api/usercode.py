@@ -218,10 +218,18 @@ def check_function(spec: str) -> str | None:
     return f"{origin!r} defines no {head!r} at top level{hint}"
 
 
+def function_name(fn: Any) -> str:
+    """``module:qualname`` of a function (``__main__:accuracy``), for configs and messages."""
+    module = getattr(fn, "__module__", None) or "?"
+    qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{module}:{qualname}"
+
+
 __all__ = [
     "check_function",
     "code_spec",
     "definition",
+    "function_name",
     "is_file_spec",
     "load_function",
     "split_spec",

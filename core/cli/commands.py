@@ -19,7 +19,8 @@ from typing import Any
 from rlvr.api.errors import RlvrError
 from rlvr.api.host import PluginHost, create_host
 from rlvr.cli.scaffold import new_plugin
-from rlvr.cli.trl_import import STARTER, import_trl, write
+from rlvr.cli.starter import STARTER
+from rlvr.compat.trl.importer import import_trl, write
 from rlvr.config.schema import dump, json_schema, load_config
 from rlvr.data import reasoning_gym
 from rlvr.evaluation.report import all_failed

@@ -344,7 +344,7 @@ class TrainingConfig(Section):
     ``save_steps``, ``eval_steps``, ``logging_steps`` and ``log_samples_steps`` count *steps*
     (one generation round and its ``num_iterations`` optimizer updates, one line of
     ``metrics.jsonl``; TRL counts optimizer updates). A GRPOConfig pasted under a top-level
-    ``trl:`` section keeps TRL's meaning (:mod:`rlvr.config.trl`).
+    ``trl:`` section keeps TRL's meaning (:mod:`rlvr.compat.trl.translate`).
     """
 
     output_dir: str = Field("outputs/run", min_length=1, description="where the run writes")

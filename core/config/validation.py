@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rlvr.api.errors import ConfigWarning
 from rlvr.api.host import PluginHost
 from rlvr.api.registration import Params
+from rlvr.compat.trl.translate import TRL_KEYS, move_trl_keys
 from rlvr.config.checks import cross_check, learning_warnings
 from rlvr.config.plugin_params import (
     data_source_params,
@@ -30,7 +31,6 @@ from rlvr.config.run_config import (
     RunConfig,
 )
 from rlvr.config.sections import TrainingConfig
-from rlvr.config.trl import TRL_KEYS, move_trl_keys
 
 
 def validate(

@@ -34,8 +34,8 @@ from pydantic_core import PydanticUndefined
 from rlvr.api.host import KINDS, create_host
 from rlvr.api.registration import Params
 from rlvr.cli.parser import build_parser
+from rlvr.compat.trl.keys import trl_keys_markdown
 from rlvr.config.schema import SECTIONS, RunConfig
-from rlvr.config.trl import trl_keys_markdown
 
 # --------------------------------------------------------------------------- model fields
 
@@ -549,7 +549,7 @@ def render_config() -> str:
         "under `training:` the same keys keep rlvr's units. *mapped*: an rlvr `training` key of "
         "the same name; *moved*: another home; *ignored*: dropped with a one-line warning that "
         "says why; *error*: rlvr would not do what TRL does, and the message says the fix. "
-        "The table is `rlvr.config.trl.TRL_KEYS`, rendered by `trl_keys_markdown()`.",
+        "The table is `rlvr.compat.trl.keys.TRL_KEYS`, rendered by `trl_keys_markdown()`.",
         "",
         trl_keys_markdown(),
     ]

@@ -30,22 +30,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from rlvr._builtin import load_function
+from rlvr._builtin import load_function, tool_error, tool_message, tool_names
 from rlvr.plugin import EnvResponse, EpisodeStart, Message, RunInfo, tool_schema
 from rlvr.plugins.environments.params import TrlEnvParams
-
-#: The methods TRL does not expose as tools.
-NOT_TOOLS = ("reset", "get_reward")
-
-
-def tool_names(cls: type) -> list[str]:
-    """The methods TRL exposes as tools: public functions on the class, minus ``reset`` and
-    ``get_reward`` (listed on the class so a property is never evaluated)."""
-    return [
-        name
-        for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
-        if name not in NOT_TOOLS and not name.startswith("_")
-    ]
 
 
 async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -128,18 +115,14 @@ class TrlEnvironment:
     async def _run(self, env: Any, call: dict[str, Any]) -> Message:
         name = call["function"]["name"]
         if "error" in call:
-            return _tool_message(name, str({"error": call["error"]}))
+            return tool_error(name, call["error"])
         if name not in self.tools:
-            return _tool_message(name, str({"error": f"Tool {name} not found."}))
+            return tool_error(name, f"Tool {name} not found.")
         try:
             result = await _call(getattr(env, name), **call["function"]["arguments"])
         except Exception as exc:  # the tool's failure is the model's to see, as in TRL
-            return _tool_message(name, str({"error": str(exc)}))
-        return _tool_message(name, str(result))
+            return tool_error(name, str(exc))
+        return tool_message(name, str(result))
 
 
-def _tool_message(name: str, content: str) -> Message:
-    return {"role": "tool", "name": name, "content": content}
-
-
-__all__ = ["NOT_TOOLS", "TrlEnvironment", "tool_names"]
+__all__ = ["TrlEnvironment"]
