@@ -112,6 +112,15 @@ class TimeBudget:
     def minutes(self) -> float:
         return (_clock() - self.started) / 60
 
+    def state_dict(self) -> dict[str, float]:
+        """The estimates, not the clock: a resumed run gets a fresh budget (``max_minutes`` is
+        per process) but judges its first step by the longest step and eval already seen."""
+        return {"longest_step": self.longest_step, "longest_eval": self.longest_eval}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.longest_step = float(state.get("longest_step", 0.0))
+        self.longest_eval = float(state.get("longest_eval", 0.0))
+
     def out_of_time(self) -> bool:
         """Would one more step, and the eval that ends a run, end past ``max_minutes``?"""
         needed = self.longest_step + self.longest_eval

@@ -5,10 +5,8 @@
 after each step the loop asks small policies whether to evaluate (:class:`~rlvr.training.
 in_training_eval.EvalSchedule`), save (the :class:`~rlvr.training.checkpointer.Checkpointer`,
 built from the run's stateful pieces) and stop (:class:`~rlvr.training.stopping.StopReasons`).
-A step that raises before its first optimizer update is forgotten and the run saved at the
-step before it; broken weights (:class:`~rlvr.training.update.WeightsError`) are never saved.
-With several ranks every rank decides alike and rank 0 alone writes files. The flow, the
-files and the stops: docs/concepts/training-step.md, docs/how-to/resume.md.
+A step that raises before its first update is forgotten (the run saved at the step before);
+broken weights are never saved. Every rank decides alike; rank 0 alone writes files.
 """
 
 from __future__ import annotations
@@ -200,7 +198,9 @@ class Trainer:
         tensors: dict[str, Stateful] = {OPTIMIZER: update.optimizer, "scheduler": update.scheduler}
         if update.value_model is not None:
             tensors["value_model"] = update.value_model
-        return {"state": {"data": self.sampler, "collapse": self.guard}, "tensors": tensors}
+        state: dict[str, Stateful] = {"data": self.sampler, "collapse": self.guard}
+        state.update(time_budget=self.budget, reward_errors=self.reward_errors)
+        return {"state": state, "tensors": tensors}
 
     def state_dict(self) -> dict[str, Any]:
         """The trainer's own counters (the top level of ``trainer_state.json``)."""
