@@ -11,7 +11,6 @@ from typing import ClassVar, Literal
 from pydantic import AliasChoices, Field, model_validator
 
 from rlvr._builtin import ScaleRewards
-from rlvr.functional import PolicyLevel
 from rlvr.plugin import GroupParams, LossType, Params, PolicyGradientParams, Requirements
 
 
@@ -107,7 +106,8 @@ class GSPOParams(GroupParams):
     epsilon_high: float | None = Field(
         4e-4, ge=0.0, description="Upper clip of the sequence ratio (paper: 4e-4)."
     )
-    level: PolicyLevel = Field(
+    # rlvr.functional.PolicyLevel's values, spelled out: importing rlvr.functional loads torch
+    level: Literal["token", "sequence"] = Field(
         "sequence",
         validation_alias=AliasChoices("level", "importance_sampling_level"),
         description="'sequence' (GSPO); 'token' turns it back into GRPO with GSPO's clip.",
