@@ -2,7 +2,7 @@
 
 Each key is one :class:`~rlvr.compat.trl.paste.TrlKey`: ``mapped`` (an rlvr ``training`` key of
 the same name and meaning), ``moved`` (another rlvr home, its value translated where TRL's unit
-differs), ``ignored`` (no effect in rlvr; a one-line :class:`~rlvr.ConfigWarning` says why,
+differs), ``ignored`` (no effect in rlvr; a one-line :class:`~rlvr.plugin.ConfigWarning` says why,
 unless the value is *inert*: asks for what rlvr does anyway), or ``error`` (asks for a behaviour
 rlvr lacks; one problem line with the fix, unless the value is inert). A key's value-dependent
 handling is its ``apply`` (:mod:`rlvr.compat.trl.values`). ``tests/test_trl_keys.py`` checks
