@@ -88,23 +88,20 @@ def test_a_new_stateful_piece_round_trips_through_save_and_resume(make_config, h
     assert third.step_log.steps == [1, 2, 3]  # went on from the saved piece, not from scratch
 
 
-def test_the_time_budget_and_the_reward_error_log_resume(make_config, host):
-    """Two of the run's own pieces: the time budget's estimates (a resumed run judges its first
-    step by the longest step already seen; its clock restarts, max_minutes being per process)
-    and the reward failures already reported."""
+def test_the_time_budget_resumes(make_config, host):
+    """The time budget's estimates are a piece: a resumed run judges its first step by the
+    longest step already seen; its clock restarts (max_minutes is per process)."""
     first = Trainer(make_config(max_steps=2, save_steps=2), host, progress=False)
     first.run()
     out = Path(first.config.training.output_dir)
     saved = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
     assert 0 < saved["time_budget"]["longest_step"] <= first.budget.longest_step
-    assert saved["reward_errors"] == first.reward_errors.state_dict()
 
     resumed = Trainer(make_config(max_steps=3), host, resume=True, progress=False)
     try:
         resumed.setup()
         assert resumed.budget.longest_step == saved["time_budget"]["longest_step"]
         assert resumed.budget.minutes() < first.budget.minutes()  # a fresh clock
-        assert resumed.reward_errors.state_dict() == saved["reward_errors"]
     finally:
         resumed.close()
 

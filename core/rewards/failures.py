@@ -97,18 +97,13 @@ class RewardErrorLog:
                 "or set training.max_reward_error_frac: 1 to make every call whatever fails"
             )
 
-    def state_dict(self) -> dict[str, Any]:
-        """The failures already reported, so that a resumed run does not report them again."""
-        return {"seen": sorted([label, key] for label, key in self._seen)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._seen = {(str(label), str(key)) for label, key in state.get("seen", [])}
-
     def resume(self, step: int) -> None:
         """Go on with a run resumed at ``step``: the file is cut back to that step (the steps
         after it run again, and record their errors again), and the errors it keeps count as
-        seen (also for a checkpoint written before the log was a checkpointed piece). The file
-        then reads as one uninterrupted run's, as ``metrics.jsonl`` does."""
+        seen (an uninterrupted run would not record them again). The file then reads as one
+        uninterrupted run's, as ``metrics.jsonl`` does. Not a checkpointed piece: a run saved
+        after a failed step has already reported that step's errors, which the file's cut
+        forgets and a saved set would not."""
         if self.path is None or not self.path.is_file():
             return
         keep = []

@@ -199,7 +199,7 @@ class Trainer:
         if update.value_model is not None:
             tensors["value_model"] = update.value_model
         state: dict[str, Stateful] = {"data": self.sampler, "collapse": self.guard}
-        state.update(time_budget=self.budget, reward_errors=self.reward_errors)
+        state["time_budget"] = self.budget
         return {"state": state, "tensors": tensors}
 
     def state_dict(self) -> dict[str, Any]:
