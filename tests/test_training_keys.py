@@ -224,6 +224,8 @@ PROBES: dict[str, tuple[dict, dict, Callable]] = {
     # stops there with an error, 1 trains through it
     "max_failed_episode_frac": ({}, {"max_failed_episode_frac": 1}, ran(checkpoints)),
     "eval_steps": ({}, {"eval_steps": 2}, ran(eval_steps)),
+    # (with the algorithm's importance_sampling_correction, which it needs)
+    "max_staleness": ({}, {"max_staleness": 1}, built(lambda t: t.stepper.pipeline is not None)),
     "eval_on_start": (
         {"eval_steps": 2},
         {"eval_steps": 2, "eval_on_start": False},
@@ -324,8 +326,14 @@ def test_each_training_key_changes_something(key, make_config, host, tmp_path, m
         training = {"output_dir": str(tmp_path / f"run{i}"), **overrides}
         if "output_dir" in overrides:
             training["output_dir"] = str(tmp_path / overrides["output_dir"])
+        corrected = {"importance_sampling_correction": True}
         config = make_config(
-            rewards=rewards, data=data, output=f"run{i}", environment=environment, **training
+            rewards=rewards,
+            data=data,
+            output=f"run{i}",
+            environment=environment,
+            algo_params=corrected if overrides.get("max_staleness") else None,
+            **training,
         )
         capsys.readouterr()
         value = observe(config, host)

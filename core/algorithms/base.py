@@ -12,6 +12,7 @@ VAPO in the built-in plugins), the surrogate
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import torch
@@ -36,6 +37,22 @@ def metric_values(batch: RolloutBatch, metric: str, setting: str) -> torch.Tenso
             f"algorithm.params.{setting} to 'reward' or one of them"
         )
     return torch.nan_to_num(batch.reward_components[metric].float(), nan=0.0)
+
+
+def importance_ratio_stats(
+    logp_train: torch.Tensor, logp_sampler: torch.Tensor, mask: torch.Tensor, params: Any
+) -> dict[str, float]:
+    """How far the sampler was from the trainer this batch: the largest ratio pi_train /
+    pi_sampler and the share of tokens over the cap (truncated or masked, by the mode)."""
+    valid = mask.bool()
+    if not bool(valid.any()):
+        return {}
+    log_ratio = (logp_train.detach().float() - logp_sampler.float().to(logp_train.device))[valid]
+    over = (log_ratio > math.log(params.importance_sampling_cap)).float().mean()
+    return {
+        "importance_weight/ratio_max": python_float(log_ratio.max().clamp(max=80.0).exp()),
+        "importance_weight/over_cap_frac": python_float(over),
+    }
 
 
 def last_token_rewards(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -214,11 +231,15 @@ class PolicyGradient:
                     "importance_sampling_correction needs the sampler's log-probabilities in "
                     "batch.sampler_logp; use a backend that returns them (e.g. vllm)"
                 )
-            weights = F.truncated_importance_weights(
-                old_logp, batch.sampler_logp, mask, p.importance_sampling_cap
+            weigh = (
+                F.masked_importance_weights
+                if p.importance_sampling_mode == "mask"
+                else F.truncated_importance_weights
             )
+            weights = weigh(old_logp, batch.sampler_logp, mask, p.importance_sampling_cap)
             per_token = per_token * weights
             metrics["importance_weight/mean"] = python_float(F.masked_mean(weights, mask))
+            metrics.update(importance_ratio_stats(old_logp, batch.sampler_logp, mask, p))
         metrics["policy_loss"] = python_float(reduce(per_token.detach()))
         if self.kl_in_loss and p.beta > 0:
             if batch.ref_logp is None:

@@ -139,6 +139,14 @@ class PolicyGradientParams(_AliasedParams):
         validation_alias=_alias("importance_sampling_cap", "vllm_importance_sampling_cap"),
         description="Upper bound of the truncated importance weights.",
     )
+    importance_sampling_mode: Literal["truncate", "mask"] = Field(
+        "truncate",
+        description=(
+            "What the correction does with a token whose weight pi_train / pi_sampler is above "
+            "importance_sampling_cap: 'truncate' keeps it at the cap (TIS), 'mask' leaves it "
+            "out of the loss (MIS)."
+        ),
+    )
     level: PolicyLevel = Field(
         "token",
         validation_alias=_alias("level", "importance_sampling_level"),

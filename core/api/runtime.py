@@ -88,7 +88,9 @@ class SamplingParams:
     logprobs: bool = False
 
     @classmethod
-    def from_training(cls, training: Any, seed: int | None) -> SamplingParams:
+    def from_training(
+        cls, training: Any, seed: int | None, *, logprobs: bool = False
+    ) -> SamplingParams:
         """The sampling settings of a ``training`` config section, with this call's seed."""
         return cls(
             max_tokens=training.max_completion_length,
@@ -98,6 +100,7 @@ class SamplingParams:
             min_p=training.min_p or 0.0,
             repetition_penalty=training.repetition_penalty,
             seed=seed,
+            logprobs=logprobs,
         )
 
 

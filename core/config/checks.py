@@ -201,7 +201,19 @@ def _algorithm_checks(config: RunConfig, host: PluginHost) -> list[tuple[str, st
                 "turn one of them off",
             )
         )
-    if req.sampler_logprobs and not caps.sampler_logprobs:
+    stale = config.training.max_staleness
+    if stale and not req.sampler_logprobs:
+        problems.append(
+            (
+                "training.max_staleness",
+                f"{stale} trains on samples from weights up to {stale} updates old, and these "
+                f"{name} params do not correct for that; set algorithm.params."
+                "importance_sampling_correction: true (or max_staleness: 0)",
+            )
+        )
+    # Asynchronous rollouts ask every backend for the sampler's log-probs (hf computes them
+    # on request); a synchronous hf run samples from the trained weights: nothing to correct.
+    if req.sampler_logprobs and not caps.sampler_logprobs and not stale:
         problems.append(
             (
                 "backend.name",

@@ -477,6 +477,13 @@ class TrainingConfig(Section):
         "checkpoint of the last finished step is kept (saved if it was not); 1 never stops "
         "(a step whose every episode failed then trains on nothing and logs no reward)",
     )
+    max_staleness: int = Field(
+        0,
+        ge=0,
+        description="asynchronous rollouts: generate the next steps' samples while this step "
+        "trains, from weights at most this many updates old (0: each step samples from the "
+        "weights it trains, as TRL does); needs the algorithm's importance_sampling_correction",
+    )
     eval_steps: int | None = Field(
         None,
         ge=1,

@@ -24,13 +24,18 @@ from rlvr.functional.advantages import (
 )
 from rlvr.functional.losses import aggregate, cispo_loss, kl_penalty, policy_loss, positive_nll
 from rlvr.functional.pass_at_k import mean_pass_at_k, pass_at_k
-from rlvr.functional.sampler import logprob_gap_stats, truncated_importance_weights
+from rlvr.functional.sampler import (
+    logprob_gap_stats,
+    masked_importance_weights,
+    truncated_importance_weights,
+)
 from rlvr.functional.shaping import dynamic_sampling_keep, overlong_penalty, truncation_mask
 from rlvr.functional.stats import batch_reducer, batch_sum, masked_mean, masked_whiten
 from rlvr.functional.types import AdvantageScale, AggregationMode, KLKind, PolicyLevel
 
 __all__ = [
     "logprob_gap_stats",
+    "masked_importance_weights",
     "truncated_importance_weights",
     "AdvantageScale",
     "AggregationMode",

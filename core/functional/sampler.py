@@ -1,5 +1,5 @@
-"""Sampler correction: the gap between the sampler's and the trainer's log-probs, and
-truncated importance weights (TIS) that correct for it."""
+"""Sampler correction: the gap between the sampler's and the trainer's log-probs, and the
+importance weights that correct for it: truncated (TIS) or masked (MIS)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,24 @@ def truncated_importance_weights(
     # Clamp the log-ratio before exp, so no inf ever appears (exp of a huge gap).
     weights = torch.exp(diff.clamp(max=math.log(cap))).clamp(max=cap)
     return torch.where(valid, weights, torch.zeros_like(weights))
+
+
+def masked_importance_weights(
+    logp_train: torch.Tensor,
+    logp_sampler: torch.Tensor,
+    mask: torch.Tensor,
+    cap: float,
+) -> torch.Tensor:
+    """Per-token weights ``exp(logp_train - logp_sampler)`` where that is ``<= cap``, and 0 where
+    it is above (masked importance sampling): a token the trainer finds far likelier than the
+    sampler did is dropped from the loss instead of kept at weight ``cap``.
+
+    Same shapes, detachment and padding rule as :func:`truncated_importance_weights`.
+    """
+    weights = truncated_importance_weights(logp_train, logp_sampler, mask, cap)
+    diff = logp_train.detach().float() - logp_sampler.detach().float().to(logp_train.device)
+    over = mask.bool() & (diff > math.log(cap))
+    return torch.where(over, torch.zeros_like(weights), weights)
 
 
 def logprob_gap_stats(

@@ -84,6 +84,8 @@ TIMING_KEYS = frozenset(
         "tokens_per_second",
         "peak_memory_mb",
         "eval/time",
+        "wait/trainer",
+        "wait/generator",
     }
 )
 

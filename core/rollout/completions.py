@@ -44,6 +44,9 @@ class Completion:
     #: multi-turn episodes: the whole episode after its first prompt, decoded (what a reward
     #: whose scope is ``transcript`` scores).
     transcript_text: str | None = None
+    #: asynchronous rollouts (``training.max_staleness``): the weights that sampled it, as the
+    #: step whose update made them (0: the run's initial weights); None: the step's own weights.
+    policy_version: int | None = None
 
 
 def episode_completion(e: Episode) -> Completion:

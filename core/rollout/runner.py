@@ -120,6 +120,9 @@ class RolloutRunner:
     guides: Guides | None = None
     #: multi-turn episodes (an environment that is not ``single_turn``); None: completions.
     episodes: EpisodeRunner | None = None
+    #: ask the backend for the sampled tokens' log-probs (the behaviour policy of
+    #: asynchronous rollouts), from a backend that returns them on request only.
+    sampler_logprobs: bool = False
 
     def run(self, step: int, target: int, max_steps: int = 0) -> Rollout:
         """Generate and score until ``target`` groups are kept (see the module docstring).
@@ -141,7 +144,7 @@ class RolloutRunner:
             # Every rank takes the same prompts (one sampler state) and keeps its slice.
             indices, offset = dist.shard(self.sampler.take(target - kept_groups))
             seed = step_seed(t.seed, step, rounds, dist.rank)
-            sampling = SamplingParams.from_training(t, seed)
+            sampling = SamplingParams.from_training(t, seed, logprobs=self.sampler_logprobs)
             got = sample_and_score(
                 self.episodes if self.episodes is not None else self.generator,
                 self.scorer,
@@ -280,6 +283,8 @@ def step_sample_records(
         record = {"group": c.group, **sample_record(c, prompts, prompt_field), "kept": c.kept}
         if c.guide:
             record["guide"] = True
+        if c.policy_version is not None:
+            record["policy_version"] = c.policy_version
         if id(c) in by_id:
             record["advantage"] = by_id[id(c)]
         out.append(record)

@@ -43,6 +43,11 @@ def generate(
             f"backend {backend!r} returned {len(out.token_ids)} completions for "
             f"{len(batch)} prompts x {n} (expected {expected})"
         )
+    if sampling.logprobs and out.logprobs is None:
+        raise PluginError(
+            f"backend {backend!r} returned no log-probabilities though the run asked for them "
+            "(SamplingParams.logprobs); the backend must fill Generation.logprobs then"
+        )
     return [
         Completion(
             prompt_index=indices[k // n],

@@ -9,6 +9,7 @@ models last, so a mistake in the config or the data stops a run before anything 
 from __future__ import annotations
 
 import contextlib
+import copy
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 import torch
 
 from rlvr.api.errors import ConfigWarning, RlvrError, TrainingError
-from rlvr.api.host import PluginHost
+from rlvr.api.host import PluginHost, build_generator
 from rlvr.api.registration import Requirements
 from rlvr.api.runtime import RunInfo
 from rlvr.config.schema import RunConfig, dump, multi_turn
@@ -36,6 +37,7 @@ from rlvr.rewards.failures import RewardErrorLog
 from rlvr.rewards.scoring import Scorer, score_entries
 from rlvr.rollout.episodes import EpisodeRunner, episode_runner
 from rlvr.rollout.guidance import Guides
+from rlvr.rollout.pipeline import RolloutPipeline
 from rlvr.rollout.runner import RolloutRunner
 from rlvr.training.callbacks import ReportError, unavailable
 from rlvr.training.checkpointer import Checkpointer
@@ -236,6 +238,21 @@ def policy_update(
     )
 
 
+def generator(
+    config: RunConfig, host: PluginHost, run: RunInfo, policy: Any, tokenizer: Any
+) -> Any:
+    """The backend's generator. A backend that samples from the trained model itself (``hf``)
+    gets a copy of it under asynchronous rollouts, which train the policy while the next steps
+    sample: the copy takes each update's weights in ``sync_weights``."""
+    backend = section(config.backend, "backend")
+    record = host.backends[backend.name]
+    model = policy
+    if config.training.max_staleness and record.capabilities.samples_from_policy:
+        model = copy.deepcopy(policy)
+        model.requires_grad_(False)
+    return build_generator(record, backend.params, run, model, tokenizer)
+
+
 def step_runner(
     config: RunConfig,
     host: PluginHost,
@@ -251,6 +268,7 @@ def step_runner(
     algorithm: Any,
     dist: Dist,
     prompts_per_step: int,
+    start_step: int,
 ) -> StepRunner:
     """One step's computation, its rollout included: generate, score and select (with
     ``training.guidance``'s guides and a multi-turn environment's episode runner, where the
@@ -275,8 +293,9 @@ def step_runner(
         dist=dist,
         guides=_guides(config.training, prompts, policy, tokenizer),
         episodes=episodes,
+        sampler_logprobs=config.training.max_staleness > 0,
     )
-    return StepRunner(
+    stepper = StepRunner(
         update=update,
         rollout_runner=rollout,
         algorithm=algorithm,
@@ -290,6 +309,38 @@ def step_runner(
         dist=dist,
         # FSDP: whole weights while generating, unless the backend has its own copy.
         gather=host.backends[backend.name].capabilities.samples_from_policy,
+    )
+    if config.training.max_staleness:
+        stepper.pipeline = _pipeline(config, stepper, generator, sampler, dist, start_step)
+    return stepper
+
+
+def _pipeline(
+    config: RunConfig,
+    stepper: StepRunner,
+    generator: Any,
+    sampler: PromptSampler,
+    dist: Dist,
+    start_step: int,
+) -> RolloutPipeline:
+    """``training.max_staleness`` >= 1: the step's rollouts from a producer thread, which takes
+    its prompts from its own copy of the run's prompt order (the trainer's copy is the one its
+    checkpoints keep)."""
+    if dist.enabled:
+        raise TrainingError(
+            f"training.max_staleness: {config.training.max_staleness} runs in one trainer "
+            "process for now; launch without torchrun, or set training.max_staleness: 0"
+        )
+    ahead = copy.deepcopy(sampler)
+    stepper.rollout_runner.sampler = ahead
+    return RolloutPipeline(
+        stepper.rollout,
+        generator,
+        max_staleness=config.training.max_staleness,
+        first_step=start_step + 1,
+        last_step=stepper.max_steps,
+        producer_sampler=ahead,
+        consumed=sampler,
     )
 
 

@@ -20,6 +20,7 @@ from rlvr.outputs.metrics_compute import reduce_metrics
 from rlvr.parallel import distributed
 from rlvr.parallel.distributed import Dist
 from rlvr.rollout.batch import build_batch
+from rlvr.rollout.pipeline import RolloutPipeline
 from rlvr.rollout.runner import Rollout, RolloutRunner, step_seed
 from rlvr.training.micro_batches import without_environment_tokens
 from rlvr.training.step_metrics import step_metrics
@@ -44,6 +45,30 @@ class StepRunner:
     max_steps: int
     dist: Dist
     gather: bool
+    #: ``training.max_staleness`` >= 1: the rollouts come from a producer thread
+    #: (:mod:`rlvr.rollout.pipeline`); None: each step samples when it starts.
+    pipeline: RolloutPipeline | None = None
+
+    def rollout(self, step: int) -> Rollout:
+        """Step ``step``'s rollout, seeded as every run seeds it."""
+        set_seed(step_seed(self.seed, step, 1_000_000))
+        return self.rollout_runner.run(step, self.prompts_per_step, self.max_steps)
+
+    def sync_weights(self, policy: Any) -> float:
+        """The generator takes the updated weights (through the pipeline, when there is one);
+        returns the seconds it waited for a rollout in flight to finish."""
+        if self.pipeline is None:
+            self.generator.sync_weights(policy)
+            return 0.0
+        return self.pipeline.sync_weights(policy)
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """The generator and the rewards to the trainer alone (an eval), no rollout meanwhile."""
+        return self.pipeline.exclusive() if self.pipeline else contextlib.nullcontext()
+
+    def close(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
 
     def run(
         self, step: int, stopping: Callable[[], bool]
@@ -52,14 +77,17 @@ class StepRunner:
         scored)? Then a step whose reward calls failed is
         :class:`~rlvr.training.stopping.Discarded` (on every rank, or none)."""
         start, cpu_start = time.perf_counter(), time.process_time()
-        set_seed(step_seed(self.seed, step, 1_000_000))
         update, policy = self.update, self.update.policy
         policy.eval()
-        with (
-            distributed.gathered(policy) if self.gather else contextlib.nullcontext(),
-            update.clock("generation"),
-        ):
-            ro = self.rollout_runner.run(step, self.prompts_per_step, self.max_steps)
+        pipelined: dict[str, float] = {}
+        if self.pipeline is not None:
+            ro, pipelined = self.pipeline.take(step)
+        else:
+            with (
+                distributed.gathered(policy) if self.gather else contextlib.nullcontext(),
+                update.clock("generation"),
+            ):
+                ro = self.rollout(step)
         failed = sum(s.errors + s.timeouts for s in ro.summary.values())
         if self.dist.any(stopping() and failed > 0):  # every rank discards, or none
             raise Discarded(
@@ -75,8 +103,10 @@ class StepRunner:
         batch = without_environment_tokens(batch)
         lr = update.optimizer.param_groups[0]["lr"]
         updates = [update.update(batch, first=i == 0) for i in range(update.updates_per_step)]
-        self.generator.sync_weights(policy)
+        synced_after = self.sync_weights(policy)
         t1 = time.perf_counter()
+        if pipelined:
+            pipelined["wait/trainer"] += synced_after
 
         m = (
             step_metrics(
@@ -93,6 +123,7 @@ class StepRunner:
             )
             | update.clock.take()
             | ro.episode_metrics
+            | pipelined
         )
         return self._reduce(ro, m), ro, batch
 

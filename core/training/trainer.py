@@ -21,7 +21,7 @@ from typing import Any
 from transformers import set_seed
 
 from rlvr.api.errors import TrainingError
-from rlvr.api.host import PluginHost, build_algorithm, build_generator
+from rlvr.api.host import PluginHost, build_algorithm
 from rlvr.config.schema import RunConfig, requirements
 from rlvr.data.prompts import PromptSampler
 from rlvr.outputs.metrics_compute import eval_metrics
@@ -155,10 +155,7 @@ class Trainer:
         if resume_from is not None:
             self._resume_from(resume_from)
 
-        backend = self.host.backends[self.backend_cfg.name]
-        self.generator = build_generator(
-            backend, self.backend_cfg.params, run, self.policy, self.tokenizer
-        )
+        self.generator = setup.generator(config, self.host, run, self.policy, self.tokenizer)
         self._closers.append(self.generator)
         self.stepper = setup.step_runner(
             config,
@@ -174,10 +171,12 @@ class Trainer:
             algorithm=self.algo,
             dist=self.dist,
             prompts_per_step=self.prompts_per_step,
+            start_step=self.step,
         )
         self.rollout_runner = self.stepper.rollout_runner
         if self.rollout_runner.episodes is not None:
             self._closers.append(self.rollout_runner.episodes)
+        self._closers.append(self.stepper)  # first to close: its rollouts use the rest
         if self.dist.is_main:  # rank 0 alone writes the run's files
             self.log = setup.metrics_log(
                 config, self.max_steps, self.step, self.progress, self.rollout_runner.episodes
@@ -257,7 +256,8 @@ class Trainer:
         caps = self.host.backends[self.backend_cfg.name].capabilities
         began = self.budget.now()
         self.policy.eval()
-        with distributed.gathered(self.policy):  # FSDP: whole weights while generating
+        # FSDP: whole weights while generating; asynchronous rollouts: none meanwhile.
+        with distributed.gathered(self.policy), self.stepper.exclusive():
             _, summary = self.evaluation.run(
                 self.generator,
                 self.scorer,

@@ -171,7 +171,12 @@ class HFGenerator:
         )
 
     def sync_weights(self, model: Any) -> None:
-        """Nothing to do: generation uses the training model itself."""
+        """Nothing to do when generation uses the training model itself; a copy of it (the
+        asynchronous rollouts' own, ``training.max_staleness``) takes its weights."""
+        mine, trained = unwrap_model(self.model), unwrap_model(model)
+        if mine is not trained:
+            with torch.no_grad():
+                mine.load_state_dict(trained.state_dict())
 
     def close(self) -> None:
         """Drop the references to the model and tokenizer (nothing else is held)."""
