@@ -220,6 +220,10 @@ NOT_IN_THE_RUN = {
     "sampler/logp_gap_mean": "a backend that returns log-probabilities (vllm)",
     "sampler/logp_gap_max": "a backend that returns log-probabilities (vllm)",
     "resumed_from": "a run continued with --resume",
+    # written by every asynchronous run: tests/test_async_rollouts.py
+    "staleness": "an asynchronous run (training.max_staleness)",
+    "wait/trainer": "an asynchronous run (training.max_staleness)",
+    "wait/generator": "an asynchronous run (training.max_staleness)",
 }
 
 
