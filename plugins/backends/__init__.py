@@ -45,8 +45,9 @@ def rlvr_register_backends(register: Callable[[Backend], None]) -> None:
         Backend(
             name="vllm",
             params=VLLMParams,
-            factory=LazyFactory("rlvr.plugins.backends.vllm:VLLMGenerator"),
-            description="colocated in-process vLLM engine, weights synced in place each step",
+            factory=LazyFactory("rlvr.plugins.backends.vllm_servers:vllm_generator"),
+            description="vLLM: an engine in the trainer's process, or vllm serve processes "
+            "(params.mode: server), fed the weights after each update",
             capabilities=Capabilities(
                 sampler_logprobs=True,
                 reference_logprobs=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rlvr.plugin import Params
 
@@ -70,6 +70,48 @@ class VLLMParams(Params):
         description="processed: log-probs of the sampled distribution (temperature, top-k/p); "
         "raw: log-softmax of the logits",
     )
+    mode: Literal["colocated", "server"] = Field(
+        "colocated",
+        description="colocated: one engine in the trainer's process; server: `vllm serve` "
+        "processes rlvr starts (servers) or connects to (urls), fed the weights after each "
+        "update through vLLM's weight-transfer API",
+    )
+    urls: list[str] = Field(
+        default_factory=list,
+        description="server mode: running servers to use (e.g. http://node1:8000), started "
+        "with VLLM_SERVER_DEV_MODE=1 and --weight-transfer-config "
+        '\'{"backend": "rlvr_shm"}\' on this machine; empty: rlvr starts `servers` itself',
+    )
+    servers: int = Field(1, ge=1, description="server mode without urls: servers to start")
+    server_cpus: list[str] = Field(
+        default_factory=list,
+        description="server mode, CPU: the cores of each server rlvr starts, as taskset takes "
+        "them (e.g. ['1'] or ['2-3', '4-5']); empty: not pinned",
+    )
+    server_args: list[str] = Field(
+        default_factory=list,
+        description="server mode: more `vllm serve` arguments for the servers rlvr starts",
+    )
+    startup_timeout: float = Field(
+        600.0, gt=0, description="server mode: seconds a server may take to answer /health"
+    )
+    request_timeout: float = Field(
+        600.0, gt=0, description="server mode: seconds one generation request may take"
+    )
+
+    @model_validator(mode="after")
+    def _server_settings(self) -> VLLMParams:
+        if self.mode == "colocated" and (self.urls or self.server_cpus or self.server_args):
+            raise ValueError(
+                "urls, server_cpus and server_args are server-mode settings; set mode: server "
+                "(or remove them)"
+            )
+        if self.server_cpus and len(self.server_cpus) != self.servers:
+            raise ValueError(
+                f"server_cpus lists {len(self.server_cpus)} core sets for {self.servers} "
+                "server(s); give one per server"
+            )
+        return self
 
 
 __all__ = ["HFParams", "VLLMParams"]

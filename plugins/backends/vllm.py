@@ -92,6 +92,7 @@ import os
 import random
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,6 +203,44 @@ def _has_tokenizer(path: Path) -> bool:
     return any((path / f).is_file() for f in _TOKENIZER_FILES)
 
 
+@dataclass
+class EngineFiles:
+    """What vLLM loads a policy from (:func:`engine_files`)."""
+
+    model_dir: Path
+    #: "auto", or "dummy" when the directory holds the config only
+    load_format: str
+    tokenizer_dir: Path
+    #: the temporary directory holding what had to be written, removed by its owner
+    tmp: tempfile.TemporaryDirectory | None
+
+
+def engine_files(model: Any, tokenizer: Any) -> EngineFiles:
+    """The policy's own directory when it is a local HF one with weights and tokenizer; else
+    a temporary one with its config (vLLM starts on dummy weights, the real ones are synced
+    after) and its tokenizer."""
+    model = unwrap_model(model)
+    base = model.get_base_model() if is_peft(model) else model
+    source = None if is_peft(model) else _local_model_dir(base)
+    if source is not None and _has_tokenizer(source):
+        return EngineFiles(source, "auto", source, None)
+    tmp_dir = tempfile.TemporaryDirectory(prefix="rlvr-vllm-")
+    tmp = Path(tmp_dir.name)
+    load_format = "auto"
+    if source is None:
+        config = copy.deepcopy(base.config)
+        if hasattr(config, "quantization_config"):  # e.g. GGUF: we push dense weights
+            delattr(config, "quantization_config")
+        config.save_pretrained(tmp)
+        gen = getattr(base, "generation_config", None)
+        if gen is not None:
+            with contextlib.suppress(Exception):
+                gen.save_pretrained(tmp)
+        source, load_format = tmp, "dummy"
+    tokenizer.save_pretrained(tmp)
+    return EngineFiles(source, load_format, tmp, tmp_dir)
+
+
 # --------------------------------------------------------------------------- generator
 
 
@@ -243,27 +282,9 @@ class VLLMGenerator:
         #: served (a multi-turn episode's earlier turns, a group's shared prompt).
         self.cached_prompt_tokens: list[int] = []
 
-        source = None if is_peft(model) else _local_model_dir(base)
-        load_format = "auto"
-        tokenizer_dir: Path | None = (
-            source if source is not None and _has_tokenizer(source) else None
-        )
-        if source is None or tokenizer_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="rlvr-vllm-")
-            tmp = Path(self._tmp.name)
-            if source is None:
-                # Config only: vLLM starts with dummy weights, the real ones are synced below.
-                config = copy.deepcopy(base.config)
-                if hasattr(config, "quantization_config"):  # e.g. GGUF: we push dense weights
-                    delattr(config, "quantization_config")
-                config.save_pretrained(tmp)
-                gen = getattr(base, "generation_config", None)
-                if gen is not None:
-                    with contextlib.suppress(Exception):
-                        gen.save_pretrained(tmp)
-                source, load_format = tmp, "dummy"
-            tokenizer.save_pretrained(tmp)
-            tokenizer_dir = tmp
+        files = engine_files(model, tokenizer)
+        source, load_format, tokenizer_dir = files.model_dir, files.load_format, files.tokenizer_dir
+        self._tmp = files.tmp
         self.model_dir = source
         self.load_format = load_format
 
