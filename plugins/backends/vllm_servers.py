@@ -288,14 +288,17 @@ class ServerGenerator:
                 )
                 return dict(answer["choices"][0])
             except ServerDown as exc:
-                if url in self.alive:
-                    self.alive.remove(url)
-                    logger.warning(
-                        "vLLM server %s stopped answering (%s); its requests go to the %d other(s)",
-                        url,
-                        exc,
-                        len(self.alive),
-                    )
+                self._lost(url, exc)
+
+    def _lost(self, url: str, why: object) -> None:
+        if url in self.alive:
+            self.alive.remove(url)
+            logger.warning(
+                "vLLM server %s stopped answering (%s); its requests go to the %d other(s)",
+                url,
+                why,
+                len(self.alive),
+            )
 
     def _wait_for_a_server(self, deadline: float) -> list[str]:
         logger.warning(
@@ -325,8 +328,8 @@ class ServerGenerator:
         for url in list(self.alive):
             try:
                 held = call(url, "/weight_info", timeout=30).get("weight_version")
-            except ServerDown:
-                self.alive.remove(url)
+            except ServerDown as exc:
+                self._lost(url, exc)
                 continue
             if held != want:
                 stale.append(url)
@@ -357,9 +360,8 @@ class ServerGenerator:
             for url, done in zip(urls, loaded, strict=True):
                 if done:
                     self.held[url] = version
-                elif url in self.alive:
-                    self.alive.remove(url)
-                    logger.warning("vLLM server %s stopped answering while taking weights", url)
+                else:
+                    self._lost(url, "while taking weights")
         finally:
             path.unlink(missing_ok=True)
 
