@@ -2,14 +2,16 @@
 
     python bench/async_rollouts.py                  # the quickstart, 40 steps after 5 warm-up
     python bench/async_rollouts.py --steps 80 --staleness 0 1 2
+    python bench/async_rollouts.py --server       # a vLLM server on core 1, the trainer on 0
 
 Trains the quickstart (examples/quickstart.yaml, its tiny model built into a temp dir) once per
 ``max_staleness`` value, one after the other with the same seed, and prints each run's mean
 step time, its generation and training phases, steps per hour, the ratio to the synchronous
-run, and the mean reward of its last 10 steps. An asynchronous step can cost as little as
-max(generation, training) instead of their sum; the table prints both for the synchronous run.
-Asynchronous runs turn on the loss's sampler correction, which they need
-(``importance_sampling_correction``).
+run, and the mean reward of its last 10 steps. ``--server``: the ``vllm`` backend in server
+mode, its server pinned to the last core and the trainer (``taskset``) to the others. An
+asynchronous step can cost as little as max(generation, training) instead of their sum; the
+table prints both for the synchronous run. Asynchronous runs turn on the loss's sampler
+correction, which they need (``importance_sampling_correction``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def train(k: int, steps: int, model: Path, data: Path, out: Path) -> list[dict]:
+def train(k: int, steps: int, model: Path, data: Path, out: Path, server: bool) -> list[dict]:
     sets = {
         "model.name_or_path": model,
         "data.path": data / "train.jsonl",
@@ -39,8 +41,14 @@ def train(k: int, steps: int, model: Path, data: Path, out: Path) -> list[dict]:
     }
     if k:
         sets["algorithm.params.importance_sampling_correction"] = "true"
+    cores = os.cpu_count() or 1
+    if server:
+        sets |= {"backend.name": "vllm", "backend.params.mode": "server"}
+        sets["backend.params.server_cpus"] = f"['{cores - 1}']"
     args = [a for key, value in sets.items() for a in ("--set", f"{key}={value}")]
     cmd = [sys.executable, "-m", "rlvr.cli.main", "train", "examples/quickstart.yaml", *args]
+    if server and cores > 1:
+        cmd = ["taskset", "-c", f"0-{cores - 2}", *cmd]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         sys.exit(f"error: max_staleness={k} failed:\n{proc.stderr[-3000:]}")
@@ -52,6 +60,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=40, help="measured steps per run")
     ap.add_argument("--warmup", type=int, default=5, help="first steps left out")
     ap.add_argument("--staleness", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--server", action="store_true", help="vllm in server mode, pinned")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model, data = Path(tmp) / "tiny-arith", Path(tmp) / "data"
@@ -63,9 +72,11 @@ def main() -> None:
         )
         rows = {}
         for k in args.staleness:
-            lines = train(k, args.warmup + args.steps, model, data, Path(tmp) / f"k{k}")
+            out = Path(tmp) / f"k{k}"
+            lines = train(k, args.warmup + args.steps, model, data, out, args.server)
             rows[k] = lines[args.warmup :]
-    print(f"quickstart, {args.steps} steps after {args.warmup} warm-up; cpu: {_cpu()}")
+    where = "vllm server on the last core, trainer on the others" if args.server else "hf"
+    print(f"quickstart, {args.steps} steps after {args.warmup} warm-up, {where}; cpu: {_cpu()}")
     print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} cores")
     head = "max_staleness  step s  generation s  training s  steps/hour  vs sync  reward(last 10)"
     print(head)
