@@ -171,3 +171,21 @@ def test_multi_rank_asynchronous_runs_are_refused(make_config):
     config = make_config(algo_params=CORRECTED, max_staleness=1)
     with pytest.raises(TrainingError, match="max_staleness: 1 runs in one trainer process"):
         setup._pipeline(config, None, None, None, SimpleNamespace(enabled=True), 0)
+
+
+def test_lora_policy_samples_from_its_own_copy(make_config, host):
+    """hf generates with a copy of the (peft) policy, which takes each update's weights."""
+    pytest.importorskip("peft", reason="LoRA needs the peft extra: pip install 'rlvr[lora]'")
+    config = make_config(
+        algo_params=CORRECTED,
+        max_staleness=1,
+        max_steps=4,
+        learning_rate=0.05,
+        model={"lora": {}},
+    )
+    run(config, host)
+    lines = read_metrics(Path(config.training.output_dir))
+    assert [m["staleness"] for m in lines] == [0, 1, 1, 1]
+    # The copy follows the policy one update behind: the gap shows, and stays bounded.
+    assert max(m["algo/grpo/importance_weight/ratio_max"] for m in lines[2:]) > 1.0001
+    assert all(math.isfinite(m["loss"]) for m in lines)

@@ -339,3 +339,25 @@ def test_shared_prefill_with_lora_adapters(tmp_path, prompts):
     assert expected.token_ids != plain.token_ids
     shared = HFGenerator(HFParams(), RUN, model, tok).generate(prompts, 3, sampling)
     assert_same_generation(shared, expected)
+
+
+def test_a_copy_of_the_policy_takes_its_weights(policy, prompts):
+    """Asynchronous rollouts: the generator holds its own copy, sync_weights updates it."""
+    import copy
+
+    model, tok = policy
+    trained = copy.deepcopy(model)
+    gen = HFGenerator(HFParams(), RUN, copy.deepcopy(model), tok)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        trained.lm_head.weight.add_(torch.randn_like(trained.lm_head.weight))
+    greedy = SamplingParams(max_tokens=6, temperature=0)
+    before = gen.generate(prompts, 1, greedy).token_ids
+    gen.sync_weights(trained)
+    for mine, theirs in zip(gen.model.parameters(), trained.parameters(), strict=True):
+        assert torch.equal(mine, theirs) and mine.data_ptr() != theirs.data_ptr()
+    assert (
+        gen.generate(prompts, 1, greedy).token_ids
+        == HFGenerator(HFParams(), RUN, trained, tok).generate(prompts, 1, greedy).token_ids
+    )
+    assert before is not None
