@@ -825,8 +825,12 @@ def test_max_minutes_saves_and_stops_before_a_step_that_would_not_fit(
     err = capsys.readouterr()
     why = "(training.max_minutes=25: 20.0 min used, a step takes up to 10.0 min)"
     assert f"stopped at step 2 {why}" in err.out + err.err
+    # The summary says the run stopped, and why, not that it finished.
+    assert f"run stopped early ({why[1:-1]}; --resume continues it): 2 steps" in err.out
+    assert "run finished" not in err.out
 
     now["t"] = 0.0
     run(config, host, resume=True)
+    assert "run finished: 4 steps" in capsys.readouterr().out
     assert [x["step"] for x in read_metrics(out)] == [1, 2, 3, 4]
     assert latest_checkpoint(out).name == "checkpoint-4"

@@ -96,6 +96,12 @@ def _number(x: Any) -> str:
     return f"{x:.3f}" if isinstance(x, int | float) else "none"
 
 
+def _ending(data: dict[str, Any]) -> str:
+    """How the run ended: it finished, or it stopped early and why (``stopped``)."""
+    why = data.get("stopped")
+    return f"run stopped early ({why}; --resume continues it)" if why else "run finished"
+
+
 def format_summary(data: dict[str, Any]) -> str:
     """The lines printed when a run ends, from :func:`summary_data`."""
     out = data["output_dir"]
@@ -109,7 +115,7 @@ def format_summary(data: dict[str, Any]) -> str:
             "the base model.",
         ]
     lines += [
-        f"run finished: {data['steps']} steps, {_duration(data['seconds'])} (this session)",
+        f"{_ending(data)}: {data['steps']} steps, {_duration(data['seconds'])} (this session)",
         f"  output dir:  {out}",
         f"  checkpoint:  {data['checkpoint'] or 'none'}",
     ]

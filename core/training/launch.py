@@ -75,6 +75,7 @@ def run(
     if dist.is_main:
         took = time.perf_counter() - start
         summary = summary_data(trainer.output_dir, trainer.labels, took, collapse=collapse)
+        summary["stopped"] = trainer.stopped
         print(format_summary(summary), flush=True)
         write_summary(trainer.output_dir, summary)
     status = "finished" if trainer.stopped is None else "stopped"
