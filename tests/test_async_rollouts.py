@@ -189,3 +189,16 @@ def test_lora_policy_samples_from_its_own_copy(make_config, host):
     # The copy follows the policy one update behind: the gap shows, and stays bounded.
     assert max(m["algo/grpo/importance_weight/ratio_max"] for m in lines[2:]) > 1.0001
     assert all(math.isfinite(m["loss"]) for m in lines)
+
+
+def test_in_training_eval_holds_the_producer(make_config, host):
+    """An eval uses the generator and the rewards the producer uses: it runs alone, on the
+    weights of the step it follows, and the run goes on."""
+    config = make_config(
+        algo_params=CORRECTED, max_staleness=1, max_steps=4, eval_steps=2, eval_limit=4
+    )
+    run(config, host)
+    lines = read_metrics(Path(config.training.output_dir))
+    assert [m["step"] for m in lines if "eval/pass@1" in m] == [0, 2, 4]
+    assert [m["staleness"] for m in lines if "staleness" in m] == [0, 1, 1, 1]
+    assert not rollout_threads()
