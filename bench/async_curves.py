@@ -13,9 +13,7 @@ paired. For the area under the curve (the mean reward over all steps) and the me
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,28 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+from async_rollouts import make_task, train_quickstart  # noqa: E402
 from vs_trl_curves import t_quantile  # noqa: E402
 
 
-def curve(seed: int, k: int, model: Path, data: Path, out: Path) -> list[float]:
-    sets = {
-        "model.name_or_path": model,
-        "data.path": data / "train.jsonl",
-        "data.eval_path": "null",
-        "training.seed": seed,
-        "training.output_dir": out,
-        "training.max_staleness": k,
-        "training.logging_steps": 50,
-    }
-    if k:
-        sets["algorithm.params.importance_sampling_correction"] = "true"
-    args = [a for key, value in sets.items() for a in ("--set", f"{key}={value}")]
-    cmd = [sys.executable, "-m", "rlvr.cli.main", "train", "examples/quickstart.yaml", *args]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        sys.exit(f"error: seed {seed}, max_staleness={k} failed:\n{proc.stderr[-3000:]}")
-    lines = (out / "metrics.jsonl").read_text().splitlines()
-    return [json.loads(line)["reward"] for line in lines]
+def curve(seed: int, k: int, task: tuple[Path, Path], out: Path) -> list[float]:
+    sets = {"training.seed": seed, "training.logging_steps": 50}
+    return [m["reward"] for m in train_quickstart(k, task, out, sets)]
 
 
 def paired(diffs: list[float]) -> str:
@@ -63,16 +46,10 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        model, data = Path(tmp) / "tiny-arith", Path(tmp) / "data"
-        make = ROOT / "examples" / "quickstart" / "make_model.py"
-        subprocess.run(
-            [sys.executable, str(make), "--model-dir", str(model), "--data-dir", str(data)],
-            check=True,
-            capture_output=True,
-        )
+        task = make_task(Path(tmp))
         for seed in range(args.seeds):
-            sync = curve(seed, 0, model, data, Path(tmp) / f"sync{seed}")
-            stale = curve(seed, args.staleness, model, data, Path(tmp) / f"async{seed}")
+            sync = curve(seed, 0, task, Path(tmp) / f"sync{seed}")
+            stale = curve(seed, args.staleness, task, Path(tmp) / f"async{seed}")
             rows.append((seed, sync, stale))
             gap = statistics.mean(stale) - statistics.mean(sync)
             print(f"seed {seed}: AUC sync {statistics.mean(sync):.4f}, async - sync {gap:+.4f}")

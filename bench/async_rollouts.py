@@ -28,31 +28,58 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def train(k: int, steps: int, model: Path, data: Path, out: Path, server: bool) -> list[dict]:
+def make_task(tmp: Path) -> tuple[Path, Path]:
+    """The quickstart's tiny model and its data, built into ``tmp``."""
+    model, data = tmp / "tiny-arith", tmp / "data"
+    make = ROOT / "examples" / "quickstart" / "make_model.py"
+    subprocess.run(
+        [sys.executable, str(make), "--model-dir", str(model), "--data-dir", str(data)],
+        check=True,
+        capture_output=True,
+    )
+    return model, data
+
+
+def train_quickstart(
+    k: int, task: tuple[Path, Path], out: Path, sets: dict, prefix: list[str] | None = None
+) -> list[dict]:
+    """``rlvr train`` on the quickstart at ``max_staleness`` ``k`` (with the correction it
+    needs), more ``--set`` values in ``sets``; its metrics lines."""
+    model, data = task
     sets = {
         "model.name_or_path": model,
         "data.path": data / "train.jsonl",
         "data.eval_path": "null",
-        "training.max_steps": steps,
-        "training.save_steps": steps,
-        "training.logging_steps": steps,
         "training.output_dir": out,
         "training.max_staleness": k,
+        **sets,
     }
     if k:
         sets["algorithm.params.importance_sampling_correction"] = "true"
+    args = [a for key, value in sets.items() for a in ("--set", f"{key}={value}")]
+    cmd = [sys.executable, "-m", "rlvr.cli.main", "train", "examples/quickstart.yaml", *args]
+    proc = subprocess.run(
+        [*(prefix or []), *cmd], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        sys.exit(f"error: max_staleness={k} in {out} failed:\n{proc.stderr[-3000:]}")
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def train(k: int, steps: int, task: tuple[Path, Path], out: Path, server: bool) -> list[dict]:
+    sets: dict = {
+        "training.max_steps": steps,
+        "training.save_steps": steps,
+        "training.logging_steps": steps,
+    }
     cores = os.cpu_count() or 1
+    prefix = []
     if server:
         sets |= {"backend.name": "vllm", "backend.params.mode": "server"}
         sets["backend.params.server_cpus"] = f"['{cores - 1}']"
-    args = [a for key, value in sets.items() for a in ("--set", f"{key}={value}")]
-    cmd = [sys.executable, "-m", "rlvr.cli.main", "train", "examples/quickstart.yaml", *args]
-    if server and cores > 1:
-        cmd = ["taskset", "-c", f"0-{cores - 2}", *cmd]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        sys.exit(f"error: max_staleness={k} failed:\n{proc.stderr[-3000:]}")
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        if cores > 1:
+            prefix = ["taskset", "-c", f"0-{cores - 2}"]
+    return train_quickstart(k, task, out, sets, prefix)
 
 
 def main() -> None:
@@ -63,17 +90,11 @@ def main() -> None:
     ap.add_argument("--server", action="store_true", help="vllm in server mode, pinned")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        model, data = Path(tmp) / "tiny-arith", Path(tmp) / "data"
-        make = ROOT / "examples" / "quickstart" / "make_model.py"
-        subprocess.run(
-            [sys.executable, str(make), "--model-dir", str(model), "--data-dir", str(data)],
-            check=True,
-            capture_output=True,
-        )
+        task = make_task(Path(tmp))
         rows = {}
         for k in args.staleness:
             out = Path(tmp) / f"k{k}"
-            lines = train(k, args.warmup + args.steps, model, data, out, args.server)
+            lines = train(k, args.warmup + args.steps, task, out, args.server)
             rows[k] = lines[args.warmup :]
     where = "vllm server on the last core, trainer on the others" if args.server else "hf"
     print(f"quickstart, {args.steps} steps after {args.warmup} warm-up, {where}; cpu: {_cpu()}")

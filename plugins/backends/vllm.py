@@ -148,6 +148,23 @@ def completion_seed(seed: int, index: int) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
+def request_settings(sampling: SamplingParams, eos_ids: list[int]) -> dict[str, Any]:
+    """vLLM's sampling settings of one completion (one request, ``n`` 1, the sampled token's
+    log-prob), whether it goes to the colocated engine or to a server."""
+    greedy = sampling.temperature <= 0
+    return {
+        "n": 1,
+        "max_tokens": sampling.max_tokens,
+        "temperature": 0.0 if greedy else sampling.temperature,
+        "top_p": 1.0 if greedy else sampling.top_p,
+        "top_k": 0 if greedy or not sampling.top_k else sampling.top_k,
+        "min_p": 0.0 if greedy else (sampling.min_p or 0.0),
+        "repetition_penalty": sampling.repetition_penalty,
+        "stop_token_ids": list(eos_ids),
+        "logprobs": 0,
+    }
+
+
 @contextlib.contextmanager
 def _preserved_rng() -> Iterator[None]:
     """Restore Python's, numpy's and torch's (CPU and CUDA) global RNG states afterwards."""
@@ -356,19 +373,7 @@ class VLLMGenerator:
         check_sampling_request(prompts, n, sampling)
         if not prompts:
             return Generation(token_ids=[], texts=[], truncated=[], logprobs=[])
-        greedy = sampling.temperature <= 0
-        common: dict[str, Any] = {
-            "n": 1,
-            "max_tokens": sampling.max_tokens,
-            "temperature": 0.0 if greedy else sampling.temperature,
-            "top_p": 1.0 if greedy else sampling.top_p,
-            "top_k": 0 if greedy or not sampling.top_k else sampling.top_k,
-            "min_p": 0.0 if greedy else (sampling.min_p or 0.0),
-            "repetition_penalty": sampling.repetition_penalty,
-            "stop_token_ids": list(self.eos_ids),
-            "logprobs": 0,
-            "detokenize": False,
-        }
+        common = dict(request_settings(sampling, self.eos_ids), detokenize=False)
         requests = []
         params = []
         for i, prompt in enumerate(prompts):

@@ -39,7 +39,12 @@ from safetensors.torch import save_file
 from rlvr._builtin import check_sampling_request, hf_weights, is_peft, unwrap_model
 from rlvr.plugin import Generation, PluginError, RunInfo, SamplingParams, eos_token_ids
 from rlvr.plugins.backends.params import VLLMParams
-from rlvr.plugins.backends.vllm import VLLMGenerator, completion_seed, engine_files
+from rlvr.plugins.backends.vllm import (
+    VLLMGenerator,
+    completion_seed,
+    engine_files,
+    request_settings,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +188,6 @@ class ServerGenerator:
         self.started: list[StartedServer] = []
         self._files: Any = None
         self.version = 0
-        self.held: dict[str, str | None] = {}
         self._model: Any = None
         self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="rlvr-vllm")
         atexit.register(self.close)
@@ -236,19 +240,7 @@ class ServerGenerator:
         if not prompts:
             return Generation(token_ids=[], texts=[], truncated=[], logprobs=[])
         self._resync_stale()
-        greedy = sampling.temperature <= 0
-        common: dict[str, Any] = {
-            "n": 1,
-            "max_tokens": sampling.max_tokens,
-            "temperature": 0.0 if greedy else sampling.temperature,
-            "top_p": 1.0 if greedy else sampling.top_p,
-            "top_k": 0 if greedy or not sampling.top_k else sampling.top_k,
-            "min_p": 0.0 if greedy else (sampling.min_p or 0.0),
-            "repetition_penalty": sampling.repetition_penalty,
-            "stop_token_ids": list(self.eos_ids),
-            "logprobs": 0,
-            "return_token_ids": True,
-        }
+        common = dict(request_settings(sampling, self.eos_ids), return_token_ids=True)
         jobs = []
         for i, prompt in enumerate(prompts):
             for j in range(n):
@@ -310,7 +302,6 @@ class ServerGenerator:
             for url in self.urls:
                 with contextlib.suppress(ServerDown, PluginError):
                     call(url, "/health", timeout=5)
-                    self.held[url] = None  # back, perhaps restarted: resync before use
                     self._resync_stale()
                     self.alive.append(url)
                     return [url]
@@ -358,9 +349,7 @@ class ServerGenerator:
             version = str(self.version)
             loaded = list(self._pool.map(lambda u: self._load(u, path, version), urls))
             for url, done in zip(urls, loaded, strict=True):
-                if done:
-                    self.held[url] = version
-                else:
+                if not done:
                     self._lost(url, "while taking weights")
         finally:
             path.unlink(missing_ok=True)
