@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -189,6 +190,7 @@ class ServerGenerator:
         self._files: Any = None
         self.version = 0
         self._model: Any = None
+        self._alive_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="rlvr-vllm")
         atexit.register(self.close)
         try:
@@ -283,14 +285,16 @@ class ServerGenerator:
                 self._lost(url, exc)
 
     def _lost(self, url: str, why: object) -> None:
-        if url in self.alive:
+        with self._alive_lock:  # requests of several threads may find it down at once
+            if url not in self.alive:
+                return
             self.alive.remove(url)
-            logger.warning(
-                "vLLM server %s stopped answering (%s); its requests go to the %d other(s)",
-                url,
-                why,
-                len(self.alive),
-            )
+        logger.warning(
+            "vLLM server %s stopped answering (%s); its requests go to the %d other(s)",
+            url,
+            why,
+            len(self.alive),
+        )
 
     def _wait_for_a_server(self, deadline: float) -> list[str]:
         logger.warning(
@@ -302,9 +306,11 @@ class ServerGenerator:
             for url in self.urls:
                 with contextlib.suppress(ServerDown, PluginError):
                     call(url, "/health", timeout=5)
-                    self._resync_stale()
-                    self.alive.append(url)
-                    return [url]
+                    with self._alive_lock:  # each waiting request may find it back
+                        if url not in self.alive:
+                            self.alive.append(url)
+                    self._resync_stale()  # back, perhaps restarted: the weights first
+                    return list(self.alive) or [url]
             time.sleep(2.0)
         raise PluginError(
             f"no vLLM server answered for {self.params.request_timeout:g} s "
