@@ -288,9 +288,10 @@ def test_signals_stop_the_servers_rlvr_started(tmp_path):
     wait_for_steps(out, trainer, 1)
     assert server_pids() - before  # it started one
     trainer.send_signal(signal.SIGTERM)
-    _, err = trainer.communicate(timeout=300)
+    printed, err = trainer.communicate(timeout=300)
     assert trainer.returncode == 0, err[-3000:]
-    assert "run stopped early" in err
+    assert "run stopped early" in printed + err
+    assert json.loads((out / "run_summary.json").read_text())["stopped"]
     assert server_pids() == before
 
     resumed = subprocess.Popen(

@@ -211,6 +211,8 @@ class ServerGenerator:
         self.version = 0
         self._model: Any = None
         self._alive_lock = threading.Lock()
+        #: set by close(): requests still waiting for a server give up (an aborted run exits)
+        self._closed = threading.Event()
         #: a generate() may run while weights are pushed (in_flight_updates: pause)
         self.takes_weights_in_flight = params.in_flight_updates == "pause"
         self._push_lock = threading.Lock()
@@ -318,6 +320,8 @@ class ServerGenerator:
         down; with none up, wait for one up to ``request_timeout``."""
         deadline = time.monotonic() + self.params.request_timeout
         while True:
+            if self._closed.is_set():
+                raise PluginError("the vLLM servers were closed while a request waited")
             alive = list(self.alive)
             if not alive:
                 alive = self._wait_for_a_server(deadline)
@@ -351,7 +355,7 @@ class ServerGenerator:
             "one to come back",
             self.params.request_timeout,
         )
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._closed.is_set():
             for url in self.urls:
                 with contextlib.suppress(ServerDown, PluginError):
                     call(url, "/health", timeout=5)
@@ -360,7 +364,9 @@ class ServerGenerator:
                             self.alive.append(url)
                     self._resync_stale()  # back, perhaps restarted: the weights first
                     return list(self.alive) or [url]
-            time.sleep(2.0)
+            self._closed.wait(2.0)
+        if self._closed.is_set():
+            raise PluginError("the vLLM servers were closed while a request waited")
         raise PluginError(
             f"no vLLM server answered for {self.params.request_timeout:g} s "
             f"({', '.join(self.urls)}); the step trains on nothing. Restart the servers and "
@@ -403,7 +409,7 @@ class ServerGenerator:
                 except ServerDown as exc:
                     self._lost(url, exc)
                     break
-                if held == want:
+                if held == want or self._closed.is_set():
                     break
                 if time.monotonic() > deadline:
                     raise PluginError(
@@ -501,6 +507,7 @@ class ServerGenerator:
     def close(self) -> None:
         """Stop the servers rlvr started (servers given by URL keep running)."""
         atexit.unregister(self.close)
+        self._closed.set()
         for server in self.started:
             server.stop()
         self.started = []
