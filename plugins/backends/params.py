@@ -92,6 +92,13 @@ class VLLMParams(Params):
         default_factory=list,
         description="server mode: more `vllm serve` arguments for the servers rlvr starts",
     )
+    weight_transfer: Literal["shm", "nccl"] = Field(
+        "shm",
+        description="server mode: how the weights reach the servers. shm: a file in /dev/shm, "
+        "servers on the trainer's machine (rlvr's rlvr_shm engine); nccl: a broadcast from the "
+        "trainer over vLLM's nccl engine, servers anywhere (CUDA only, servers started with "
+        '--weight-transfer-config \'{"backend": "nccl"}\')',
+    )
     startup_timeout: float = Field(
         600.0, gt=0, description="server mode: seconds a server may take to answer /health"
     )
@@ -105,6 +112,11 @@ class VLLMParams(Params):
             raise ValueError(
                 "urls, server_cpus and server_args are server-mode settings; set mode: server "
                 "(or remove them)"
+            )
+        if self.mode == "colocated" and self.weight_transfer != "shm":
+            raise ValueError(
+                f"weight_transfer: {self.weight_transfer} moves weights to vLLM servers; set "
+                "mode: server (the colocated engine shares the trainer's memory)"
             )
         if self.server_cpus and len(self.server_cpus) != self.servers:
             raise ValueError(

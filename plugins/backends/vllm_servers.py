@@ -1,6 +1,7 @@
 """The ``vllm`` backend's server mode (``backend.params.mode: server``): `vllm serve` processes
 that rlvr starts or connects to, sampled over HTTP and fed each update's weights through vLLM's
-weight-transfer API (``rlvr_shm``: :mod:`rlvr.plugins.backends.vllm_engine`).
+weight-transfer API (``rlvr_shm``: :mod:`rlvr.plugins.backends.vllm_engine`; servers on other
+machines: vLLM's ``nccl``, :mod:`rlvr.plugins.backends.vllm_nccl`).
 
 One request per completion, seeded as the colocated engine seeds it (:func:`completion_seed`),
 so a server and a colocated engine with the same weights sample the same tokens; all the
@@ -18,7 +19,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import json
 import logging
 import os
 import signal
@@ -28,8 +28,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -46,32 +44,13 @@ from rlvr.plugins.backends.vllm import (
     engine_files,
     request_settings,
 )
+from rlvr.plugins.backends.vllm_api import ENGINE, NCCL_ENGINE, ServerDown, call
 
 logger = logging.getLogger(__name__)
 
-ENGINE = '{"backend": "rlvr_shm"}'
 SERVED_NAME = "rlvr-policy"
 #: Linux's prctl option: the signal a process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
-
-
-class ServerDown(Exception):
-    """A server did not answer (connection refused or reset, timed out)."""
-
-
-def call(url: str, path: str, body: dict[str, Any] | None = None, timeout: float = 60.0) -> Any:
-    """GET (no body) or POST JSON to ``url + path``; the decoded JSON answer."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url.rstrip("/") + path, data=data)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return json.loads(answer.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:500]
-        raise PluginError(f"vLLM server {url}{path}: HTTP {exc.code}: {detail}") from None
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
-        raise ServerDown(f"{url}: {exc}") from exc
 
 
 # --------------------------------------------------------------------------- the processes
@@ -153,7 +132,11 @@ def server_argv(params: VLLMParams, run: RunInfo, files: Any, cpus: str | None) 
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     argv += ["--model", str(files.model_dir), "--tokenizer", str(files.tokenizer_dir)]
     argv += ["--load-format", files.load_format, "--served-model-name", SERVED_NAME]
-    argv += ["--host", "127.0.0.1", "--dtype", run.dtype, "--weight-transfer-config", ENGINE]
+    argv += ["--host", "127.0.0.1", "--dtype", run.dtype]
+    argv += [
+        "--weight-transfer-config",
+        NCCL_ENGINE if params.weight_transfer == "nccl" else ENGINE,
+    ]
     argv += ["--seed", str(params.seed if params.seed is not None else run.seed)]
     argv += ["--logprobs-mode", f"{params.logprobs_mode}_logprobs"]
     argv += ["--max-num-seqs", str(params.max_num_seqs)]
@@ -186,6 +169,12 @@ class ServerGenerator:
         self.eos_ids = eos_token_ids(base, tokenizer)
         if not self.eos_ids:
             raise ValueError("the tokenizer and model define no end-of-sequence token")
+        if params.weight_transfer == "nccl" and not run.device.startswith("cuda"):
+            raise PluginError(
+                f"backend.params.weight_transfer: nccl needs the trainer on CUDA (this run is on "
+                f"{run.device}); use weight_transfer: shm for servers on the trainer's machine"
+            )
+        self._nccl: Any = None
         self.started: list[StartedServer] = []
         self._files: Any = None
         self.version = 0
@@ -197,8 +186,11 @@ class ServerGenerator:
             self.urls = list(params.urls) or self._start(params, run, model, tokenizer)
             self.alive = list(self.urls)
             self.model_names = {url: self._served_name(url) for url in self.urls}
-            for url in self.urls:
-                self._check_weight_api(url)
+            if params.weight_transfer == "nccl":
+                self._nccl = self._join_nccl(model, run)
+            else:
+                for url in self.urls:
+                    self._check_weight_api(url)
             self.sync_weights(model)
         except BaseException:
             self.close()
@@ -234,6 +226,14 @@ class ServerGenerator:
                 f"with VLLM_SERVER_DEV_MODE=1 and --weight-transfer-config '{ENGINE}', with "
                 "rlvr installed in its environment"
             ) from None
+
+    def _join_nccl(self, model: Any, run: RunInfo) -> Any:
+        # vLLM's NCCL engine, only when asked for (rlvr.plugins.backends.vllm_nccl)
+        from rlvr.plugins.backends.vllm_nccl import NCCLTransfer
+
+        dtype = getattr(torch, run.dtype)
+        timeout = self.params.request_timeout
+        return NCCLTransfer(self.urls, model, dtype, shared=not self.started, timeout=timeout)
 
     # ------------------------------------------------------------------ Generator protocol
 
@@ -330,6 +330,8 @@ class ServerGenerator:
                 continue
             if held != want:
                 stale.append(url)
+        if stale and self._nccl is not None:
+            raise self._nccl.cannot_rejoin(stale)
         if stale and self._model is not None:
             logger.warning(
                 "vLLM server(s) %s hold weights other than version %s: sending them again",
@@ -342,7 +344,10 @@ class ServerGenerator:
         """Send ``model``'s weights to every server as the next version."""
         self._model = model
         self.version += 1
-        self._push(model, list(self.alive))
+        if self._nccl is not None:
+            self._nccl.send(model, str(self.version), list(self.alive))
+        else:
+            self._push(model, list(self.alive))
 
     def _push(self, model: Any, urls: list[str]) -> None:
         with torch.no_grad():
@@ -374,6 +379,9 @@ class ServerGenerator:
     def close(self) -> None:
         """Stop the servers rlvr started (servers given by URL keep running)."""
         atexit.unregister(self.close)
+        if self._nccl is not None:
+            self._nccl.close()
+            self._nccl = None
         for server in self.started:
             server.stop()
         self.started = []
