@@ -312,7 +312,7 @@ def test_a_server_not_started_for_nccl_is_one_error_naming_the_flag(serve, nccl,
     with pytest.raises(PluginError) as caught:
         ServerGenerator(nccl_params(server), GPU_RUN, *policy)
     message = str(caught.value)
-    assert why in message and "\n" not in message
+    assert why in message and "\n" not in message and server.url in message
     assert 'VLLM_SERVER_DEV_MODE=1 and --weight-transfer-config \'{"backend": "nccl"}\'' in message
     assert "/update_weights" not in server.paths()
 

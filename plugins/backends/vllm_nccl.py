@@ -36,9 +36,6 @@ from rlvr._builtin import hf_weights
 from rlvr.plugin import PluginError
 from rlvr.plugins.backends.vllm_api import NCCL_ENGINE, ServerDown, call
 
-#: seconds a weight-update request may take (the server answers once its broadcast is done)
-UPDATE_TIMEOUT = 600.0
-
 
 def refused(url: str, why: str) -> PluginError:
     """The one error of a server that cannot join the trainer's NCCL group."""
@@ -50,6 +47,7 @@ def refused(url: str, why: str) -> PluginError:
 
 
 def lost(why: object) -> PluginError:
+    """The one error of a group that lost a server: NCCL cannot go on without it."""
     return PluginError(
         f"a vLLM server left the NCCL weight-transfer group ({why}); the group cannot take a "
         "server back: restart all the servers and resume the run (rlvr train CONFIG --resume)"
@@ -112,34 +110,35 @@ class Servers:
         self.timeout = timeout
         self.version: str | None = None
 
-    def _all(self, path: str, body: Callable[[int], dict[str, Any]]) -> None:
-        """POST ``body(i)`` to server ``i``'s ``path``, all at once."""
+    def _each(self, fn: Callable[[str, int], Any]) -> None:
+        """``fn(url, rank_offset)`` for every server at once; the first error, once all end."""
         with ThreadPoolExecutor(max_workers=len(self.urls)) as pool:
-            jobs = [
-                pool.submit(call, url, path, body(i), self.timeout)
-                for i, url in enumerate(self.urls)
-            ]
+            jobs = [pool.submit(fn, u, o) for u, o in zip(self.urls, self.offsets, strict=True)]
             for job in jobs:
                 job.result()
 
+    def _post(self, path: str, body: dict[str, Any]) -> None:
+        self._each(lambda url, _: call(url, path, body, self.timeout))
+
     def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
-        try:
-            self._all(
-                "/init_weight_transfer_engine",
-                lambda i: {"init_info": dict(init_info, rank_offset=self.offsets[i])},
-            )
-        except PluginError as exc:
-            raise refused(", ".join(self.urls), str(exc)) from None
+        def join(url: str, offset: int) -> None:
+            body = {"init_info": dict(init_info, rank_offset=offset)}
+            try:
+                call(url, "/init_weight_transfer_engine", body, self.timeout)
+            except PluginError as exc:
+                raise refused(url, str(exc)) from None
+
+        self._each(join)
 
     def start_weight_update(self) -> None:
-        self._all("/start_weight_update", lambda i: {})
+        self._post("/start_weight_update", {})
 
     def update_weights(self, update_info: Any) -> None:
-        self._all("/update_weights", lambda i: {"update_info": update_info})
+        self._post("/update_weights", {"update_info": update_info})
 
     def finish_weight_update(self, weight_version: str | None = None) -> None:
         version = weight_version if weight_version is not None else self.version
-        self._all("/finish_weight_update", lambda i: {"weight_version": version})
+        self._post("/finish_weight_update", {"weight_version": version})
 
 
 def trainer_rank() -> int:
@@ -162,21 +161,24 @@ class NCCLTransfer:
         self.urls = list(urls)
         self.timeout = timeout
         rank = trainer_rank() if shared else 0
-        sizes = []
-        for url in self.urls:
-            check_engine(url)
-            sizes.append(int(call(url, "/get_world_size", timeout=30)["world_size"]))
-        self.servers = Servers(self.urls, rank_offsets(sizes), timeout)
-        self.source = PolicyWeights(model, dtype)
-        info = NCCLTrainerInitInfo(
-            master_address=get_ip(),  # where the servers reach the trainer: VLLM_HOST_IP if set
-            master_port=get_open_port(),
-            world_size=1 + sum(sizes),
-            rank=rank,
-        )
-        self.engine = NCCLTrainerWeightTransferEngine.trainer_init(
-            info, client=self.servers, source=self.source
-        )
+        try:
+            sizes = []
+            for url in self.urls:
+                check_engine(url)
+                sizes.append(int(call(url, "/get_world_size", timeout=30)["world_size"]))
+            self.servers = Servers(self.urls, rank_offsets(sizes), timeout)
+            self.source = PolicyWeights(model, dtype)
+            info = NCCLTrainerInitInfo(
+                master_address=get_ip(),  # where servers reach the trainer: VLLM_HOST_IP if set
+                master_port=get_open_port(),
+                world_size=1 + sum(sizes),
+                rank=rank,
+            )
+            self.engine = NCCLTrainerWeightTransferEngine.trainer_init(
+                info, client=self.servers, source=self.source
+            )
+        except ServerDown as exc:
+            raise PluginError(f"no vLLM server answers at {exc} (backend.params.urls)") from None
 
     def send(self, model: Any, version: str, alive: list[str]) -> None:
         """``model``'s weights to every server as ``version``."""
@@ -215,8 +217,8 @@ class NCCLTransfer:
             time.sleep(0.5)
 
     def close(self) -> None:
-        """Leave the group; servers that outlive the run (``urls``) leave it too, so that a
-        resumed run's trainer can form a new one with them."""
+        """Leave the group, and have the servers leave it: those given by ``urls`` outlive the
+        run, and a resumed run's trainer forms a new group with them."""
         if self.engine.is_sender:
             for url in self.urls:
                 # gone, or already left: nothing to release
