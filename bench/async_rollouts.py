@@ -97,7 +97,7 @@ def main() -> None:
             lines = train(k, args.warmup + args.steps, task, out, args.server)
             rows[k] = lines[args.warmup :]
     where = "vllm server on the last core, trainer on the others" if args.server else "hf"
-    print(f"quickstart, {args.steps} steps after {args.warmup} warm-up, {where}; cpu: {_cpu()}")
+    print(f"quickstart, {args.steps} steps after {args.warmup} warm-up, {where}; cpu: {cpu_name()}")
     print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} cores")
     head = "max_staleness  step s  generation s  training s  steps/hour  vs sync  reward(last 10)"
     print(head)
@@ -116,7 +116,8 @@ def main() -> None:
             print(f"{'':>13}  sum {gen + trn:.3f} s, max {max(gen, trn):.3f} s (the async floor)")
 
 
-def _cpu() -> str:
+def cpu_name() -> str:
+    """The CPU, and whether it has native bfloat16: every CPU timing names it."""
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
             flags = Path("/proc/cpuinfo").read_text()

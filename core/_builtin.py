@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "ReasoningGymConfig": "rlvr.config.schema",
     "reasoning_gym_dataset": "rlvr.data.reasoning_gym",
     "reasoning_gym_rows": "rlvr.data.reasoning_gym",
+    "adapter_weights": "rlvr.model.weights",
     "hf_weights": "rlvr.model.weights",
     "is_peft": "rlvr.model.weights",
     "unwrap_model": "rlvr.model.weights",
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from rlvr.compat.trl.reward_call import call_trl_batch, trl_inputs
     from rlvr.config.schema import ReasoningGymConfig
     from rlvr.data.reasoning_gym import reasoning_gym_dataset, reasoning_gym_rows
-    from rlvr.model.weights import hf_weights, is_peft, unwrap_model
+    from rlvr.model.weights import adapter_weights, hf_weights, is_peft, unwrap_model
     from rlvr.rewards.calculations import (
         calculation_results,
         evaluate_arithmetic,
@@ -120,6 +121,7 @@ __all__ = [
     "kl_shaped_token_rewards",
     "last_token_rewards",
     "python_float",
+    "adapter_weights",
     "hf_weights",
     "is_peft",
     "unwrap_model",

@@ -98,6 +98,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
     "rlvr.model.loading": {"gguf": "optional extra rlvr[gguf]"},
     "rlvr.model.tiny": {"gguf": "optional extra rlvr[gguf]"},
     "rlvr.model.lora": {"peft": "optional extra rlvr[lora]"},
+    "rlvr.model.weights": {"peft": "optional extra rlvr[lora]"},
     # reasoning-gym: imported only where a config asks for a task (rlvr.data is imported by
     # every run, and the package takes 1.5 s to import)
     "rlvr.data.reasoning_gym": {"reasoning_gym": "optional extra rlvr[reasoning-gym]"},
@@ -121,6 +122,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "vllm": "optional extra rlvr[vllm], after its environment is set",
         "vllm.inputs": "optional extra rlvr[vllm]",
         "vllm.distributed.parallel_state": "optional extra rlvr[vllm]",
+        "vllm.lora.request": "optional extra rlvr[vllm]",
     },
     "rlvr.plugins.backends.vllm_servers": {
         "rlvr.plugins.backends.vllm_nccl": "vLLM's NCCL engine, only for weight_transfer: nccl",

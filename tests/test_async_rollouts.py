@@ -29,8 +29,6 @@ from rlvr.functional import masked_importance_weights  # noqa: E402
 from rlvr.outputs.checkpoint import list_checkpoints, read_state  # noqa: E402
 from rlvr.outputs.metrics import read_metrics  # noqa: E402
 from rlvr.rewards.failures import RewardError  # noqa: E402
-from rlvr.training import setup  # noqa: E402
-from rlvr.training.launch import TrainingError  # noqa: E402
 
 CORRECTED = {"importance_sampling_correction": True}
 TESTS = Path(__file__).parent
@@ -167,10 +165,13 @@ def test_resume_takes_up_the_prompts_where_the_trainer_was(make_config, host):
     assert [m["staleness"] for m in read_metrics(out)] == [0, 1, 0, 1]  # 3: fresh after resume
 
 
-def test_multi_rank_asynchronous_runs_are_refused(make_config):
-    config = make_config(algo_params=CORRECTED, max_staleness=1)
-    with pytest.raises(TrainingError, match="max_staleness: 1 runs in one trainer process"):
-        setup._pipeline(config, None, None, None, SimpleNamespace(enabled=True), 0)
+def test_asynchronous_runs_under_fsdp_are_refused(make_config):
+    with pytest.raises(ConfigError) as info:
+        make_config(algo_params=CORRECTED, max_staleness=1, parallelism="fsdp")
+    assert any(
+        path == "training.max_staleness" and "parallelism: fsdp is not supported" in message
+        for path, message in info.value.problems
+    )
 
 
 def test_lora_policy_samples_from_its_own_copy(make_config, host):
@@ -202,3 +203,66 @@ def test_in_training_eval_holds_the_producer(make_config, host):
     assert [m["step"] for m in lines if "eval/pass@1" in m] == [0, 2, 4]
     assert [m["staleness"] for m in lines if "staleness" in m] == [0, 1, 1, 1]
     assert not rollout_threads()
+
+
+# --------------------------------------------------------------------------- in-flight updates
+
+
+class Sampler:
+    def state_dict(self) -> dict[str, int]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        pass
+
+
+def pipeline_with_a_slow_second_step(takes_weights_in_flight: bool):
+    """k=1: steps 1 and 2 sample from the first weights; step 2's rollout runs until the
+    generator has taken the update of step 1 (or a second has passed)."""
+    from rlvr.rollout.pipeline import RolloutPipeline
+
+    synced = threading.Event()
+    generator = SimpleNamespace(
+        takes_weights_in_flight=takes_weights_in_flight, sync_weights=lambda _: synced.set()
+    )
+
+    def produce(step: int):
+        if step == 2:
+            synced.wait(timeout=1.0)
+        return SimpleNamespace(generated=[], step=step, update_seen=synced.is_set())
+
+    pipe = RolloutPipeline(
+        produce,
+        generator,
+        max_staleness=1,
+        first_step=1,
+        last_step=2,
+        producer_sampler=Sampler(),
+        consumed=Sampler(),
+    )
+    return pipe
+
+
+def test_an_update_waits_for_the_rollout_in_flight_by_default():
+    pipe = pipeline_with_a_slow_second_step(takes_weights_in_flight=False)
+    try:
+        pipe.take(1)
+        waited, _ = pipe.sync_weights(None)  # waits for step 2, which ends on the old weights
+        second, _ = pipe.take(2)
+        assert not second.update_seen and waited >= 0.9
+    finally:
+        pipe.close()
+
+
+def test_a_generator_that_pauses_takes_the_update_while_a_rollout_is_in_flight():
+    """vLLM servers with in_flight_updates: pause: step 2's rollout is still running when the
+    update reaches the generator, which pauses it; it then ends on the new weights."""
+    pipe = pipeline_with_a_slow_second_step(takes_weights_in_flight=True)
+    try:
+        pipe.take(1)
+        waited, _ = pipe.sync_weights(None)
+        second, metrics = pipe.take(2)
+        assert second.update_seen and waited < 0.9
+        assert metrics["staleness"] == 1.0  # the version it started from
+    finally:
+        pipe.close()

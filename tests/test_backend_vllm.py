@@ -432,7 +432,7 @@ def test_sleep_mode_stays_awake_while_a_rollout_holds_the_engine(tiny):
     gen = VLLMGenerator.__new__(VLLMGenerator)
     gen.llm, gen.params, gen.tokenizer, gen.on_cpu = Engine(), VLLMParams(), tokenizer, False
     gen.sleep_mode, gen._sleeping, gen._awake_holds = True, {"weights", "kv_cache"}, 0
-    gen.eos_ids = [0]
+    gen.eos_ids, gen._lora_request = [0], None
     sampling = SamplingParams(max_tokens=2, seed=0)
     gen.generate(prompts[:1], 1, sampling)
     assert events == ["wake", "generate", "sleep"]  # a single call sleeps after it

@@ -11,6 +11,7 @@ are sent is parsed with vLLM's own server-side engine.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import os
@@ -271,24 +272,30 @@ def test_a_server_that_stopped_answering_ends_the_run_at_the_next_update(serve, 
         gen.close()
 
 
-def test_other_trainer_ranks_gather_with_rank_0_and_wait_for_its_version(
-    serve, nccl, policy, monkeypatch
-):
-    """Under torchrun, servers given by URL are fed by rank 0; rank 1 runs the weights'
-    iteration (FSDP's gathers) and waits until the servers hold the version."""
+def test_a_lora_policy_goes_merged_over_nccl(serve, nccl, policy):
+    """An adapter alone would go as a file: over NCCL, lora_sync: auto merges it (what a GPU
+    would otherwise send alone) and the broadcast carries the merged weights."""
+    pytest.importorskip("peft", reason="LoRA needs peft (rlvr[lora])")
+    from rlvr.config.schema import LoraConfig
+    from rlvr.model import lora
+
     model, tokenizer = policy
-    monkeypatch.setattr(vllm_nccl, "trainer_rank", lambda: 1)
-    a = serve(FakeServer(version="1"))  # as rank 0 left it
-    gen = ServerGenerator(nccl_params(a, request_timeout=0.5), GPU_RUN, model, tokenizer)
-    try:
-        assert nccl.endpoints == [] and nccl.broadcasts == []
-        assert "/init_weight_transfer_engine" not in a.paths()
-        assert "/update_weights" not in a.paths() and a.paths()[-1] == "/weight_info"
-        with pytest.raises(PluginError, match=r"hold weight versions \['1'\], not 2"):
-            gen.sync_weights(model)  # rank 0 never sends version 2
-    finally:
-        gen.close()
-    assert "/shutdown_weight_transfer_engine" not in a.paths()  # rank 0's to release
+    peft_model = lora.add_adapters(copy.deepcopy(model), LoraConfig(r=4))
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)  # an adapter that changes the weights
+    a = serve(FakeServer())
+    gen = ServerGenerator(nccl_params(a), GPU_RUN, peft_model, tokenizer)
+    gen.close()
+    assert gen.lora is None and "/v1/load_lora_adapter" not in a.paths()
+    (sent,) = nccl.broadcasts
+    merged = [(name, t.to(torch.bfloat16)) for name, t in hf_weights(peft_model)]
+    assert [name for name, _ in sent] == [name for name, _ in merged]
+    assert not any("lora_" in name for name, _ in sent)
+    assert all(torch.equal(got, want) for (_, got), (_, want) in zip(sent, merged, strict=True))
+    with pytest.raises(ValueError, match="lora_sync: adapter .* set lora_sync: merged"):
+        VLLMParams(mode="server", weight_transfer="nccl", lora_sync="adapter")
 
 
 def test_rank_offsets_follow_each_servers_workers():

@@ -150,6 +150,39 @@ def test_requests_to_a_server_that_is_down_go_to_the_others(server, policy, capl
         gen.close()
 
 
+def test_requests_in_flight_across_a_paused_update_end_on_the_new_weights(server, policy):
+    """in_flight_updates: pause: the update does not wait for the requests in flight; the
+    server holds them (here already queued behind our own pause, so the test does not race
+    the tiny model's speed), takes the weights, and they finish on the new ones."""
+    import threading
+
+    model, tokenizer = policy
+    params = VLLMParams(mode="server", urls=[server.url], in_flight_updates="pause")
+    gen = ServerGenerator(params, RUN, model, tokenizer)
+    try:
+        peaked = AutoModelForCausalLM.from_pretrained(model.name_or_path)
+        with torch.no_grad():
+            peaked.lm_head.weight.mul_(1000.0)  # one token takes nearly all the mass
+        call(server.url, "/pause?mode=keep", {})
+        results = []
+        sampling = SamplingParams(max_tokens=4, seed=0)
+        worker = threading.Thread(
+            target=lambda: results.append(gen.generate([[5, 6, 7], [9, 10]], 2, sampling))
+        )
+        worker.start()
+        time.sleep(1.0)  # the four requests reach the server and wait there
+        assert worker.is_alive()
+        gen.sync_weights(peaked)  # pauses (already paused), pushes, resumes
+        worker.join(timeout=120)
+        assert call(server.url, "/weight_info")["weight_version"] == "2"
+        (out,) = results
+        assert len(out.token_ids) == 4
+        assert min(min(lp) for lp in out.logprobs) > -1.0  # all sampled from the peaked head
+        gen.sync_weights(model)  # back, for the next tests
+    finally:
+        gen.close()
+
+
 def test_no_server_at_the_url_is_one_error(policy):
     model, tokenizer = policy
     with pytest.raises(PluginError, match=r"no vLLM server answers at http://127.0.0.1:9"):
@@ -235,6 +268,81 @@ def test_server_mode_trains_as_the_colocated_engine_does(tmp_path):
     assert gaps and max(gaps) < 1e-4
     assert runs["server"][-1]["reward"] != runs["server"][0]["reward"]  # it trained
     assert server_pids() == before  # the server rlvr started is gone
+
+
+def wait_for_steps(out: Path, proc: subprocess.Popen, count: int, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    path = out / "metrics.jsonl"
+    while time.monotonic() < deadline:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if len([x for x in lines if '"step_time"' in x]) >= count:
+            return
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        time.sleep(0.5)
+    proc.kill()
+    pytest.fail(f"no {count} steps in {timeout} s")
+
+
+@pytest.mark.slow
+def test_signals_stop_the_servers_rlvr_started(tmp_path):
+    """SIGTERM: the run saves and stops, its server with it; --resume starts a server again and
+    sends it the checkpoint's weights; Ctrl-C twice (abort at once) stops that one too."""
+    before = server_pids()
+    out = tmp_path / "run"
+    sets = ["backend.params.mode=server", f"training.output_dir={out}", "training.max_steps=40"]
+    cmd = quickstart(tmp_path, *sets)
+    trainer = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    wait_for_steps(out, trainer, 1)
+    assert server_pids() - before  # it started one
+    trainer.send_signal(signal.SIGTERM)
+    _, err = trainer.communicate(timeout=300)
+    assert trainer.returncode == 0, err[-3000:]
+    assert "run stopped early" in err
+    assert server_pids() == before
+
+    resumed = subprocess.Popen(
+        [*cmd, "--resume"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    done = len(metrics(out))
+    wait_for_steps(out, resumed, done + 1)
+    resumed.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    resumed.send_signal(signal.SIGINT)
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 130, err[-3000:]
+    assert server_pids() == before
+
+
+@pytest.mark.slow
+def test_two_trainer_ranks_share_two_servers_asynchronously(tmp_path):
+    """torchrun with 2 gloo ranks and ``servers: 2``: rank 0 starts both servers and sends
+    them the weights, both ranks' requests go to both, rollouts one update ahead; the servers
+    end with the job."""
+    before = server_pids()
+    out = tmp_path / "run"
+    cmd = quickstart(
+        tmp_path,
+        "backend.params.mode=server",
+        "backend.params.servers=2",
+        "training.max_staleness=1",
+        "algorithm.params.importance_sampling_correction=true",
+        "training.per_device_train_batch_size=2",
+        f"training.output_dir={out}",
+    )
+    cmd += ["--nproc-per-node", "2"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = metrics(out)
+    assert [m["staleness"] for m in lines] == [0, 1, 1, 1]
+    assert all(m["groups_kept"] == 4 for m in lines)  # 2 ranks x 2 prompts
+    logs = sorted(p.name for p in (out / "vllm-servers").iterdir())
+    assert logs == ["server-0.log", "server-1.log"]  # two servers, started once (rank 0)
+    served = [(out / "vllm-servers" / n).read_text().count("POST /v1/completions") for n in logs]
+    assert min(served) > 0  # both took requests
+    assert server_pids() == before
 
 
 STAND_IN = """

@@ -211,6 +211,15 @@ def _algorithm_checks(config: RunConfig, host: PluginHost) -> list[tuple[str, st
                 "importance_sampling_correction: true (or max_staleness: 0)",
             )
         )
+    if stale and config.training.parallelism == "fsdp":
+        problems.append(
+            (
+                "training.max_staleness",
+                f"{stale} with training.parallelism: fsdp is not supported: the rollouts "
+                "would need the sharded weights gathered while the trainer trains them; use "
+                "ddp (the default), or max_staleness: 0",
+            )
+        )
     # Asynchronous rollouts ask every backend for the sampler's log-probs (hf computes them
     # on request); a synchronous hf run samples from the trained weights: nothing to correct.
     if req.sampler_logprobs and not caps.sampler_logprobs and not stale:

@@ -3,8 +3,10 @@
 Generic over engines: a backend that keeps its own copy of the policy (vLLM, or a third-party
 one) pushes :func:`hf_weights` into it after each update. FSDP2-sharded parameters are
 gathered one tensor at a time as the engine consumes them. The model may be wrapped (DDP,
-accelerate, ``torch.compile``) or a peft LoRA model; the engine always gets plain Hugging Face
-names and merged weights, never adapter tensors.
+accelerate, ``torch.compile``) or a peft LoRA model: the engine gets plain Hugging Face names
+and merged weights, or, when it applies LoRA adapters itself, the base weights once
+(``merge_lora=False``) and then the adapter alone (:func:`adapter_weights`), a few MB instead
+of the whole model.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def tied_embeddings(model: Any) -> bool:
     return bool(getattr(text, "tie_word_embeddings", False))
 
 
-def hf_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+def hf_weights(model: Any, *, merge_lora: bool = True) -> Iterator[tuple[str, torch.Tensor]]:
     """``(Hugging Face name, tensor)`` of every weight the inference engine needs.
 
     Plain models: the ``state_dict``. With tied embeddings ``lm_head.weight`` is always included
@@ -46,14 +48,16 @@ def hf_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
     otherwise puts the *old* ``lm_head`` back over the tie. peft LoRA models: the base model's
     names and merged weights (``W + delta`` per LoRA layer, delta from peft's
     ``get_delta_weight`` over the active, unmerged adapters), no adapter tensors;
-    ``modules_to_save`` copies replace their originals. Tensors are detached and may share
-    storage with the model's parameters: consume them before the next optimizer step.
+    ``modules_to_save`` copies replace their originals; ``merge_lora=False``: the base weights
+    as they are, for an engine that applies the adapter itself. Tensors are detached and may
+    share storage with the model's parameters: consume them before the next optimizer step.
     """
     model = unwrap_model(model)
     base = model.get_base_model() if is_peft(model) else model
     names = set()
     embedding = base.get_input_embeddings() if hasattr(base, "get_input_embeddings") else None
-    for name, tensor in _merged_weights(model) if is_peft(model) else _plain_weights(model):
+    weights = _merged_weights(model, merge_lora) if is_peft(model) else _plain_weights(model)
+    for name, tensor in weights:
         names.add(name)
         yield name, tensor
     if tied_embeddings(base) and "lm_head.weight" not in names and embedding is not None:
@@ -73,8 +77,8 @@ def _whole(tensor: torch.Tensor) -> torch.Tensor:
     return full_tensor() if callable(full_tensor) else tensor
 
 
-def _merged_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """A peft model's weights under the base model's names, LoRA deltas merged in."""
+def _merged_weights(model: Any, merge: bool = True) -> Iterator[tuple[str, torch.Tensor]]:
+    """A peft model's weights under the base model's names, LoRA deltas merged in (``merge``)."""
     base = model.get_base_model()
     tied = tied_embeddings(base)
     embedding = base.get_input_embeddings() if hasattr(base, "get_input_embeddings") else None
@@ -95,7 +99,12 @@ def _merged_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
             owner = module_name.removesuffix(".base_layer")
             hf_name = f"{owner}.{param}" if owner else param
             layer = lora_layers.get(owner)
-            if layer is not None and param == "weight" and module_name.endswith(".base_layer"):
+            if (
+                merge
+                and layer is not None
+                and param == "weight"
+                and module_name.endswith(".base_layer")
+            ):
                 delta = _lora_delta(layer)
                 if delta is not None:
                     if tied and layer is embedding:
@@ -107,6 +116,18 @@ def _merged_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
                     yield hf_name, tensor.detach() + delta.to(tensor.dtype)
                     continue
             yield hf_name, tensor.detach()
+
+
+def adapter_weights(model: Any) -> dict[str, torch.Tensor]:
+    """A peft model's active adapter as peft saves it (``adapter_model.safetensors``' names,
+    e.g. ``base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight``), gathered whole
+    and copied, so it may be written while the next update runs."""
+    from peft import get_peft_model_state_dict  # optional extra (rlvr[lora]): LoRA runs only
+
+    model = unwrap_model(model)
+    with torch.no_grad():
+        state = get_peft_model_state_dict(model, adapter_name=model.active_adapter)
+        return {name: _whole(t.detach()).clone().contiguous() for name, t in state.items()}
 
 
 def _lora_delta(layer: Any) -> torch.Tensor | None:
@@ -128,4 +149,4 @@ def _lora_delta(layer: Any) -> torch.Tensor | None:
     return delta
 
 
-__all__ = ["hf_weights", "is_peft", "tied_embeddings", "unwrap_model"]
+__all__ = ["adapter_weights", "hf_weights", "is_peft", "tied_embeddings", "unwrap_model"]

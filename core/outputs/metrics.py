@@ -26,9 +26,10 @@ three parts and no exceptions:
      the update; ``loss`` is then null), ``sampler/logp_gap_{mean,max}`` (backends that
      return sampler log-probs; absent on a step whose rows were all inert);
    - timing fields (:data:`TIMING_KEYS`): ``step_time``, ``generation_time``,
-     ``scoring_time``, ``training_time``, ``cpu_time`` (CPU seconds of this process in the
-     step, all threads: what other jobs on a shared machine disturb less than ``step_time``),
-     ``tokens_per_second`` (completion tokens generated per second of the step),
+     ``scoring_time``, ``training_time``, ``weight_sync_time`` (the part of ``training_time``
+     the generator took to take the updated weights), ``cpu_time`` (CPU seconds of this
+     process in the step, all threads: what other jobs on a shared machine disturb less than
+     ``step_time``), ``tokens_per_second`` (completion tokens generated per second of the step),
      ``peak_memory_mb``; with ``training.profile_phases``, the CPU seconds of the step's
      phases: ``profile/generation`` (the rollout, rewards included), ``profile/no_grad`` (old
      and reference log-probabilities, old values), ``profile/forward`` (the update's passes and
@@ -86,6 +87,7 @@ TIMING_KEYS = frozenset(
         "eval/time",
         "wait/trainer",
         "wait/generator",
+        "weight_sync_time",
     }
 )
 

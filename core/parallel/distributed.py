@@ -39,7 +39,7 @@ import datetime
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,8 @@ class Dist:
     local_rank: int = 0
     #: where collective tensors live (CPU for gloo, this rank's GPU for nccl).
     device: torch.device = torch.device("cpu")
+    #: the process group of these collectives (None: the job's default group)
+    group: Any = None
 
     @property
     def enabled(self) -> bool:
@@ -84,6 +86,16 @@ class Dist:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    def own_group(self) -> Dist:
+        """The same place in the job with a (gloo) process group of its own, for collectives
+        another thread runs beside the main thread's (asynchronous rollouts): in one group
+        the two threads' collectives would interleave differently on each rank. Every rank
+        must call it, in the same order."""
+        if not self.enabled:
+            return self
+        group = tdist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=timeout_s()))
+        return replace(self, group=group, device=torch.device("cpu"))
+
     # ------------------------------------------------------------------ collectives
 
     def all_sum(self, x: torch.Tensor) -> torch.Tensor:
@@ -92,7 +104,7 @@ class Dist:
             return x
 
         y = x.detach().to(self.device).clone()
-        tdist.all_reduce(y, op=tdist.ReduceOp.SUM)
+        tdist.all_reduce(y, op=tdist.ReduceOp.SUM, group=self.group)
         return y.to(x.device)
 
     def sum_numbers(self, values: Sequence[float]) -> list[float]:
@@ -112,12 +124,12 @@ class Dist:
             return [obj]
 
         out: list[Any] = [None] * self.world_size
-        tdist.all_gather_object(out, obj)
+        tdist.all_gather_object(out, obj, group=self.group)
         return out
 
     def barrier(self) -> None:
         if self.enabled:
-            tdist.barrier()
+            tdist.barrier(group=self.group)
 
     def max_count(self, n: int) -> int:
         """The largest ``n`` over ranks."""
@@ -154,7 +166,7 @@ class Dist:
                 if _is_sharded(t):
                     continue
                 buf = t.detach().to(self.device).clone()
-                tdist.broadcast(buf, src=0)
+                tdist.broadcast(buf, src=0, group=self.group)
                 t.copy_(buf.to(t.device))
 
     # ------------------------------------------------------------------ data

@@ -8,7 +8,11 @@ fixed, not left to timing: step ``s`` samples from the weights after step ``s - 
 update (the run's first weights for the first ``k + 1`` steps), so an asynchronous run
 reproduces. Versions count updates: the weights after step ``s``'s update are version ``s``. A
 weight update waits until every step that samples from the weights it replaces has its rollout;
-a lock keeps a rollout, an update and an eval apart.
+a lock keeps a rollout, an update and an eval apart. A generator that can take weights while it
+samples (``takes_weights_in_flight``: vLLM servers with ``in_flight_updates: pause``) does not
+make the update wait for the rollout in flight: that rollout's remaining tokens come from the
+new weights, which is faster and no longer reproducible; its ``policy_version`` is the one it
+started from, so the staleness bound still holds.
 
 The prompt order the checkpoints keep is the trainer's (the steps it took), not the producer's:
 each rollout carries the producer's sampler state after it, loaded into the trainer's sampler
@@ -54,6 +58,7 @@ class RolloutPipeline:
         last_step: int,
         producer_sampler: PromptSampler,
         consumed: PromptSampler,
+        all_ranks_done: Callable[[], None] = lambda: None,
     ) -> None:
         if max_staleness < 1:
             raise ValueError(f"max_staleness must be >= 1 (got {max_staleness})")
@@ -63,10 +68,15 @@ class RolloutPipeline:
         self.last_step = last_step
         self.producer_sampler = producer_sampler
         self.consumed = consumed
+        #: several ranks: returns once every rank's trainer got here (a barrier)
+        self.all_ranks_done = all_ranks_done
         #: the weights the generator holds: the step whose update made them.
         self.version = first_step - 1
         self.first_step = first_step
         self._next = first_step
+        #: the step whose rollout runs now (None: none)
+        self._running: int | None = None
+        self._in_flight_updates = bool(getattr(generator, "takes_weights_in_flight", False))
         self._ready: dict[int, _Ready] = {}
         self._error: BaseException | None = None
         self._closed = False
@@ -95,21 +105,27 @@ class RolloutPipeline:
             "wait/generator": ready.generator_wait,
         }
 
-    def sync_weights(self, policy: Any) -> float:
+    def sync_weights(self, policy: Any) -> tuple[float, float]:
         """Hand the generator the weights of the update just made (the next version), once the
-        rollout in flight, if any, has finished on the old ones; returns the seconds waited."""
+        rollout in flight, if any, has finished on the old ones; returns the seconds waited and
+        the seconds the generator took to take them."""
         began = time.perf_counter()
         with self._state:
             # Every step that samples from the current weights goes first (the next k).
             while not self._closed and self._error is None and not self._produced(self.version):
+                if self._in_flight_updates and self._running == self._last_of(self.version):
+                    break  # the last of them has started: the generator pauses it
                 self._state.wait()
-        with self._weights:
+        if self._error is None:  # (after an error this rank stops; torchrun ends the others)
+            self.all_ranks_done()  # every rank's rollouts from the old weights, too
+        lock = contextlib.nullcontext() if self._in_flight_updates else self._weights
+        with lock:
             waited = time.perf_counter() - began
             self.generator.sync_weights(policy)
             with self._state:
                 self.version += 1
                 self._state.notify_all()
-        return waited
+        return waited, time.perf_counter() - began - waited
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -132,9 +148,13 @@ class RolloutPipeline:
         for the first steps): are they the generator's?"""
         return self.version == max(step - 1 - self.k, self.first_step - 1)
 
+    def _last_of(self, version: int) -> int:
+        """The last step that samples from ``version``."""
+        return min(version + 1 + self.k, self.last_step)
+
     def _produced(self, version: int) -> bool:
         """Every step that samples from ``version`` has its rollout."""
-        return self._next > min(version + 1 + self.k, self.last_step)
+        return self._next > self._last_of(version)
 
     def _run(self) -> None:
         try:
@@ -152,14 +172,16 @@ class RolloutPipeline:
                     step = self._next
                 with self._weights:
                     waited = time.perf_counter() - began
-                    version = self.version
+                    with self._state:
+                        version, self._running = self.version, step
+                        self._state.notify_all()
                     rollout = self.produce(step)
                     for c in rollout.generated:  # guides were never sampled
                         c.policy_version = version
                     state = self.producer_sampler.state_dict()
                 with self._state:
                     self._ready[step] = _Ready(rollout, state, version, waited)
-                    self._next = step + 1
+                    self._next, self._running = step + 1, None
                     self._state.notify_all()
         except BaseException as exc:  # handed to the trainer, which raises it in take()
             with self._state:

@@ -325,14 +325,12 @@ def _pipeline(
 ) -> RolloutPipeline:
     """``training.max_staleness`` >= 1: the step's rollouts from a producer thread, which takes
     its prompts from its own copy of the run's prompt order (the trainer's copy is the one its
-    checkpoints keep)."""
-    if dist.enabled:
-        raise TrainingError(
-            f"training.max_staleness: {config.training.max_staleness} runs in one trainer "
-            "process for now; launch without torchrun, or set training.max_staleness: 0"
-        )
+    checkpoints keep). With several ranks the rollouts' collectives get a process group of
+    their own, and every rank's rollouts from the old weights are done before any rank's
+    generator takes new ones (servers several ranks share take them from rank 0 only)."""
     ahead = copy.deepcopy(sampler)
     stepper.rollout_runner.sampler = ahead
+    stepper.rollout_runner.dist = dist.own_group()
     return RolloutPipeline(
         stepper.rollout,
         generator,
@@ -341,6 +339,7 @@ def _pipeline(
         last_step=stepper.max_steps,
         producer_sampler=ahead,
         consumed=sampler,
+        all_ranks_done=dist.barrier,
     )
 
 

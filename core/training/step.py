@@ -54,12 +54,14 @@ class StepRunner:
         set_seed(step_seed(self.seed, step, 1_000_000))
         return self.rollout_runner.run(step, self.prompts_per_step, self.max_steps)
 
-    def sync_weights(self, policy: Any) -> float:
+    def sync_weights(self, policy: Any) -> tuple[float, float]:
         """The generator takes the updated weights (through the pipeline, when there is one);
-        returns the seconds it waited for a rollout in flight to finish."""
+        returns the seconds it waited for a rollout in flight to finish, and the seconds the
+        generator took them in."""
         if self.pipeline is None:
+            began = time.perf_counter()
             self.generator.sync_weights(policy)
-            return 0.0
+            return 0.0, time.perf_counter() - began
         return self.pipeline.sync_weights(policy)
 
     def exclusive(self) -> contextlib.AbstractContextManager[None]:
@@ -103,7 +105,7 @@ class StepRunner:
         batch = without_environment_tokens(batch)
         lr = update.optimizer.param_groups[0]["lr"]
         updates = [update.update(batch, first=i == 0) for i in range(update.updates_per_step)]
-        synced_after = self.sync_weights(policy)
+        synced_after, sync_time = self.sync_weights(policy)
         t1 = time.perf_counter()
         if pipelined:
             pipelined["wait/trainer"] += synced_after
@@ -124,6 +126,7 @@ class StepRunner:
             | update.clock.take()
             | ro.episode_metrics
             | pipelined
+            | {"weight_sync_time": sync_time}
         )
         return self._reduce(ro, m), ro, batch
 

@@ -70,6 +70,13 @@ class VLLMParams(Params):
         description="processed: log-probs of the sampled distribution (temperature, top-k/p); "
         "raw: log-softmax of the logits",
     )
+    lora_sync: Literal["auto", "adapter", "merged"] = Field(
+        "auto",
+        description="a LoRA policy: adapter: vLLM applies the adapter itself and gets only it "
+        "after each update (the base weights once); merged: the whole model with the adapter "
+        "merged in, every update; auto: adapter where vLLM can apply it (not DoRA, "
+        "modules_to_save, embeddings), else merged",
+    )
     mode: Literal["colocated", "server"] = Field(
         "colocated",
         description="colocated: one engine in the trainer's process; server: `vllm serve` "
@@ -99,6 +106,13 @@ class VLLMParams(Params):
         "trainer over vLLM's nccl engine, servers anywhere (CUDA only, servers started with "
         '--weight-transfer-config \'{"backend": "nccl"}\')',
     )
+    in_flight_updates: Literal["finish", "pause"] = Field(
+        "finish",
+        description="server mode with asynchronous rollouts (training.max_staleness >= 1): "
+        "finish: an update waits for the rollout in flight, which ends on the old weights; "
+        "pause: the servers pause it (vLLM's /pause, mode keep), take the weights and resume "
+        "it, so its remaining tokens come from the new weights (faster; not reproducible)",
+    )
     startup_timeout: float = Field(
         600.0, gt=0, description="server mode: seconds a server may take to answer /health"
     )
@@ -108,10 +122,16 @@ class VLLMParams(Params):
 
     @model_validator(mode="after")
     def _server_settings(self) -> VLLMParams:
-        if self.mode == "colocated" and (self.urls or self.server_cpus or self.server_args):
+        server_only = self.urls or self.server_cpus or self.server_args
+        if self.mode == "colocated" and (server_only or self.in_flight_updates == "pause"):
             raise ValueError(
-                "urls, server_cpus and server_args are server-mode settings; set mode: server "
-                "(or remove them)"
+                "urls, server_cpus, server_args and in_flight_updates: pause are server-mode "
+                "settings; set mode: server (or remove them)"
+            )
+        if self.weight_transfer == "nccl" and self.lora_sync == "adapter":
+            raise ValueError(
+                "lora_sync: adapter hands the servers the adapter as a file, which servers on "
+                "other machines (weight_transfer: nccl) cannot read; set lora_sync: merged"
             )
         if self.mode == "colocated" and self.weight_transfer != "shm":
             raise ValueError(

@@ -49,12 +49,14 @@ How it works:
 - **Weight sync.** :meth:`VLLMGenerator.sync_weights` streams the model's ``state_dict`` (Hugging
   Face names) into the engine through vLLM's in-place ``reload_weights`` and resets the prefix
   cache. Tied embeddings: ``lm_head.weight`` is always sent too (vLLM's layerwise reload
-  would otherwise restore the *old* head over the tie). A peft LoRA model is pushed as merged
+  would otherwise restore the *old* head over the tie). A peft LoRA policy
+  (``lora_sync``, :mod:`rlvr.plugins.backends.vllm_lora`): by default vLLM applies the adapter
+  itself (``enable_lora``): the base weights go in once, then each sync writes only the
+  adapter to shared memory and vLLM loads it in place; what vLLM cannot apply goes as merged
   weights ``W + scale * B @ A`` computed per layer (peft's own ``get_delta_weight``), without
-  merging or copying the training model; the engine never sees the adapters. LoRA on tied
-  input embeddings and DoRA are refused (vLLM cannot represent them). Without peft installed,
-  plain models only (there is nothing to merge). Cost on CPU: ~0.2 s for a 3M-parameter model,
-  ~0.6 s for a 135M one (``bench/generation.py``).
+  merging or copying the training model. LoRA on tied input embeddings and DoRA cannot be
+  merged either and are refused. Cost of a full push on CPU: ~0.2 s for a 3M-parameter model,
+  ~0.6 s for a 135M one (``bench/generation.py``); the adapter's: ``bench/weight_sync.py``.
 - **One engine per process.** vLLM's in-process engine shares process-wide state (parallel
   groups) that an engine's shutdown tears down; building a second generator while one is open
   raises. :meth:`VLLMGenerator.close` frees the engine so another can start. With several
@@ -104,6 +106,7 @@ from rlvr._builtin import check_sampling_request, hf_weights, is_peft, unwrap_mo
 from rlvr.plugin import Generation, eos_token_ids
 from rlvr.plugins.backends import INSTALL_HINT, vllm_available
 from rlvr.plugins.backends.params import VLLMParams
+from rlvr.plugins.backends.vllm_lora import ADAPTER_ID, ADAPTER_NAME, engine_lora
 
 if TYPE_CHECKING:
     from rlvr.plugin import RunInfo, SamplingParams
@@ -190,6 +193,12 @@ def _torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(old)
+
+
+def shared_memory() -> str | None:
+    """``/dev/shm`` where there is one: files written there to hand to vLLM never touch a
+    disk (None: the temporary directory)."""
+    return "/dev/shm" if Path("/dev/shm").is_dir() else None
 
 
 def _local_model_dir(model: Any) -> Path | None:
@@ -299,6 +308,12 @@ class VLLMGenerator:
         #: served (a multi-turn episode's earlier turns, a group's shared prompt).
         self.cached_prompt_tokens: list[int] = []
 
+        #: the adapter's way into the engine (None: merged weights), and whether the engine
+        #: holds the base weights yet (they go in once, with the first sync)
+        self.lora = engine_lora(model, params.lora_sync, self.device.type)
+        self._base_synced = False
+        self._lora_request: Any = None
+        self._adapter_dir: tempfile.TemporaryDirectory | None = None
         files = engine_files(model, tokenizer)
         source, load_format, tokenizer_dir = files.model_dir, files.load_format, files.tokenizer_dir
         self._tmp = files.tmp
@@ -340,6 +355,8 @@ class VLLMGenerator:
                 kwargs["max_num_batched_tokens"] = max(8192, longest)
         if self.sleep_mode:
             kwargs["enable_sleep_mode"] = True
+        if self.lora is not None:
+            kwargs |= self.lora.engine_kwargs()
 
         set_num_threads = torch.set_num_threads
         _quiet_rotary_reload()
@@ -386,7 +403,8 @@ class VLLMGenerator:
         self._wake()
         try:
             with _torch_threads(self.params.cpu_threads if self.on_cpu else None):
-                outputs = self.llm.generate(requests, params, use_tqdm=False)
+                adapter = {} if self._lora_request is None else {"lora_request": self._lora_request}
+                outputs = self.llm.generate(requests, params, use_tqdm=False, **adapter)
         finally:
             if not self._awake_holds:
                 self._sleep()
@@ -416,12 +434,31 @@ class VLLMGenerator:
         # Asleep (GPU sleep mode): only the weights wake; the KV cache waits for generate().
         self._wake(tags=["weights"])
         with torch.no_grad(), _torch_threads(self.params.cpu_threads if self.on_cpu else None):
-            weights: Any = hf_weights(model)
-            if self.params.tensor_parallel_size > 1:
-                # Worker processes: the tensors must be sent, not streamed (GPU only, untested).
-                weights = [(name, t.cpu()) for name, t in weights]
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+            if self.lora is None or not self._base_synced:
+                weights: Any = hf_weights(model, merge_lora=self.lora is None)
+                if self.params.tensor_parallel_size > 1:
+                    # Worker processes: the tensors must be sent, not streamed (GPU, untested).
+                    weights = [(name, t.cpu()) for name, t in weights]
+                self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+                self._base_synced = True
+            if self.lora is not None:
+                self._load_adapter(model)
         self.llm.reset_prefix_cache()
+
+    def _load_adapter(self, model: Any) -> None:
+        """The policy's adapter into the engine, in place of the one it held."""
+        # optional extra (rlvr[vllm]), loaded by __init__ after it set vLLM's environment
+        from vllm.lora.request import LoRARequest
+
+        if self._adapter_dir is None:
+            self._adapter_dir = tempfile.TemporaryDirectory(
+                prefix="rlvr-adapter-", dir=shared_memory()
+            )
+        path = Path(self._adapter_dir.name)
+        self.lora.write(model, path)  # type: ignore[union-attr]
+        request = LoRARequest(ADAPTER_NAME, ADAPTER_ID, str(path), load_inplace=True)
+        self.llm.llm_engine.add_lora(request)
+        self._lora_request = LoRARequest(ADAPTER_NAME, ADAPTER_ID, str(path))
 
     def close(self) -> None:
         """Shut the engine down and free its memory (the generator is unusable after)."""
@@ -470,6 +507,10 @@ class VLLMGenerator:
             self._sleeping -= wanted
 
     def _cleanup_tmp(self) -> None:
+        if self._adapter_dir is not None:
+            with contextlib.suppress(OSError):
+                self._adapter_dir.cleanup()
+            self._adapter_dir = None
         if self._tmp is not None:
             with contextlib.suppress(OSError):
                 self._tmp.cleanup()

@@ -25,18 +25,22 @@ class ServerDown(Exception):
 
 
 def call(url: str, path: str, body: dict[str, Any] | None = None, timeout: float = 60.0) -> Any:
-    """GET (no body) or POST JSON to ``url + path``; the decoded JSON answer."""
+    """GET (no body) or POST JSON to ``url + path``; the decoded JSON answer (or its text)."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url.rstrip("/") + path, data=data)
     request.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return json.loads(answer.read() or b"null")
+            raw = answer.read()
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")[:500]
         raise PluginError(f"vLLM server {url}{path}: HTTP {exc.code}: {detail}") from None
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
         raise ServerDown(f"{url}: {exc}") from exc
+    try:
+        return json.loads(raw or b"null")
+    except json.JSONDecodeError:  # some answers are plain text (/v1/load_lora_adapter's)
+        return raw.decode(errors="replace")
 
 
 __all__ = ["ENGINE", "NCCL_ENGINE", "ServerDown", "call"]

@@ -19,7 +19,6 @@ cannot install vLLM for CUDA. The tests drive it over HTTP with the two NCCL cal
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -91,8 +90,8 @@ class PolicyWeights(WeightSource):
             yield name, tensor.to(self.dtype) if tensor.is_floating_point() else tensor
 
     def metadata(self) -> list[ParamMeta]:
-        """Read once, from one pass over the weights (a gather of each tensor under FSDP, on
-        every rank alike): names, dtypes and shapes do not change during a run."""
+        """Read once, from one pass over the weights: names, dtypes and shapes do not change
+        during a run."""
         if self._meta is None:
             self._meta = [ParamMeta(name, t.dtype, tuple(t.shape)) for name, t in self]
         return self._meta
@@ -141,26 +140,15 @@ class Servers:
         self._post("/finish_weight_update", {"weight_version": version})
 
 
-def trainer_rank() -> int:
-    """This process's rank among the trainer's (torchrun), 0 without torch.distributed."""
-    dist = torch.distributed
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
 class NCCLTransfer:
     """The NCCL group of the trainer and the servers' workers, and each update's broadcast.
 
-    ``shared``: the servers are the same for every trainer rank (given by ``urls``), so only
-    rank 0 sends; the other ranks run the weights' gathers with it and wait for the servers to
-    hold the new version. Otherwise (servers each rank started) every rank sends to its own.
+    Held by the trainer's rank 0 alone, the one that feeds the servers (the other ranks wait for
+    the version it sends, :class:`~rlvr.plugins.backends.vllm_servers.ServerGenerator`).
     """
 
-    def __init__(
-        self, urls: list[str], model: Any, dtype: torch.dtype, *, shared: bool, timeout: float
-    ) -> None:
+    def __init__(self, urls: list[str], model: Any, dtype: torch.dtype, *, timeout: float) -> None:
         self.urls = list(urls)
-        self.timeout = timeout
-        rank = trainer_rank() if shared else 0
         try:
             sizes = []
             for url in self.urls:
@@ -172,7 +160,7 @@ class NCCLTransfer:
                 master_address=get_ip(),  # where servers reach the trainer: VLLM_HOST_IP if set
                 master_port=get_open_port(),
                 world_size=1 + sum(sizes),
-                rank=rank,
+                rank=0,
             )
             self.engine = NCCLTrainerWeightTransferEngine.trainer_init(
                 info, client=self.servers, source=self.source
@@ -188,11 +176,8 @@ class NCCLTransfer:
         self.servers.version = version
         try:
             self.engine.send_weights()
-            if self.engine.is_sender:
-                for url in self.urls:
-                    call(url, "/reset_prefix_cache", {}, timeout=60)
-            else:
-                self._wait_for(version)
+            for url in self.urls:
+                call(url, "/reset_prefix_cache", {}, timeout=60)
         except ServerDown as exc:
             raise lost(exc) from None
 
@@ -200,30 +185,13 @@ class NCCLTransfer:
         """The error of servers that hold another version than the group sent: restarted."""
         return lost(f"{', '.join(urls)} hold other weights: restarted")
 
-    def _wait_for(self, version: str) -> None:
-        """Until every server holds ``version`` (rank 0 sends it): a rank other than 0 must not
-        sample from the weights before."""
-        deadline = time.monotonic() + self.timeout
-        while True:
-            held = [call(u, "/weight_info", timeout=30).get("weight_version") for u in self.urls]
-            if all(h == version for h in held):
-                return
-            if time.monotonic() > deadline:
-                raise PluginError(
-                    f"the vLLM servers hold weight versions {held}, not {version}, "
-                    f"{self.timeout:g} s after the update (backend.params.request_timeout): did "
-                    "the trainer's rank 0 fail to send them?"
-                )
-            time.sleep(0.5)
-
     def close(self) -> None:
         """Leave the group, and have the servers leave it: those given by ``urls`` outlive the
         run, and a resumed run's trainer forms a new group with them."""
-        if self.engine.is_sender:
-            for url in self.urls:
-                # gone, or already left: nothing to release
-                with contextlib.suppress(ServerDown, PluginError):
-                    call(url, "/shutdown_weight_transfer_engine", {}, timeout=60)
+        for url in self.urls:
+            # gone, or already left: nothing to release
+            with contextlib.suppress(ServerDown, PluginError):
+                call(url, "/shutdown_weight_transfer_engine", {}, timeout=60)
         self.engine.shutdown()
 
 

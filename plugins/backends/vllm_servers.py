@@ -3,15 +3,21 @@ that rlvr starts or connects to, sampled over HTTP and fed each update's weights
 weight-transfer API (``rlvr_shm``: :mod:`rlvr.plugins.backends.vllm_engine`; servers on other
 machines: vLLM's ``nccl``, :mod:`rlvr.plugins.backends.vllm_nccl`).
 
-One request per completion, seeded as the colocated engine seeds it (:func:`completion_seed`),
-so a server and a colocated engine with the same weights sample the same tokens; all the
-completions of a prompt go to one server, whose prefix cache then holds the prompt once. Each
-server holds a weight version (the number of updates pushed); before sampling, a server that
-holds another version (restarted, or fed by someone else) gets the current weights again. A
-server that stops answering loses its requests to the others; with none left, the call waits
-up to ``request_timeout`` for one to come back, then fails the step. The servers rlvr started
-die with it: their own process group, stopped on ``close``, at exit, and by the kernel when the
-trainer dies (``PR_SET_PDEATHSIG``).
+One request per completion, seeded as the colocated engine seeds it (:func:`completion_seed`), so a
+server and a colocated engine with the same weights sample the same tokens; all the completions of
+a prompt go to one server, whose prefix cache then holds the prompt once. Each server holds a
+weight version (the number of updates pushed); before sampling, a server that holds another version
+(restarted, or fed by someone else) gets the current weights again. A server that stops answering
+loses its requests to the others; with none left, the call waits up to ``request_timeout`` for one
+to come back, then fails the step. A LoRA policy's adapter goes alone after each update
+(``lora_sync``, :mod:`rlvr.plugins.backends.vllm_lora`): the base weights once, then the adapter
+through vLLM's ``/v1/load_lora_adapter``, in place. With ``in_flight_updates: pause`` an update
+does not wait for the requests in flight: the servers pause them (``/pause?mode=keep``), take the
+weights and resume them. The servers rlvr started die with it: their own process group, stopped on
+``close``, at exit, and by the kernel when the trainer dies (``PR_SET_PDEATHSIG``). Several
+trainer ranks (torchrun) share the servers: rank 0 starts them (or takes the URLs) and sends the
+weights; the other ranks learn the URLs from it and, before sampling, wait until the servers
+hold the version they expect.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as tdist
 from safetensors.torch import save_file
 
 from rlvr._builtin import check_sampling_request, hf_weights, is_peft, unwrap_model
@@ -43,8 +50,10 @@ from rlvr.plugins.backends.vllm import (
     completion_seed,
     engine_files,
     request_settings,
+    shared_memory,
 )
 from rlvr.plugins.backends.vllm_api import ENGINE, NCCL_ENGINE, ServerDown, call
+from rlvr.plugins.backends.vllm_lora import ADAPTER_NAME, EngineLora, engine_lora
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +131,9 @@ class StartedServer:
             self.proc.wait(timeout=30)
 
 
-def server_argv(params: VLLMParams, run: RunInfo, files: Any, cpus: str | None) -> list[str]:
+def server_argv(
+    params: VLLMParams, run: RunInfo, files: Any, cpus: str | None, lora: EngineLora | None = None
+) -> list[str]:
     """The `vllm serve` command of one server rlvr starts (its port is added when started)."""
     max_len = params.max_model_len
     if max_len is None and run.max_prompt_length:
@@ -151,6 +162,8 @@ def server_argv(params: VLLMParams, run: RunInfo, files: Any, cpus: str | None) 
         argv += ["--max-num-batched-tokens", str(tokens)]
     elif params.max_num_batched_tokens is not None:
         argv += ["--max-num-batched-tokens", str(params.max_num_batched_tokens)]
+    if lora is not None:
+        argv += lora.server_args()
     argv += params.server_args
     return ["taskset", "-c", cpus, *argv] if cpus else argv
 
@@ -169,41 +182,76 @@ class ServerGenerator:
         self.eos_ids = eos_token_ids(base, tokenizer)
         if not self.eos_ids:
             raise ValueError("the tokenizer and model define no end-of-sequence token")
-        if params.weight_transfer == "nccl" and not run.device.startswith("cuda"):
+        nccl = params.weight_transfer == "nccl"
+        if nccl and not run.device.startswith("cuda"):
             raise PluginError(
                 f"backend.params.weight_transfer: nccl needs the trainer on CUDA (this run is on "
                 f"{run.device}); use weight_transfer: shm for servers on the trainer's machine"
             )
+        #: the NCCL group with the servers (weight_transfer: nccl, rank 0)
         self._nccl: Any = None
         self.started: list[StartedServer] = []
         self._files: Any = None
+        #: the adapter's way to the servers (None: merged weights; always over NCCL: an adapter
+        #: goes as a file)
+        lora_sync = "merged" if nccl and params.lora_sync == "auto" else params.lora_sync
+        self.lora = engine_lora(model, lora_sync, run.device)
+        self._adapter_dir: tempfile.TemporaryDirectory | None = None
         self.version = 0
         self._model: Any = None
         self._alive_lock = threading.Lock()
+        #: a generate() may run while weights are pushed (in_flight_updates: pause)
+        self.takes_weights_in_flight = params.in_flight_updates == "pause"
+        self._push_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="rlvr-vllm")
+        #: pushes have their own threads: the requests a pause holds may fill the pool's
+        self._push_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="rlvr-vllm-push")
+        #: several trainer ranks share the servers: rank 0 starts them and sends the weights,
+        #: the others wait for the servers to hold the version they expect
+        self.rank = tdist.get_rank() if tdist.is_available() and tdist.is_initialized() else 0
         atexit.register(self.close)
         try:
-            self.urls = list(params.urls) or self._start(params, run, model, tokenizer)
+            self.urls = self._shared(lambda: list(params.urls) or self._start(params, run, model))
             self.alive = list(self.urls)
             self.model_names = {url: self._served_name(url) for url in self.urls}
-            if params.weight_transfer == "nccl":
+            if self.rank == 0 and nccl:
                 self._nccl = self._join_nccl(model, run)
-            else:
+            elif self.rank == 0:
                 for url in self.urls:
                     self._check_weight_api(url)
-            self.sync_weights(model)
+            self._model = model
+            self.version = 1
+            if self.rank == 0:
+                self._push(model, list(self.alive), base=True)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, params: VLLMParams, run: RunInfo, model: Any, tokenizer: Any) -> list[str]:
-        self._files = engine_files(model, tokenizer)
-        env = dict(os.environ, VLLM_SERVER_DEV_MODE="1")
+    def _shared(self, start: Any) -> list[str]:
+        """The servers' URLs: ``start()``'s on rank 0, sent to every other rank."""
+        if self.rank == 0 and not (tdist.is_available() and tdist.is_initialized()):
+            return list(start())
+        message: list[Any] = [None]
+        if self.rank == 0:
+            try:
+                message = [list(start())]
+            except BaseException as exc:
+                message = [f"rank 0 could not start the vLLM servers: {exc}"]
+                tdist.broadcast_object_list(message, src=0)
+                raise
+        tdist.broadcast_object_list(message, src=0)
+        if isinstance(message[0], str):
+            raise PluginError(message[0])
+        return list(message[0])
+
+    def _start(self, params: VLLMParams, run: RunInfo, model: Any) -> list[str]:
+        self._files = engine_files(model, self.tokenizer)
+        env = dict(os.environ, VLLM_SERVER_DEV_MODE="1", VLLM_ALLOW_RUNTIME_LORA_UPDATING="1")
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, round(params.kv_cache_space_gb))))
         logs = Path(run.output_dir or tempfile.gettempdir()) / "vllm-servers"
         for i in range(params.servers):
             cpus = params.server_cpus[i] if params.server_cpus else None
-            argv = server_argv(params, run, self._files, cpus)
+            argv = server_argv(params, run, self._files, cpus, self.lora)
             self.started.append(StartedServer(argv, env, logs / f"server-{i}.log"))
         for server in self.started:
             server.wait_ready(params.startup_timeout)
@@ -232,8 +280,7 @@ class ServerGenerator:
         from rlvr.plugins.backends.vllm_nccl import NCCLTransfer
 
         dtype = getattr(torch, run.dtype)
-        timeout = self.params.request_timeout
-        return NCCLTransfer(self.urls, model, dtype, shared=not self.started, timeout=timeout)
+        return NCCLTransfer(self.urls, model, dtype, timeout=self.params.request_timeout)
 
     # ------------------------------------------------------------------ Generator protocol
 
@@ -277,7 +324,7 @@ class ServerGenerator:
                 answer = call(
                     url,
                     "/v1/completions",
-                    dict(body, model=self.model_names[url]),
+                    dict(body, model=self.model_names[url] if self.lora is None else ADAPTER_NAME),
                     timeout=self.params.request_timeout,
                 )
                 return dict(answer["choices"][0])
@@ -319,7 +366,11 @@ class ServerGenerator:
         )
 
     def _resync_stale(self) -> None:
-        """Servers holding another weight version than the current one get it again."""
+        """Servers holding another weight version than the current one get it again (from
+        rank 0; another rank waits until they hold it)."""
+        if self.rank != 0:
+            self._wait_for_version()
+            return
         want = str(self.version)
         stale = []
         for url in list(self.alive):
@@ -338,43 +389,117 @@ class ServerGenerator:
                 ", ".join(stale),
                 want,
             )
-            self._push(self._model, stale)
+            self._push(self._model, stale, base=True)
+
+    def _wait_for_version(self) -> None:
+        """Wait (up to ``request_timeout``) until every live server holds this rank's version,
+        which rank 0 sends."""
+        want = str(self.version)
+        deadline = time.monotonic() + self.params.request_timeout
+        for url in list(self.alive):
+            while True:
+                try:
+                    held = call(url, "/weight_info", timeout=30).get("weight_version")
+                except ServerDown as exc:
+                    self._lost(url, exc)
+                    break
+                if held == want:
+                    break
+                if time.monotonic() > deadline:
+                    raise PluginError(
+                        f"the vLLM server {url} holds weight version {held}, not {want}, after "
+                        f"{self.params.request_timeout:g} s: rank 0 sends the weights; see "
+                        "its log for why it did not"
+                    )
+                time.sleep(0.05)
 
     def sync_weights(self, model: Any) -> None:
-        """Send ``model``'s weights to every server as the next version."""
+        """Send ``model``'s weights (or only its LoRA adapter) to every server as the next
+        version (rank 0; another rank only counts the version)."""
         self._model = model
         self.version += 1
-        if self._nccl is not None:
-            self._nccl.send(model, str(self.version), list(self.alive))
-        else:
-            self._push(model, list(self.alive))
-
-    def _push(self, model: Any, urls: list[str]) -> None:
-        with torch.no_grad():
-            tensors = {name: t.detach().clone().contiguous() for name, t in hf_weights(model)}
-        shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
-        path = shm / f"rlvr-weights-{os.getpid()}-{id(self)}.safetensors"
+        if self.rank != 0:
+            return
+        urls = list(self.alive)
+        if not self.takes_weights_in_flight:
+            self._push(model, urls, base=self.lora is None)
+            return
+        paused = [u for u in urls if self._try(u, "/pause?mode=keep")]
         try:
-            save_file(tensors, str(path))
-            del tensors
-            version = str(self.version)
-            loaded = list(self._pool.map(lambda u: self._load(u, path, version), urls))
+            self._push(model, paused, base=self.lora is None)
+        finally:
+            for url in paused:
+                self._try(url, "/resume")
+
+    def _try(self, url: str, path: str) -> bool:
+        """POST ``path`` to one server; False (and the server is lost) if it is down."""
+        try:
+            call(url, path, {}, timeout=60)
+        except ServerDown as exc:
+            self._lost(url, exc)
+            return False
+        return True
+
+    def _push(self, model: Any, urls: list[str], base: bool) -> None:
+        """The weights to ``urls``: the whole model when ``base`` (merged, or the base alone
+        when the servers apply the adapter), then the adapter, if there is one."""
+        with self._push_lock:  # a resync from generate() and an update may meet
+            self._push_locked(model, urls, base)
+
+    def _push_locked(self, model: Any, urls: list[str], base: bool) -> None:
+        version = str(self.version)
+        if self._nccl is not None:
+            self._nccl.send(model, version, urls)
+            return
+        path = Path(shared_memory() or tempfile.gettempdir())
+        path = path / f"rlvr-weights-{os.getpid()}-{id(self)}.safetensors"
+        try:
+            if base:
+                with torch.no_grad():
+                    tensors = {
+                        name: t.detach().clone().contiguous()
+                        for name, t in hf_weights(model, merge_lora=self.lora is None)
+                    }
+                save_file(tensors, str(path))
+                del tensors
+            if self.lora is not None:
+                if self._adapter_dir is None:
+                    self._adapter_dir = tempfile.TemporaryDirectory(
+                        prefix="rlvr-adapter-", dir=shared_memory()
+                    )
+                self.lora.write(model, Path(self._adapter_dir.name))
+            loaded = list(self._push_pool.map(lambda u: self._load(u, path, base, version), urls))
             for url, done in zip(urls, loaded, strict=True):
                 if not done:
                     self._lost(url, "while taking weights")
         finally:
             path.unlink(missing_ok=True)
 
-    def _load(self, url: str, path: Path, version: str) -> bool:
-        """The file's weights into one server as ``version``; False if it is down."""
+    def _load(self, url: str, path: Path, base: bool, version: str) -> bool:
+        """The written weights into one server as ``version``; False if it is down."""
         try:
-            call(url, "/start_weight_update", {}, timeout=600)
-            call(url, "/update_weights", {"update_info": {"path": str(path)}}, timeout=600)
-            call(url, "/finish_weight_update", {"weight_version": version}, timeout=600)
+            if base:
+                call(url, "/start_weight_update", {}, timeout=600)
+                call(url, "/update_weights", {"update_info": {"path": str(path)}}, timeout=600)
+                call(url, "/finish_weight_update", {"weight_version": version}, timeout=600)
+            if self._adapter_dir is not None:
+                self._load_adapter(url, self._adapter_dir.name)
+                call(url, "/update_weight_version", {"new_version": version}, timeout=60)
             call(url, "/reset_prefix_cache", {}, timeout=60)
         except ServerDown:
             return False
         return True
+
+    def _load_adapter(self, url: str, directory: str) -> None:
+        body = {"lora_name": ADAPTER_NAME, "lora_path": directory, "load_inplace": True}
+        try:
+            call(url, "/v1/load_lora_adapter", body, timeout=600)
+        except PluginError as exc:
+            raise PluginError(
+                f"the vLLM server at {url} does not take LoRA adapters ({exc}); start it with "
+                "--enable-lora --max-lora-rank R (R at least the adapter's rank) and "
+                "VLLM_ALLOW_RUNTIME_LORA_UPDATING=1, or set backend.params.lora_sync: merged"
+            ) from None
 
     def close(self) -> None:
         """Stop the servers rlvr started (servers given by URL keep running)."""
@@ -386,6 +511,11 @@ class ServerGenerator:
             server.stop()
         self.started = []
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._push_pool.shutdown(wait=False, cancel_futures=True)
+        if self._adapter_dir is not None:
+            with contextlib.suppress(OSError):
+                self._adapter_dir.cleanup()
+            self._adapter_dir = None
         if self._files is not None and self._files.tmp is not None:
             self._files.tmp.cleanup()
             self._files = None
