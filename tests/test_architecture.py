@@ -124,6 +124,9 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "vllm.distributed.parallel_state": "optional extra rlvr[vllm]",
         "vllm.lora.request": "optional extra rlvr[vllm]",
     },
+    "rlvr.plugins.backends.vllm_servers": {
+        "rlvr.plugins.backends.vllm_nccl": "vLLM's NCCL engine, only for weight_transfer: nccl",
+    },
 }
 
 

@@ -189,6 +189,15 @@ def test_no_server_at_the_url_is_one_error(policy):
         ServerGenerator(VLLMParams(mode="server", urls=["http://127.0.0.1:9"]), RUN, *policy)
 
 
+def test_a_real_server_without_vllms_nccl_engine_is_refused_for_nccl(server, policy):
+    """The answer of a real server's /server_info, which the NCCL transfer reads before it
+    opens its rendezvous (tests/test_vllm_nccl.py fakes it): this one runs rlvr_shm."""
+    gpu = RunInfo(max_completion_length=8, num_generations=2, device="cuda")
+    params = VLLMParams(mode="server", urls=[server.url], weight_transfer="nccl")
+    with pytest.raises(PluginError, match="its weight-transfer backend is 'rlvr_shm'.*nccl"):
+        ServerGenerator(params, gpu, *policy)
+
+
 def test_server_settings_need_server_mode():
     with pytest.raises(ValueError, match="server-mode settings; set mode: server"):
         VLLMParams(urls=["http://a:1"])

@@ -99,6 +99,13 @@ class VLLMParams(Params):
         default_factory=list,
         description="server mode: more `vllm serve` arguments for the servers rlvr starts",
     )
+    weight_transfer: Literal["shm", "nccl"] = Field(
+        "shm",
+        description="server mode: how the weights reach the servers. shm: a file in /dev/shm, "
+        "servers on the trainer's machine (rlvr's rlvr_shm engine); nccl: a broadcast from the "
+        "trainer over vLLM's nccl engine, servers anywhere (CUDA only, servers started with "
+        '--weight-transfer-config \'{"backend": "nccl"}\')',
+    )
     in_flight_updates: Literal["finish", "pause"] = Field(
         "finish",
         description="server mode with asynchronous rollouts (training.max_staleness >= 1): "
@@ -120,6 +127,16 @@ class VLLMParams(Params):
             raise ValueError(
                 "urls, server_cpus, server_args and in_flight_updates: pause are server-mode "
                 "settings; set mode: server (or remove them)"
+            )
+        if self.weight_transfer == "nccl" and self.lora_sync == "adapter":
+            raise ValueError(
+                "lora_sync: adapter hands the servers the adapter as a file, which servers on "
+                "other machines (weight_transfer: nccl) cannot read; set lora_sync: merged"
+            )
+        if self.mode == "colocated" and self.weight_transfer != "shm":
+            raise ValueError(
+                f"weight_transfer: {self.weight_transfer} moves weights to vLLM servers; set "
+                "mode: server (the colocated engine shares the trainer's memory)"
             )
         if self.server_cpus and len(self.server_cpus) != self.servers:
             raise ValueError(

@@ -1,6 +1,7 @@
 """The ``vllm`` backend's server mode (``backend.params.mode: server``): `vllm serve` processes
 that rlvr starts or connects to, sampled over HTTP and fed each update's weights through vLLM's
-weight-transfer API (``rlvr_shm``: :mod:`rlvr.plugins.backends.vllm_engine`).
+weight-transfer API (``rlvr_shm``: :mod:`rlvr.plugins.backends.vllm_engine`; servers on other
+machines: vLLM's ``nccl``, :mod:`rlvr.plugins.backends.vllm_nccl`).
 
 One request per completion, seeded as the colocated engine seeds it (:func:`completion_seed`), so a
 server and a colocated engine with the same weights sample the same tokens; all the completions of
@@ -24,7 +25,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import json
 import logging
 import os
 import signal
@@ -34,8 +34,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -54,37 +52,14 @@ from rlvr.plugins.backends.vllm import (
     request_settings,
     shared_memory,
 )
+from rlvr.plugins.backends.vllm_api import ENGINE, NCCL_ENGINE, ServerDown, call
 from rlvr.plugins.backends.vllm_lora import ADAPTER_NAME, EngineLora, engine_lora
 
 logger = logging.getLogger(__name__)
 
-ENGINE = '{"backend": "rlvr_shm"}'
 SERVED_NAME = "rlvr-policy"
 #: Linux's prctl option: the signal a process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
-
-
-class ServerDown(Exception):
-    """A server did not answer (connection refused or reset, timed out)."""
-
-
-def call(url: str, path: str, body: dict[str, Any] | None = None, timeout: float = 60.0) -> Any:
-    """GET (no body) or POST JSON to ``url + path``; the decoded JSON answer (or its text)."""
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url.rstrip("/") + path, data=data)
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            raw = answer.read()
-    except urllib.error.HTTPError as exc:
-        detail = exc.read().decode(errors="replace")[:500]
-        raise PluginError(f"vLLM server {url}{path}: HTTP {exc.code}: {detail}") from None
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
-        raise ServerDown(f"{url}: {exc}") from exc
-    try:
-        return json.loads(raw or b"null")
-    except json.JSONDecodeError:  # some answers are plain text (/v1/load_lora_adapter's)
-        return raw.decode(errors="replace")
 
 
 # --------------------------------------------------------------------------- the processes
@@ -168,7 +143,11 @@ def server_argv(
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     argv += ["--model", str(files.model_dir), "--tokenizer", str(files.tokenizer_dir)]
     argv += ["--load-format", files.load_format, "--served-model-name", SERVED_NAME]
-    argv += ["--host", "127.0.0.1", "--dtype", run.dtype, "--weight-transfer-config", ENGINE]
+    argv += ["--host", "127.0.0.1", "--dtype", run.dtype]
+    argv += [
+        "--weight-transfer-config",
+        NCCL_ENGINE if params.weight_transfer == "nccl" else ENGINE,
+    ]
     argv += ["--seed", str(params.seed if params.seed is not None else run.seed)]
     argv += ["--logprobs-mode", f"{params.logprobs_mode}_logprobs"]
     argv += ["--max-num-seqs", str(params.max_num_seqs)]
@@ -203,10 +182,20 @@ class ServerGenerator:
         self.eos_ids = eos_token_ids(base, tokenizer)
         if not self.eos_ids:
             raise ValueError("the tokenizer and model define no end-of-sequence token")
+        nccl = params.weight_transfer == "nccl"
+        if nccl and not run.device.startswith("cuda"):
+            raise PluginError(
+                f"backend.params.weight_transfer: nccl needs the trainer on CUDA (this run is on "
+                f"{run.device}); use weight_transfer: shm for servers on the trainer's machine"
+            )
+        #: the NCCL group with the servers (weight_transfer: nccl, rank 0)
+        self._nccl: Any = None
         self.started: list[StartedServer] = []
         self._files: Any = None
-        #: the adapter's way to the servers (None: merged weights)
-        self.lora = engine_lora(model, params.lora_sync, run.device)
+        #: the adapter's way to the servers (None: merged weights; always over NCCL: an adapter
+        #: goes as a file)
+        lora_sync = "merged" if nccl else params.lora_sync  # (params refuse adapter + nccl)
+        self.lora = engine_lora(model, lora_sync, run.device)
         self._adapter_dir: tempfile.TemporaryDirectory | None = None
         self.version = 0
         self._model: Any = None
@@ -227,7 +216,9 @@ class ServerGenerator:
             self.urls = self._shared(lambda: list(params.urls) or self._start(params, run, model))
             self.alive = list(self.urls)
             self.model_names = {url: self._served_name(url) for url in self.urls}
-            if self.rank == 0:
+            if self.rank == 0 and nccl:
+                self._nccl = self._join_nccl(model, run)
+            elif self.rank == 0:
                 for url in self.urls:
                     self._check_weight_api(url)
             self._model = model
@@ -285,6 +276,13 @@ class ServerGenerator:
                 f"with VLLM_SERVER_DEV_MODE=1 and --weight-transfer-config '{ENGINE}', with "
                 "rlvr installed in its environment"
             ) from None
+
+    def _join_nccl(self, model: Any, run: RunInfo) -> Any:
+        # vLLM's NCCL engine, only when asked for (rlvr.plugins.backends.vllm_nccl)
+        from rlvr.plugins.backends.vllm_nccl import NCCLTransfer
+
+        dtype = getattr(torch, run.dtype)
+        return NCCLTransfer(self.urls, model, dtype, timeout=self.params.request_timeout)
 
     # ------------------------------------------------------------------ Generator protocol
 
@@ -389,6 +387,8 @@ class ServerGenerator:
                 continue
             if held != want:
                 stale.append(url)
+        if stale and self._nccl is not None:
+            raise self._nccl.cannot_rejoin(stale)
         if stale and self._model is not None:
             logger.warning(
                 "vLLM server(s) %s hold weights other than version %s: sending them again",
@@ -454,6 +454,9 @@ class ServerGenerator:
 
     def _push_locked(self, model: Any, urls: list[str], base: bool) -> None:
         version = str(self.version)
+        if self._nccl is not None:
+            self._nccl.send(model, version, urls)
+            return
         path = Path(shared_memory() or tempfile.gettempdir())
         path = path / f"rlvr-weights-{os.getpid()}-{id(self)}.safetensors"
         try:
@@ -508,6 +511,9 @@ class ServerGenerator:
         """Stop the servers rlvr started (servers given by URL keep running)."""
         atexit.unregister(self.close)
         self._closed.set()
+        if self._nccl is not None:
+            self._nccl.close()
+            self._nccl = None
         for server in self.started:
             server.stop()
         self.started = []
