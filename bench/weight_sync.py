@@ -23,28 +23,26 @@ import tempfile
 import time
 from pathlib import Path
 
+import peft
 import torch
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from async_rollouts import cpu_name  # noqa: E402
 
-from rlvr.api.runtime import RunInfo, SamplingParams  # noqa: E402
-from rlvr.config.schema import ModelConfig  # noqa: E402
-from rlvr.model.loading import load_policy  # noqa: E402
-from rlvr.model.lora import add_adapters  # noqa: E402
-from rlvr.plugins.backends.params import VLLMParams  # noqa: E402
-from rlvr.plugins.backends.vllm_servers import vllm_generator  # noqa: E402
+from rlvr import create_host, load_config, load_policy  # noqa: E402
+from rlvr.plugin import RunInfo, SamplingParams  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def policy(config: Path):
     """The recipe's model with its LoRA adapter (B random: a trained adapter is not zero)."""
-    raw = yaml.safe_load(config.read_text())["model"]
-    raw["name_or_path"] = str((config.parent / raw["name_or_path"]).resolve())
-    model, tokenizer = load_policy(ModelConfig(**raw))
-    return add_adapters(model, ModelConfig(**raw).lora), tokenizer
+    cfg = load_config(config, create_host()).model
+    model, tokenizer = load_policy(cfg)
+    lora = peft.LoraConfig(
+        r=cfg.lora.r, lora_alpha=cfg.lora.alpha, target_modules=cfg.lora.target_modules
+    )
+    return peft.get_peft_model(model, lora), tokenizer
 
 
 def change(model, seed: int) -> None:
@@ -66,7 +64,8 @@ def measure(mode: str, sync: str, model, tokenizer, args) -> dict[str, float]:
         max_prompt_length=256, max_completion_length=64, num_generations=8, seed=0,
         output_dir=tempfile.mkdtemp(prefix="rlvr-bench-"),
     )  # fmt: skip
-    gen = vllm_generator(VLLMParams(**params), run, model, tokenizer)
+    vllm = create_host().backends["vllm"]
+    gen = vllm.factory(vllm.params(**params), run, model, tokenizer)
     try:
         times = []
         for i in range(args.syncs):
