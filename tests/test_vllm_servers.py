@@ -97,6 +97,10 @@ def test_a_server_samples_the_trainers_weights_with_their_log_probs(server, poli
         assert len(sampled.token_ids) == 4 and all(sampled.truncated)
         again = gen.generate([prompt, [9, 10]], 2, SamplingParams(max_tokens=6, seed=3))
         assert again.token_ids == sampled.token_ids  # seeded per completion
+        # The servers' own queue time of those requests, once (logged with the step).
+        queued = gen.take_metrics()
+        assert list(queued) == ["server/queue_time"] and 0 <= queued["server/queue_time"] < 60
+        assert gen.take_metrics() == {}  # no request since
         # The sampler's log-probs are the trainer's (temperature 1, same weights).
         ids, prompt_ids = torch.tensor([sampled.token_ids[0]]), torch.tensor([prompt])
         with torch.no_grad():

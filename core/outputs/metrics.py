@@ -88,6 +88,7 @@ TIMING_KEYS = frozenset(
         "wait/trainer",
         "wait/generator",
         "weight_sync_time",
+        "server/queue_time",
     }
 )
 

@@ -76,6 +76,8 @@ class Rollout:
     logged: dict[str, list[float]] = field(default_factory=dict)
     #: multi-turn episodes' ``env/...`` metrics (empty without them).
     episode_metrics: dict[str, float] = field(default_factory=dict)
+    #: the generator's own metrics for this rollout (``Generator.take_metrics``), if any.
+    backend_metrics: dict[str, float] = field(default_factory=dict)
 
 
 class EpisodeFailures(RlvrError, RuntimeError):

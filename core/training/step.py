@@ -52,7 +52,11 @@ class StepRunner:
     def rollout(self, step: int) -> Rollout:
         """Step ``step``'s rollout, seeded as every run seeds it."""
         set_seed(step_seed(self.seed, step, 1_000_000))
-        return self.rollout_runner.run(step, self.prompts_per_step, self.max_steps)
+        ro = self.rollout_runner.run(step, self.prompts_per_step, self.max_steps)
+        take_metrics = getattr(self.generator, "take_metrics", None)
+        if take_metrics is not None:
+            ro.backend_metrics = dict(take_metrics())
+        return ro
 
     def sync_weights(self, policy: Any) -> tuple[float, float]:
         """The generator takes the updated weights (through the pipeline, when there is one);
@@ -125,6 +129,7 @@ class StepRunner:
             )
             | update.clock.take()
             | ro.episode_metrics
+            | ro.backend_metrics
             | pipelined
             | {"weight_sync_time": sync_time}
         )

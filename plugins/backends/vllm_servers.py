@@ -202,6 +202,8 @@ class ServerGenerator:
         self._alive_lock = threading.Lock()
         #: set by close(): requests still waiting for a server give up (an aborted run exits)
         self._closed = threading.Event()
+        #: each server's queue-time counters (seconds, requests) when last read
+        self._queue_seen: dict[str, tuple[float, float]] = {}
         #: a generate() may run while weights are pushed (in_flight_updates: pause)
         self.takes_weights_in_flight = params.in_flight_updates == "pause"
         self._push_lock = threading.Lock()
@@ -312,6 +314,22 @@ class ServerGenerator:
             token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
         return Generation(token_ids=token_ids, texts=texts, truncated=truncated, logprobs=logprobs)
+
+    def take_metrics(self) -> dict[str, float]:
+        """``server/queue_time``: the mean seconds a request waited in a server's queue since
+        the last call, from the servers' own counters (their ``/metrics``; with several ranks
+        sharing them, every rank's requests count)."""
+        total = count = 0.0
+        for url in list(self.alive):
+            try:
+                text = call(url, "/metrics", timeout=30)
+            except (ServerDown, PluginError):
+                continue
+            now = _queue_counters(str(text))
+            before = self._queue_seen.get(url, (0.0, 0.0))
+            self._queue_seen[url] = now
+            total, count = total + now[0] - before[0], count + now[1] - before[1]
+        return {"server/queue_time": total / count} if count > 0 else {}
 
     def _complete(self, prompt: int, body: dict[str, Any]) -> dict[str, Any]:
         """One completion, on the server of its prompt's group, or another if that one is
@@ -526,6 +544,18 @@ class ServerGenerator:
         if self._files is not None and self._files.tmp is not None:
             self._files.tmp.cleanup()
             self._files = None
+
+
+def _queue_counters(prometheus: str) -> tuple[float, float]:
+    """The sum and count of vLLM's ``request_queue_time_seconds`` histogram in a ``/metrics``
+    text (summed over its label sets)."""
+    sums = {"_sum": 0.0, "_count": 0.0}
+    for line in prometheus.splitlines():
+        name, _, rest = line.partition("{")
+        for suffix in sums:
+            if name == f"vllm:request_queue_time_seconds{suffix}":
+                sums[suffix] += float(rest.rpartition(" ")[2])
+    return sums["_sum"], sums["_count"]
 
 
 def vllm_generator(params: VLLMParams, run: RunInfo, model: Any, tokenizer: Any) -> Any:
