@@ -224,6 +224,8 @@ NOT_IN_THE_RUN = {
     "staleness": "an asynchronous run (training.max_staleness)",
     "wait/trainer": "an asynchronous run (training.max_staleness)",
     "wait/generator": "an asynchronous run (training.max_staleness)",
+    # written by a run on vLLM servers: tests/test_vllm_servers.py
+    "server/queue_time": "vllm in server mode",
 }
 
 
