@@ -202,7 +202,7 @@ def test_three_steps_write_metrics(algorithm, make_config, host):
         assert all(f"{prefix}clip_frac_low" in m and f"{prefix}clip_frac_high" in m for m in lines)
     # One namespace: core keys, rewards/<label>/..., algo/<name>/... and nothing else.
     core = set(CORE_KEYS) | {"kl", "groups_kept", "num_tokens", "value_grad_norm"}
-    core |= {"generation_time", "scoring_time", "training_time"}
+    core |= {"generation_time", "scoring_time", "training_time", "weight_sync_time"}
     for m in lines:
         for key in m:
             assert key in core or key.startswith(("rewards/", f"algo/{algorithm}/")), key
