@@ -50,6 +50,7 @@ def cross_check(config: RunConfig, host: PluginHost) -> list[tuple[str, str]]:
     if config.algorithm is not None:
         problems += _algorithm_checks(config, host)
     problems += _environment_checks(config, host)
+    problems += _few_shot_checks(config, host)
     problems += _environment_reward_checks(config, host)
     problems += _lora_checks(config)
     problems += _learning_rate_checks(config.training)
@@ -121,6 +122,22 @@ def _environment_checks(config: RunConfig, host: PluginHost) -> list[tuple[str, 
             )
         )
     return problems
+
+
+def _few_shot_checks(config: RunConfig, host: PluginHost) -> list[tuple[str, str]]:
+    """A worked exchange with tool calls is shown by the episode runner, which writes the calls
+    in the format it parses: a single completion has no one to answer a call."""
+    if config.data is None or multi_turn(config, host):
+        return []
+    return [
+        (
+            f"data.few_shot[{i}].messages",
+            "shows tool calls, which only a multi-turn environment answers; add environment: "
+            "{name: tools, params: {tools: [...]}} (or drop the tool calls)",
+        )
+        for i, shot in enumerate(config.data.few_shot)
+        if shot.has_tool_calls
+    ]
 
 
 PEFT_INSTALL_HINT = "LoRA needs peft: pip install 'rlvr[lora]'"

@@ -18,6 +18,7 @@ from rlvr.config.checks import (
     peft_missing,
     requirements,
 )
+from rlvr.config.few_shot import FewShotExample
 from rlvr.config.loading import (
     ALLOW_CODE_FLAG,
     PATH_KEYS,
@@ -48,7 +49,6 @@ from rlvr.config.sections import (
     DATA_SHORTHANDS,
     CollapseConfig,
     DataConfig,
-    FewShotExample,
     GuidanceConfig,
     LoraConfig,
     ModelConfig,

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from rlvr.api.registration import Params
+from rlvr.config.few_shot import FewShotExample
 
 
 class Section(BaseModel):
@@ -160,13 +161,6 @@ class ReasoningGymConfig(Section):
         return value
 
 
-class FewShotExample(Section):
-    """One worked exchange shown before every prompt: a question and the answer to imitate."""
-
-    user: str = Field(description="the example question, as a user turn")
-    assistant: str = Field(description="its answer, in the form the rewards check")
-
-
 #: A plugin's params: validated on their own against the plugin's model (see
 #: :mod:`rlvr.config.plugin_params`), then stored as that model's instance, and dumped with all
 #: its fields.
@@ -205,8 +199,9 @@ class DataConfig(Section):
     system_prompt: str | None = Field(None, description="system message before every prompt")
     few_shot: list[FewShotExample] = Field(
         default_factory=list,
-        description="worked examples shown before every prompt, after the system message: as "
-        "user/assistant turns through the chat template, else as text",
+        description="worked examples shown before every prompt, after the system message: "
+        "{user, assistant}, or {messages: [...]} (an exchange with tool calls); as turns "
+        "through the chat template, else as text",
     )
     chat_template: bool | None = Field(
         None,

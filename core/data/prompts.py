@@ -268,12 +268,7 @@ def _messages(value: Any, system: str | None, few_shot: Sequence[Any] = ()) -> l
     if system is not None and not (messages and messages[0].get("role") == "system"):
         messages.insert(0, {"role": "system", "content": system})
     start = 1 if messages and messages[0].get("role") == "system" else 0
-    shots = [
-        {"role": role, "content": text}
-        for shot in few_shot
-        for role, text in (("user", shot.user), ("assistant", shot.assistant))
-    ]
-    messages[start:start] = shots
+    messages[start:start] = [m for shot in few_shot for m in shot.turns()]
     return messages
 
 
@@ -293,7 +288,9 @@ def format_prompt(row: Mapping[str, Any], data: Any, tokenizer: Any, chat: bool)
             f"prompt field {data.prompt_field!r} must hold text, got {type(value).__name__}"
         )
     parts = [data.system_prompt] if data.system_prompt is not None else []
-    parts += [f"{shot.user}\n{shot.assistant}" for shot in getattr(data, "few_shot", ())]
+    parts += [
+        "\n".join(str(m["content"]) for m in shot.turns()) for shot in getattr(data, "few_shot", ())
+    ]
     return "\n\n".join([*parts, value])
 
 
