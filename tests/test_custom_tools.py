@@ -11,6 +11,7 @@ import re
 import textwrap
 
 import pytest
+from tool_result import last_tool_result
 
 import rlvr
 from rlvr.api.host import create_host
@@ -298,8 +299,8 @@ def multiplying(tok):
         ids = []
         for p in prompts:
             text = tok.decode(p)
-            if "<|im_start|>tool\n" in text:
-                result = text.rsplit("<|im_start|>tool\n", 1)[1].split("<|im_end|>")[0]
+            result = last_tool_result(text)
+            if result is not None:
                 out = f"The answer is {json.loads(result)['product']}."
             else:
                 a, b = re.findall(r"What is (\d+) \* (\d+)\?", text)[-1]
@@ -338,7 +339,9 @@ def test_an_episode_calls_the_users_tool_and_its_result_reaches_the_transcript(
               params: {{tools: [calculator, "tools.py:multiply"]}}
               max_turns: 3
               tool_call_format: hermes
-            training: {{output_dir: {tool_files / "out"}, max_completion_length: 96}}
+            # max_prompt_length: both tools' schemas go into the system message
+            training: {{output_dir: {tool_files / "out"}, max_completion_length: 96,
+                        max_prompt_length: 1536}}
             """
         )
     )
@@ -383,5 +386,5 @@ def test_env_check_runs_a_users_tool_only_with_allow_code(tool_files, monkeypatc
     assert f"'{tool_files}/tools.py:multiply': pass --allow-code to allow it" in err
     assert main([*argv, "--allow-code"]) == 0
     out = capsys.readouterr().out
-    assert '<|im_start|>tool\n    {"product": 42}<|im_end|>' in out
+    assert '<tool_response>\n    {"product": 42}\n    </tool_response><|im_end|>' in out
     assert "turns: 2, tool calls: 1" in out

@@ -378,7 +378,8 @@ def test_env_check_prints_the_loss_mask_rewards_and_turns(tmp_path, capsys):
     assert code == 0, out
     assert "conformance: OK" in out
     masked = out.split("[environment, loss mask 0: masked; ")[1].split("[sampled")[0]
-    assert "<|im_start|>tool\n    42<|im_end|>" in masked  # the tool's answer: not trained
+    # the tool's answer, not trained (in <tool_response>: the tiny model's template has none)
+    assert "<|im_start|>tool\n    <tool_response>\n    42\n    </tool_response><|im_end|>" in masked
     trained = out.split("[sampled, loss mask 1: trained; ")
     assert len(trained) == 3 and "The answer is 42." in trained[2]
     assert "turns: 2, tool calls: 1" in out and ", done" in out
@@ -431,7 +432,8 @@ def test_env_check_of_a_run_config_scores_episodes_with_its_rewards(
     argv = ["env", "check", "--config", str(config), "--script", str(script), "--episodes", "1"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    assert "<|im_start|>system\n    Use the calculator.<|im_end|>" in out  # the data config's
+    # the data config's system prompt, then the tools (the tiny model's template shows none)
+    assert "<|im_start|>system\n    Use the calculator.\n\n    # Tools\n" in out
     assert "What is 6 * 7?" in out and "turns: 2, tool calls: 1" in out
     assert "score: numbers=1; weighted total 1 (as training scores it)" in out
     # --set reaches the config's environment params; NAME, if given, must be the config's

@@ -55,6 +55,7 @@ from rlvr.config.schema import RunConfig
 from rlvr.data.prompts import PromptSet, prompt_messages
 from rlvr.rollout.env_outputs import response_problem, reward_values, start_problem
 from rlvr.rollout.event_loop import EnvironmentLoop
+from rlvr.rollout.template_tools import TemplateTools, for_template, template_tools
 from rlvr.rollout.tools import parse_tool_calls, tool_call_format
 
 logger = logging.getLogger("rlvr.rollout.episodes")
@@ -148,6 +149,7 @@ class EpisodeRunner:
     #: the token budget's share of cut episodes above which :meth:`run` warns (once).
     cut_warning_frac: float = 0.5
     _warned_cut: bool = field(default=False, repr=False)
+    _template_tools: TemplateTools | None = field(default=None, repr=False)
 
     def run(
         self,
@@ -443,6 +445,14 @@ class EpisodeRunner:
     # ------------------------------------------------------------------ tokens
 
     def _render(self, messages: list[dict[str, Any]], tools: Any, *, generation: bool) -> str:
+        """The chat template's text of ``messages``; what it renders nothing of (tools, calls)
+        written in the parsed format (:mod:`rlvr.rollout.template_tools`)."""
+        if self.limits.tool_call_format != "none":
+            if self._template_tools is None:
+                self._template_tools = template_tools(self.tokenizer, self.template_kwargs)
+            messages, tools = for_template(
+                messages, tools, self.limits.tool_call_format, self._template_tools
+            )
         kwargs = dict(self.template_kwargs)
         if tools:
             kwargs["tools"] = tools
