@@ -139,6 +139,30 @@ def test_a_server_holding_another_version_is_sent_the_weights_again(server, poli
         gen.close()
 
 
+def test_a_resumed_trainer_reattaches_to_a_running_server_and_resyncs_it(server, policy):
+    """The trainer dies (no close: a server given by URL keeps running, holding the dead run's
+    version 3); the resumed run connects to it and sends the checkpoint's weights as its own
+    version 1 before sampling."""
+    model, tokenizer = policy
+    dead = connect(server, model, tokenizer)
+    peaked = AutoModelForCausalLM.from_pretrained(model.name_or_path)
+    with torch.no_grad():
+        peaked.lm_head.weight.mul_(1000.0)
+    dead.sync_weights(peaked)
+    dead.sync_weights(peaked)
+    assert call(server.url, "/weight_info")["weight_version"] == "3"
+    dead._pool.shutdown(wait=False)  # what dies with the process; the server is untouched
+    resumed = connect(server, model, tokenizer)  # the checkpoint's weights
+    try:
+        assert call(server.url, "/weight_info")["weight_version"] == "1"
+        # Under the dead run's peaked head every token's log-prob is about 0; the checkpoint's
+        # weights spread them (about -log(vocab) for this random model).
+        out = resumed.generate([[5, 6, 7, 8]], 2, SamplingParams(max_tokens=4, seed=0))
+        assert max(max(lp) for lp in out.logprobs) < -1.0
+    finally:
+        resumed.close()
+
+
 def test_requests_to_a_server_that_is_down_go_to_the_others(server, policy, caplog):
     model, tokenizer = policy
     gen = connect(server, model, tokenizer)
