@@ -237,7 +237,14 @@ def test_verifiers_own_bash_harness_runs_a_tool_call_through_rlvr(policy):
     env_ids = e.token_ids[len(first) : len(e.token_ids) - len(second)]
     assert e.token_ids == first + env_ids + second
     assert e.action_mask == [1] * len(first) + [0] * len(env_ids) + [1] * len(second)
-    rendered = tok.apply_chat_template(e.messages[:-1], tokenize=False, add_generation_prompt=True)
+    # The tiny model's ChatML renders no tools: the result is written as hermes text
+    # (<tool_response>), as the episode wrote it (rlvr.rollout.template_tools).
+    from rlvr.rollout.template_tools import for_template, template_tools
+
+    messages, tools = for_template(e.messages[:-1], e.tools, "hermes", template_tools(tok))
+    rendered = tok.apply_chat_template(
+        messages, tools=tools, tokenize=False, add_generation_prompt=True
+    )
     assert rendered.endswith(tok.decode(env_ids)) and "3\n" in tok.decode(env_ids)
 
 
