@@ -58,6 +58,8 @@ from rlvr.plugins.backends.vllm_lora import ADAPTER_NAME, EngineLora, engine_lor
 logger = logging.getLogger(__name__)
 
 SERVED_NAME = "rlvr-policy"
+#: what :meth:`ServerGenerator._held` returns for a server that did not answer
+_LOST = "<lost>"
 #: Linux's prctl option: the signal a process gets when its parent dies.
 PR_SET_PDEATHSIG = 1
 
@@ -396,15 +398,7 @@ class ServerGenerator:
             self._wait_for_version()
             return
         want = str(self.version)
-        stale = []
-        for url in list(self.alive):
-            try:
-                held = call(url, "/weight_info", timeout=30).get("weight_version")
-            except ServerDown as exc:
-                self._lost(url, exc)
-                continue
-            if held != want:
-                stale.append(url)
+        stale = [url for url in list(self.alive) if self._held(url) not in (want, _LOST)]
         if stale and self._nccl is not None:
             raise self._nccl.cannot_rejoin(stale)
         if stale and self._model is not None:
@@ -422,12 +416,8 @@ class ServerGenerator:
         deadline = time.monotonic() + self.params.request_timeout
         for url in list(self.alive):
             while True:
-                try:
-                    held = call(url, "/weight_info", timeout=30).get("weight_version")
-                except ServerDown as exc:
-                    self._lost(url, exc)
-                    break
-                if held == want or self._closed.is_set():
+                held = self._held(url)
+                if held in (want, _LOST) or self._closed.is_set():
                     break
                 if time.monotonic() > deadline:
                     raise PluginError(
@@ -436,6 +426,14 @@ class ServerGenerator:
                         "its log for why it did not"
                     )
                 time.sleep(0.05)
+
+    def _held(self, url: str) -> str | None:
+        """The weight version a server holds (``_LOST`` if it does not answer: it is lost)."""
+        try:
+            return call(url, "/weight_info", timeout=30).get("weight_version")
+        except ServerDown as exc:
+            self._lost(url, exc)
+            return _LOST
 
     def sync_weights(self, model: Any) -> None:
         """Send ``model``'s weights (or only its LoRA adapter) to every server as the next
