@@ -443,7 +443,25 @@ def test_numbers_position_and_tolerances(rows: dict[str, dict[str, str]]) -> Non
     )
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
         NumbersParams(tolerance=-1)
-    with pytest.raises(ValidationError, match="'first' or 'last'"):
+
+
+def test_numbers_anywhere_in_the_answer(rows: dict[str, dict[str, str]]) -> None:
+    """#47's lenient score: the gold anywhere in the final answer, tags or not."""
+    anywhere = NumbersReward(NumbersParams(strategies=("text",), position="any"))
+    row = rows["18"]
+    assert anywhere(sample("The calculator says 18, so 9 * 2 is that.", row)) == 1.0
+    assert anywhere(sample("<answer>9 * 2 = 18</answer> (checked: 2 * 9)", row)) == 1.0
+    assert anywhere(sample("It is 9 * 2 = 19.", row)) == 0.0
+    assert anywhere(sample("I do not know.", row)) == 0.0  # no number: no_answer
+    # the answer block first, then the whole text: a block without the gold is wrong
+    block_first = NumbersReward(NumbersParams(strategies=("answer_tag", "text"), position="any"))
+    assert block_first(sample("18 <answer>19</answer>", row)) == 0.0
+    assert block_first(sample("18, no block", row)) == 1.0
+    # the text after a closed reasoning block only, as every strategy
+    assert anywhere(sample("<think>18?</think> It is 19.", row)) == 0.0
+    with pytest.raises(ValidationError, match="text"):
+        NumbersParams(strategies=("nonsense",))  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="'first', 'last' or 'any'"):
         NumbersParams(position="middle")
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -31,10 +31,12 @@ from rlvr.api.registration import Params
 Percent = Literal["number", "fraction"]
 """How ``50%`` reads: ``"number"`` -> 50.0 (GSM8K's convention), ``"fraction"`` -> 0.5."""
 
-Strategy = Literal["answer_tag", "boxed", "hash", "answer_is", "last_number"]
+Strategy = Literal["answer_tag", "boxed", "hash", "answer_is", "last_number", "text"]
 
-#: Every strategy :func:`extract_answer` knows, in the default order.
+#: The default strategies of :func:`extract_answer`, in order. ``"text"`` (the whole answer
+#: region) is not among them: it always finds something, so it only goes last, on request.
 STRATEGIES: tuple[Strategy, ...] = ("answer_tag", "boxed", "hash", "answer_is", "last_number")
+_KNOWN = ", ".join(get_args(Strategy))
 
 # --------------------------------------------------------------------------- blocks
 
@@ -322,7 +324,9 @@ def _find(strategy: Strategy, text: str, answer_start: str, answer_end: str) -> 
     if strategy == "last_number":
         numbers = find_numbers(text)
         return numbers[-1].text if numbers else None
-    raise ValueError(f"unknown extraction strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    if strategy == "text":
+        return text
+    raise ValueError(f"unknown extraction strategy {strategy!r}; known: {_KNOWN}")
 
 
 def extract_answer(
@@ -345,6 +349,8 @@ def extract_answer(
     - ``"answer_is"``: after "the answer is", "the final answer is", "Answer:", "**Answer:**"
       or a line-initial "A:", to the end of that line or sentence.
     - ``"last_number"``: the last number (see :func:`find_numbers`).
+    - ``"text"``: the whole searched text (e.g. for the ``numbers`` reward's ``position:
+      any``: the gold anywhere in the answer). Not a default.
 
     With ``after_reasoning`` (the default) and ``reasoning_end`` present in the completion, only
     the text after the last ``reasoning_end`` is searched (see :func:`answer_region`).
@@ -377,7 +383,7 @@ class ExtractionParams(Params):
     @classmethod
     def _strategies_ok(cls, value: tuple[Strategy, ...]) -> tuple[Strategy, ...]:
         if not value:
-            raise ValueError(f"give at least one strategy out of: {', '.join(STRATEGIES)}")
+            raise ValueError(f"give at least one strategy out of: {_KNOWN}")
         if len(set(value)) != len(value):
             raise ValueError("each strategy may appear only once")
         return value

@@ -1,7 +1,8 @@
 """``numbers``: a fast numeric check of the answer (no sympy, no math-verify).
 
 The prediction is extracted by the ordered ``strategies`` (default: the answer block first);
-the ``first`` or ``last`` number in it (:func:`rlvr.rewards.extract.find_numbers`: ``1,080``,
+the ``first`` or ``last`` number in it (or ``any``: right when one of them is; with the
+``text`` strategy, the gold anywhere in the answer) (:func:`rlvr.rewards.extract.find_numbers`: ``1,080``,
 ``-3``,
 ``$5``, ``50%``, ``\\frac{1}{2}``) is compared with the gold (``row[gold_field]``, GSM8K's
 ``#### N`` detected). It is correct when
@@ -33,6 +34,9 @@ class NumbersReward:
         numbers = find_numbers(found.text, percent=p.percent) if found else []
         if not numbers:
             return p.no_answer
-        pred = numbers[0 if p.position == "first" else -1].value
-        ok = abs(pred - gold) <= max(p.tolerance, p.rel_tolerance * abs(gold))
+        tol = max(p.tolerance, p.rel_tolerance * abs(gold))
+        if p.position == "any":
+            ok = any(abs(n.value - gold) <= tol for n in numbers)
+        else:
+            ok = abs(numbers[0 if p.position == "first" else -1].value - gold) <= tol
         return p.correct if ok else p.wrong

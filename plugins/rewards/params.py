@@ -124,8 +124,9 @@ class NumbersParams(ExtractionParams):
     """Extraction, tolerances and scores of the ``numbers`` reward."""
 
     gold_field: str = Field("answer", description="dataset field with the gold answer")
-    position: Literal["first", "last"] = Field(
-        "last", description="which number of the extracted answer is compared"
+    position: Literal["first", "last", "any"] = Field(
+        "last",
+        description="which number of the extracted answer is compared; any: right when one is",
     )
     tolerance: float = Field(1e-6, ge=0, description="absolute tolerance")
     rel_tolerance: float = Field(0.0, ge=0, description="relative tolerance (of |gold|)")
