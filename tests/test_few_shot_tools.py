@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
@@ -17,6 +18,7 @@ from rlvr.config.schema import ConfigError, DataConfig, ModelConfig, load_config
 from rlvr.data.prompts import prompt_messages
 from rlvr.model.loading import load_tokenizer
 from rlvr.plugins.environments.tools import calculator
+from rlvr.rollout.completions import sample_record
 from rlvr.rollout.template_tools import TemplateTools, for_template, template_tools
 from rlvr.rollout.tools import parse_tool_calls, tool_schema
 
@@ -215,3 +217,9 @@ def test_an_episode_shows_the_exchange_and_answers_the_models_call(tmp_path):
     assert '{"name": "calculator", "arguments": {"expression": "12 * 34"}}' in prompt
     assert "<tool_response>\n10476\n</tool_response>" in episode.transcript_text
     assert run.completions[0].rewards["numbers"] == 1.0
+    # samples.jsonl shows the prompt the model got (tools and the exchange's call included),
+    # not the data's prompt rendered without them
+    c = run.completions[0]
+    assert c.prompt_text == episode.prompt_text and c.prompt_text.startswith(prompt)
+    data_prompt = SimpleNamespace(text="the data's prompt", row={"answer": "10476"})
+    assert sample_record(c, [data_prompt], "prompt")["prompt"] == c.prompt_text  # type: ignore[arg-type]

@@ -38,6 +38,9 @@ class Completion:
     failed: str | None = None
     #: multi-turn episodes: the whole conversation (``text`` is the last assistant message).
     transcript: list[dict[str, Any]] | None = None
+    #: multi-turn episodes: the first prompt as the model got it (the environment's messages and
+    #: tools rendered), which ``samples.jsonl`` shows instead of the data's prompt.
+    prompt_text: str | None = None
     #: multi-turn episodes: the named rewards the environment returned (added to ``score``
     #: with their ``environment.reward_weights``; also in ``rewards``).
     env_rewards: dict[str, float] = field(default_factory=dict)
@@ -64,6 +67,7 @@ def episode_completion(e: Episode) -> Completion:
         action_mask=e.action_mask,
         failed=e.failed,
         transcript=e.messages,
+        prompt_text=e.prompt_text or None,  # None: it failed before its prompt was rendered
         env_rewards=dict(e.rewards),
         transcript_text=e.transcript_text,
     )
@@ -87,7 +91,7 @@ def sample_record(c: Completion, prompts: PromptSet, prompt_field: str) -> dict[
     """What ``samples.jsonl`` says about one completion (train and eval add their fields)."""
     prompt = prompts[c.prompt_index]
     record = {
-        "prompt": prompt.text,
+        "prompt": prompt.text if c.prompt_text is None else c.prompt_text,
         "completion": c.text,
         "reward": c.score,
         "rewards": c.rewards,

@@ -80,6 +80,8 @@ class Episode:
     group: int
     row: dict[str, Any]
     prompt_ids: list[int] = field(default_factory=list)
+    #: the first prompt as the chat template rendered it (tools, few-shot calls and all)
+    prompt_text: str = ""
     token_ids: list[int] = field(default_factory=list)
     #: 1 on sampled tokens, 0 on the environment's.
     action_mask: list[int] = field(default_factory=list)
@@ -292,7 +294,7 @@ class EpisodeRunner:
             except Exception as exc:
                 e.failed, e.done = f"the chat template cannot render its messages: {exc}", True
                 continue
-            e.prompt_ids = self._tokens(e.rendered)
+            e.prompt_ids, e.prompt_text = self._tokens(e.rendered), e.rendered
             limit = self.prompts.max_prompt_length
             if limit is not None and len(e.prompt_ids) > limit:
                 e.failed, e.done = (
