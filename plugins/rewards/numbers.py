@@ -1,10 +1,9 @@
 """``numbers``: a fast numeric check of the answer (no sympy, no math-verify).
 
 The prediction is extracted by the ordered ``strategies`` (default: the answer block first);
-the ``first`` or ``last`` number in it (or ``any``: right when one of them is; with the
-``text`` strategy, the gold anywhere in the answer) (:func:`rlvr.rewards.extract.find_numbers`: ``1,080``,
-``-3``,
-``$5``, ``50%``, ``\\frac{1}{2}``) is compared with the gold (``row[gold_field]``, GSM8K's
+the ``first`` or ``last`` number in it (:func:`rlvr.rewards.extract.find_numbers`: ``1,080``,
+``-3``, ``$5``, ``50%``, ``\\frac{1}{2}``), or ``any`` of them (with the ``text`` strategy: the
+gold anywhere in the answer), is compared with the gold (``row[gold_field]``, GSM8K's
 ``#### N`` detected). It is correct when
 ``|pred - gold| <= max(tolerance, rel_tolerance * |gold|)``.
 
