@@ -226,6 +226,8 @@ NOT_IN_THE_RUN = {
     "wait/generator": "an asynchronous run (training.max_staleness)",
     # written by a run on vLLM servers: tests/test_vllm_servers.py
     "server/queue_time": "vllm in server mode",
+    # written by the vllm backend: tests/test_vllm_servers.py, tests/test_vllm_multiturn.py
+    "prefix_cache/hit_frac": "the vllm backend",
 }
 
 

@@ -386,6 +386,15 @@ def test_trained_tokens_are_the_sampled_ones_plus_the_environments(policy, backe
     assert gap < LOGP_TOL, gap
     if spy.cached[0]:  # vllm: a later turn reads the conversation so far from the prefix cache
         assert all(max(c) >= 128 for c in spy.cached[1:]), spy.cached
+        # ... and the metric a step logs is the share of all those calls' prompt tokens
+        prompt_tokens = sum(
+            len(p) * (len(out.token_ids) // len(prompts))
+            for prompts, out in spy.calls
+            for p in prompts
+        )
+        cached = sum(sum(c) for c in spy.cached)
+        assert backend.take_metrics() == {"prefix_cache/hit_frac": cached / prompt_tokens}
+        assert backend.take_metrics() == {}  # counted once
     assert (batch.sampler_logp[~sampled] == 0).all()
     # The policy-gradient loss mask leaves the environment's tokens out.
     algo = rlvr.plugin.PolicyGradient.__new__(rlvr.plugin.PolicyGradient)

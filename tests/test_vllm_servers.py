@@ -99,7 +99,9 @@ def test_a_server_samples_the_trainers_weights_with_their_log_probs(server, poli
         assert again.token_ids == sampled.token_ids  # seeded per completion
         # The servers' own queue time of those requests, once (logged with the step).
         queued = gen.take_metrics()
-        assert list(queued) == ["server/queue_time"] and 0 <= queued["server/queue_time"] < 60
+        assert sorted(queued) == ["prefix_cache/hit_frac", "server/queue_time"]
+        assert 0 <= queued["server/queue_time"] < 60
+        assert 0 <= queued["prefix_cache/hit_frac"] <= 1
         assert gen.take_metrics() == {}  # no request since
         # The sampler's log-probs are the trainer's (temperature 1, same weights).
         ids, prompt_ids = torch.tensor([sampled.token_ids[0]]), torch.tensor([prompt])

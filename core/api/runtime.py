@@ -206,8 +206,8 @@ class Generator(Protocol):
     """What a backend factory ``factory(params, run, model, tokenizer)`` returns.
 
     Optional: ``take_metrics() -> dict[str, float]``, the generator's own metrics since the
-    last call (e.g. the vLLM servers' ``server/queue_time``), logged with the step whose
-    rollout it sampled; keys of seconds end in ``_time``."""
+    last call (e.g. vLLM's ``prefix_cache/hit_frac``, its servers' ``server/queue_time``),
+    logged with the step whose rollout it sampled; keys of seconds end in ``_time``."""
 
     def generate(self, prompts: list[list[int]], n: int, sampling: SamplingParams) -> Generation:
         """Sample ``n`` completions for each tokenized prompt."""

@@ -307,6 +307,7 @@ class VLLMGenerator:
         #: the prompt tokens of each request of the last generate() that the prefix cache
         #: served (a multi-turn episode's earlier turns, a group's shared prompt).
         self.cached_prompt_tokens: list[int] = []
+        self._prompt_tokens = self._cached_tokens = 0  # since the last take_metrics
 
         #: the adapter's way into the engine (None: merged weights), and whether the engine
         #: holds the base weights yet (they go in once, with the first sync)
@@ -412,6 +413,8 @@ class VLLMGenerator:
         truncated: list[bool] = []
         logprobs: list[list[float]] = []
         self.cached_prompt_tokens = [int(out.num_cached_tokens or 0) for out in outputs]
+        self._cached_tokens += sum(self.cached_prompt_tokens)
+        self._prompt_tokens += sum(len(out.prompt_token_ids or ()) for out in outputs)
         for out in outputs:
             c = out.outputs[0]
             ids = [int(t) for t in c.token_ids]
@@ -426,6 +429,13 @@ class VLLMGenerator:
             token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
         return Generation(token_ids=token_ids, texts=texts, truncated=truncated, logprobs=logprobs)
+
+    def take_metrics(self) -> dict[str, float]:
+        """``prefix_cache/hit_frac``: the share of the prompt tokens since the last call that
+        the prefix cache served (a group's shared prompt, an episode's earlier turns)."""
+        prompt, cached = self._prompt_tokens, self._cached_tokens
+        self._prompt_tokens = self._cached_tokens = 0
+        return {"prefix_cache/hit_frac": cached / prompt} if prompt else {}
 
     def sync_weights(self, model: Any) -> None:
         """Copy ``model``'s current weights into the engine in place; reset its prefix cache."""

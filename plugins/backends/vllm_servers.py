@@ -205,7 +205,7 @@ class ServerGenerator:
         #: set by close(): requests still waiting for a server give up (an aborted run exits)
         self._closed = threading.Event()
         #: each server's queue-time counters (seconds, requests) when last read
-        self._queue_seen: dict[str, tuple[float, float]] = {}
+        self._counters_seen: dict[str, dict[str, float]] = {}
         #: a generate() may run while weights are pushed (in_flight_updates: pause)
         self.takes_weights_in_flight = params.in_flight_updates == "pause"
         self._push_lock = threading.Lock()
@@ -318,20 +318,29 @@ class ServerGenerator:
         return Generation(token_ids=token_ids, texts=texts, truncated=truncated, logprobs=logprobs)
 
     def take_metrics(self) -> dict[str, float]:
-        """``server/queue_time``: the mean seconds a request waited in a server's queue since
-        the last call, from the servers' own counters (their ``/metrics``; with several ranks
-        sharing them, every rank's requests count)."""
-        total = count = 0.0
+        """The servers' own counters (their ``/metrics``) since the last call, summed over the
+        servers (with several ranks sharing them, every rank's requests count):
+        ``server/queue_time``, the mean seconds a request waited in a server's queue, and
+        ``prefix_cache/hit_frac``, the share of prompt tokens the prefix cache served."""
+        delta = dict.fromkeys(_COUNTERS, 0.0)
         for url in list(self.alive):
             try:
                 text = call(url, "/metrics", timeout=30)
             except (ServerDown, PluginError):
                 continue
-            now = _queue_counters(str(text))
-            before = self._queue_seen.get(url, (0.0, 0.0))
-            self._queue_seen[url] = now
-            total, count = total + now[0] - before[0], count + now[1] - before[1]
-        return {"server/queue_time": total / count} if count > 0 else {}
+            now = _counters(str(text))
+            before = self._counters_seen.get(url, dict.fromkeys(_COUNTERS, 0.0))
+            self._counters_seen[url] = now
+            for name in _COUNTERS:
+                delta[name] += now[name] - before[name]
+        out = {}
+        if delta["vllm:request_queue_time_seconds_count"] > 0:
+            queued = delta["vllm:request_queue_time_seconds_sum"]
+            out["server/queue_time"] = queued / delta["vllm:request_queue_time_seconds_count"]
+        if delta["vllm:prefix_cache_queries_total"] > 0:
+            hits = delta["vllm:prefix_cache_hits_total"]
+            out["prefix_cache/hit_frac"] = hits / delta["vllm:prefix_cache_queries_total"]
+        return out
 
     def _complete(self, prompt: int, body: dict[str, Any]) -> dict[str, Any]:
         """One completion, on the server of its prompt's group, or another if that one is
@@ -544,16 +553,23 @@ class ServerGenerator:
             self._files = None
 
 
-def _queue_counters(prometheus: str) -> tuple[float, float]:
-    """The sum and count of vLLM's ``request_queue_time_seconds`` histogram in a ``/metrics``
-    text (summed over its label sets)."""
-    sums = {"_sum": 0.0, "_count": 0.0}
+#: the counters of a server's ``/metrics`` that :meth:`ServerGenerator.take_metrics` reads
+_COUNTERS = (
+    "vllm:request_queue_time_seconds_sum",
+    "vllm:request_queue_time_seconds_count",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+)
+
+
+def _counters(prometheus: str) -> dict[str, float]:
+    """The values of :data:`_COUNTERS` in a ``/metrics`` text, each summed over its label sets."""
+    sums = dict.fromkeys(_COUNTERS, 0.0)
     for line in prometheus.splitlines():
-        name, _, rest = line.partition("{")
-        for suffix in sums:
-            if name == f"vllm:request_queue_time_seconds{suffix}":
-                sums[suffix] += float(rest.rpartition(" ")[2])
-    return sums["_sum"], sums["_count"]
+        name = line.partition("{")[0].partition(" ")[0]  # with labels or without
+        if name in sums:
+            sums[name] += float(line.rpartition(" ")[2])
+    return sums
 
 
 def vllm_generator(params: VLLMParams, run: RunInfo, model: Any, tokenizer: Any) -> Any:
