@@ -21,13 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from async_rollouts import make_task, train_quickstart  # noqa: E402
+from async_rollouts import make_task, quickstart_sets, run  # noqa: E402
 from vs_trl_curves import t_quantile  # noqa: E402
 
 
 def curve(seed: int, k: int, task: tuple[Path, Path], out: Path) -> list[float]:
-    sets = {"training.seed": seed, "training.logging_steps": 50}
-    return [m["reward"] for m in train_quickstart(k, task, out, sets)]
+    sets = {**quickstart_sets(task), "training.seed": seed, "training.logging_steps": 50}
+    return [m["reward"] for m in run("examples/quickstart.yaml", k, out, sets)]
 
 
 def paired(diffs: list[float]) -> str:

@@ -204,7 +204,7 @@ class ServerGenerator:
         self._alive_lock = threading.Lock()
         #: set by close(): requests still waiting for a server give up (an aborted run exits)
         self._closed = threading.Event()
-        #: each server's queue-time counters (seconds, requests) when last read
+        #: each server's /metrics counters (_COUNTERS) when last read
         self._counters_seen: dict[str, dict[str, float]] = {}
         #: a generate() may run while weights are pushed (in_flight_updates: pause)
         self.takes_weights_in_flight = params.in_flight_updates == "pause"
