@@ -409,6 +409,7 @@ class _Output:
         completion.finish_reason = "stop"
         self.outputs = [completion]
         self.num_cached_tokens = 0
+        self.prompt_token_ids = [1, 2, 3]
 
 
 def test_sleep_mode_stays_awake_while_a_rollout_holds_the_engine(tiny):
@@ -433,6 +434,7 @@ def test_sleep_mode_stays_awake_while_a_rollout_holds_the_engine(tiny):
     gen.llm, gen.params, gen.tokenizer, gen.on_cpu = Engine(), VLLMParams(), tokenizer, False
     gen.sleep_mode, gen._sleeping, gen._awake_holds = True, {"weights", "kv_cache"}, 0
     gen.eos_ids, gen._lora_request = [0], None
+    gen._prompt_tokens = gen._cached_tokens = 0
     sampling = SamplingParams(max_tokens=2, seed=0)
     gen.generate(prompts[:1], 1, sampling)
     assert events == ["wake", "generate", "sleep"]  # a single call sleeps after it
