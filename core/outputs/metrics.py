@@ -89,6 +89,7 @@ TIMING_KEYS = frozenset(
         "wait/generator",
         "weight_sync_time",
         "server/queue_time",
+        "prefix_cache/hit_frac",  # a resumed run starts with an empty cache
     }
 )
 
