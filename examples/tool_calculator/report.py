@@ -22,21 +22,19 @@ label, with its 95% interval (``examples/compare_evals.py``'s ``paired``: by que
 
 from __future__ import annotations
 
-import json
 import runpy
 import sys
 from pathlib import Path
 from typing import Any
 
-PAIRED = runpy.run_path(str(Path(__file__).resolve().parents[1] / "compare_evals.py"))["paired"]
+COMPARE = runpy.run_path(str(Path(__file__).resolve().parents[1] / "compare_evals.py"))
+PAIRED = COMPARE["paired"]
 LABELS = ("strict", "lenient")
 
 
 def load(path: str) -> list[dict[str, Any]]:
-    file = Path(path)
-    file = file / "samples.jsonl" if file.is_dir() else file
-    rows = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-    return sorted(rows, key=lambda r: (r["index"], r["sample"]))
+    """The rows of an eval's ``samples.jsonl`` (compare_evals.py reads it), by question."""
+    return [row for _, row in sorted(COMPARE["load"](path).items())]
 
 
 def episode(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
