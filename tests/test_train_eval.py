@@ -171,6 +171,40 @@ def test_a_run_with_eval_trains_exactly_as_one_without(make_config, host, eval_f
     assert "eval.png" not in [p.name for p in plot_run(a)]  # no eval, no eval curves
 
 
+def test_the_generators_own_metrics_leave_out_the_evals_requests(
+    make_config, host, eval_file, monkeypatch
+):
+    """A generator's ``take_metrics`` (vLLM's prefix-cache share, a server's queue time)
+    describes a step's rollout: the requests of the eval before it are not counted in it. The
+    stand-in reports how many prompts it was given since it was last asked."""
+    from rlvr.plugins.backends.hf import HFGenerator
+
+    given = {"prompts": 0}
+    generate = HFGenerator.generate
+
+    def counting(self, prompts, n, sampling):
+        given["prompts"] += len(prompts)
+        return generate(self, prompts, n, sampling)
+
+    def take_metrics(self):
+        count, given["prompts"] = given["prompts"], 0
+        return {"prefix_cache/hit_frac": float(count)}
+
+    monkeypatch.setattr(HFGenerator, "generate", counting)
+    monkeypatch.setattr(HFGenerator, "take_metrics", take_metrics, raising=False)
+    plain = make_config(output="plain")
+    run(plain, host)
+    with_eval = make_config(output="with_eval", data={"eval_path": str(eval_file)}, eval_steps=1)
+    run(with_eval, host)
+
+    def counts(config) -> list[float]:
+        lines = read_metrics(config.training.output_dir)
+        return [m["prefix_cache/hit_frac"] for m in lines if "reward" in m]
+
+    assert len(counts(plain)) == 3 and all(c > 0 for c in counts(plain))
+    assert counts(with_eval) == counts(plain)
+
+
 @pytest.mark.slow
 def test_resume_with_eval_gives_the_same_metrics(make_config, host, eval_file, monkeypatch):
     kw = {

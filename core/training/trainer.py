@@ -267,6 +267,11 @@ class Trainer:
                 reward_errors=self.reward_errors,
                 step=self.step,
             )
+            # The generator's own metrics (prefix-cache hits, queue time) describe rollouts:
+            # what the eval's requests added is dropped, not counted in the next step's.
+            take_metrics = getattr(self.generator, "take_metrics", None)
+            if take_metrics is not None:
+                take_metrics()
         self.budget.eval_took(self.budget.now() - began)
         return eval_metrics(summary)
 
