@@ -131,7 +131,7 @@ def test_the_schema_comes_from_the_signature_and_the_docstring(tool_files):
             "city": {"type": "string", "description": "the city's name"},
             "days": {"type": "integer", "description": "how many days ahead"},
             "units": {"type": "string", "enum": ["C", "F"]},
-            "hours": {"type": "array", "items": {"type": "integer"}},
+            "hours": {"type": "array", "items": {"type": "integer"}, "nullable": True},
             "extra": {"type": "object"},
         },
         "required": ["city"],

@@ -157,7 +157,29 @@ def test_tool_schema_from_type_hints_and_docstring():
     assert params["required"] == ["city"]
     assert params["properties"]["city"] == {"type": "string", "description": "the city's name"}
     assert params["properties"]["days"]["type"] == "integer"
-    assert params["properties"]["units"] == {"type": "array", "items": {"type": "string"}}
+    units = {"type": "array", "items": {"type": "string"}, "nullable": True}
+    assert params["properties"]["units"] == units
+
+    def forecast(city: str, days: int | None = None, hours: list[int] | None = None) -> str:
+        """Forecast the weather.
+
+        Args:
+            city: the city's name
+            days: how many days ahead
+            hours: which hours of the day
+        """
+        return ""
+
+    # what transformers' get_json_schema (TRL's tools) tells the model of the same function
+    from transformers.utils import get_json_schema
+
+    ours, theirs = tool_schema(forecast)["function"], get_json_schema(forecast)["function"]
+    assert ours["parameters"] == theirs["parameters"]
+    assert ours["parameters"]["properties"]["days"] == {
+        "type": "integer",
+        "nullable": True,
+        "description": "how many days ahead",
+    }
 
     def untyped(x):
         return x

@@ -145,8 +145,8 @@ def _json_type(hint: Any, where: str) -> dict[str, Any]:
         return {"type": "object"}
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
-        if len(rest) == 1:
-            return _json_type(rest[0], where)
+        if len(rest) == 1:  # Optional[X]: the model may send null (transformers says it so)
+            return {**_json_type(rest[0], where), "nullable": True}
     raise TypeError(f"tool parameter {where}: type {hint!r} has no JSON schema type")
 
 

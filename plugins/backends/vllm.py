@@ -106,7 +106,7 @@ from rlvr._builtin import check_sampling_request, hf_weights, is_peft, unwrap_mo
 from rlvr.plugin import Generation, eos_token_ids
 from rlvr.plugins.backends import INSTALL_HINT, vllm_available
 from rlvr.plugins.backends.params import VLLMParams
-from rlvr.plugins.backends.vllm_lora import ADAPTER_ID, ADAPTER_NAME, engine_lora
+from rlvr.plugins.backends.vllm_lora import ADAPTER_ID, ADAPTER_NAME, AdapterDir, engine_lora
 
 if TYPE_CHECKING:
     from rlvr.plugin import RunInfo, SamplingParams
@@ -314,7 +314,7 @@ class VLLMGenerator:
         self.lora = engine_lora(model, params.lora_sync, self.device.type)
         self._base_synced = False
         self._lora_request: Any = None
-        self._adapter_dir: tempfile.TemporaryDirectory | None = None
+        self._adapter_dir: AdapterDir | None = None
         files = engine_files(model, tokenizer)
         source, load_format, tokenizer_dir = files.model_dir, files.load_format, files.tokenizer_dir
         self._tmp = files.tmp
@@ -461,11 +461,8 @@ class VLLMGenerator:
         from vllm.lora.request import LoRARequest
 
         if self._adapter_dir is None:
-            self._adapter_dir = tempfile.TemporaryDirectory(
-                prefix="rlvr-adapter-", dir=shared_memory()
-            )
-        path = Path(self._adapter_dir.name)
-        self.lora.write(model, path)  # type: ignore[union-attr]
+            self._adapter_dir = AdapterDir(shared_memory())
+        path = self._adapter_dir.write(model)
         request = LoRARequest(ADAPTER_NAME, ADAPTER_ID, str(path), load_inplace=True)
         self.llm.llm_engine.add_lora(request)
         self._lora_request = LoRARequest(ADAPTER_NAME, ADAPTER_ID, str(path))
@@ -518,8 +515,7 @@ class VLLMGenerator:
 
     def _cleanup_tmp(self) -> None:
         if self._adapter_dir is not None:
-            with contextlib.suppress(OSError):
-                self._adapter_dir.cleanup()
+            self._adapter_dir.close()
             self._adapter_dir = None
         if self._tmp is not None:
             with contextlib.suppress(OSError):

@@ -13,8 +13,10 @@ than the sync saves (``bench/weight_sync.py``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,24 @@ class EngineLora:
         config["target_modules"] = sorted(config.get("target_modules") or [])
         (directory / "adapter_config.json").write_text(json.dumps(config, default=str))
         save_file(adapter_weights(model), str(directory / "adapter_model.safetensors"))
+
+
+class AdapterDir:
+    """Where vLLM loads the policy's adapter from: one directory for the run, in ``parent``
+    (/dev/shm where there is one: never on a disk), rewritten after each update."""
+
+    def __init__(self, parent: str | None) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="rlvr-adapter-", dir=parent)
+        self.path = Path(self._tmp.name)
+
+    def write(self, model: Any) -> Path:
+        """The policy's adapter, as it is now; returns the directory."""
+        EngineLora.write(model, self.path)
+        return self.path
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._tmp.cleanup()
 
 
 def engine_lora(model: Any, mode: str, device: str) -> EngineLora | None:
@@ -112,4 +132,4 @@ def _unsupported(model: Any) -> str | None:
     return None
 
 
-__all__ = ["ADAPTER_ID", "ADAPTER_NAME", "EngineLora", "engine_lora"]
+__all__ = ["ADAPTER_ID", "ADAPTER_NAME", "AdapterDir", "EngineLora", "engine_lora"]

@@ -53,7 +53,7 @@ from rlvr.plugins.backends.vllm import (
     shared_memory,
 )
 from rlvr.plugins.backends.vllm_api import ENGINE, NCCL_ENGINE, ServerDown, call
-from rlvr.plugins.backends.vllm_lora import ADAPTER_NAME, EngineLora, engine_lora
+from rlvr.plugins.backends.vllm_lora import ADAPTER_NAME, AdapterDir, EngineLora, engine_lora
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ class ServerGenerator:
         #: goes as a file)
         lora_sync = "merged" if nccl else params.lora_sync  # (params refuse adapter + nccl)
         self.lora = engine_lora(model, lora_sync, run.device)
-        self._adapter_dir: tempfile.TemporaryDirectory | None = None
+        self._adapter_dir: AdapterDir | None = None
         self.version = 0
         self._model: Any = None
         self._alive_lock = threading.Lock()
@@ -495,10 +495,8 @@ class ServerGenerator:
                 del tensors
             if self.lora is not None:
                 if self._adapter_dir is None:
-                    self._adapter_dir = tempfile.TemporaryDirectory(
-                        prefix="rlvr-adapter-", dir=shared_memory()
-                    )
-                self.lora.write(model, Path(self._adapter_dir.name))
+                    self._adapter_dir = AdapterDir(shared_memory())
+                self._adapter_dir.write(model)
             loaded = list(self._push_pool.map(lambda u: self._load(u, path, base, version), urls))
             for url, done in zip(urls, loaded, strict=True):
                 if not done:
@@ -514,7 +512,7 @@ class ServerGenerator:
                 call(url, "/update_weights", {"update_info": {"path": str(path)}}, timeout=600)
                 call(url, "/finish_weight_update", {"weight_version": version}, timeout=600)
             if self._adapter_dir is not None:
-                self._load_adapter(url, self._adapter_dir.name)
+                self._load_adapter(url, str(self._adapter_dir.path))
                 call(url, "/update_weight_version", {"new_version": version}, timeout=60)
             call(url, "/reset_prefix_cache", {}, timeout=60)
         except ServerDown:
@@ -545,8 +543,7 @@ class ServerGenerator:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._push_pool.shutdown(wait=False, cancel_futures=True)
         if self._adapter_dir is not None:
-            with contextlib.suppress(OSError):
-                self._adapter_dir.cleanup()
+            self._adapter_dir.close()
             self._adapter_dir = None
         if self._files is not None and self._files.tmp is not None:
             self._files.tmp.cleanup()
