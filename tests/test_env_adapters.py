@@ -724,14 +724,57 @@ def test_a_run_whose_episodes_all_fail_stops_with_an_error_and_keeps_its_checkpo
     assert errors == [
         "error: step 2: 4 of 4 episodes of environment 'trl_env' failed, more than "
         "training.max_failed_episode_frac=0.5; the first: row 2: start raised ConnectionError: "
-        "task server offline. Fix the environment (the warning above counts the step's "
-        "failures by kind; `rlvr env check CONFIG` runs a few episodes alone), raise "
+        "task server offline. Fix the environment (the warning above counts the failures "
+        "by kind; `rlvr env check CONFIG` runs a few episodes alone), raise "
         "environment.turn_timeout/episode_timeout if its calls are only slow, or raise "
         "training.max_failed_episode_frac (1: never stop)"
     ]
     out = tmp_path / "out"
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
     assert [m["step"] for m in rlvr.read_metrics(out)] == [1]
+
+
+def test_an_in_training_eval_whose_episodes_fail_stops_the_run_after_saving(
+    tmp_path, ending_model_dir, capsys
+):
+    """The in-training eval follows the steps' rule: more than max_failed_episode_frac of
+    its episodes failed (the eval rows' task server is down) and the run stops with one error
+    line, the step before it saved and its metrics line written. Without that the run went on
+    logging eval/pass@1 0.0 as if the model had been evaluated."""
+    from rlvr.cli.main import main
+
+    path = broken_run(
+        tmp_path, ending_model_dir, [False] * 4, max_steps=3, eval_steps=2, eval_on_start=False
+    )
+    config = json.loads(path.read_text())
+    eval_rows = tmp_path / "eval.jsonl"
+    rows = [{"prompt": f"Count to {i}.", "broken": i != 1} for i in range(3)]
+    eval_rows.write_text("\n".join(json.dumps(r) for r in rows))
+    config["data"]["eval_path"] = str(eval_rows)
+    path.write_text(json.dumps(config))
+    capsys.readouterr()
+    code = main(["train", str(path), "--allow-code"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(
+        "error: the eval at step 2: 2 of 3 episodes of environment 'trl_env' failed, more "
+        "than training.max_failed_episode_frac=0.5; the first: row 0: start raised "
+        "ConnectionError: task server offline. Fix the environment"
+    ), err
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
+    lines = rlvr.read_metrics(out)
+    assert [m["step"] for m in lines] == [1, 2]
+    assert lines[1]["eval/env/failed"] == 2 and "loss" in lines[1]
+    # evaluated before training (eval_on_start, the default): it stops before the first step
+    config["training"] |= {"eval_on_start": True, "output_dir": str(tmp_path / "out0")}
+    path.write_text(json.dumps(config))
+    assert main(["train", str(path), "--allow-code"]) == 1
+    errors = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith("error: the eval at step 0: 2 of 3 ")
+    assert [m["step"] for m in rlvr.read_metrics(tmp_path / "out0")] == [0]
+    assert not list((tmp_path / "out0").glob("checkpoint-*"))
 
 
 def test_a_step_whose_episodes_all_failed_logs_no_reward(tmp_path, ending_model_dir, capsys):

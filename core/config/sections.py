@@ -469,7 +469,8 @@ class TrainingConfig(Section):
         "a step's episodes fail (the environment raised, timed out or returned something "
         "malformed; with dynamic sampling, of one generation round's), before it trains on "
         "the step: one error line names the first failure, the run exits non-zero, and the "
-        "checkpoint of the last finished step is kept (saved if it was not); 1 never stops "
+        "checkpoint of the last finished step is kept (saved if it was not). The in-training "
+        "eval follows the same rule once its line is written; 1 never stops "
         "(a step whose every episode failed then trains on nothing and logs no reward)",
     )
     max_staleness: int = Field(

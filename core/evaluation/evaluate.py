@@ -233,9 +233,6 @@ def evaluate(
             "reward_errors": str(errors_path) if errors_path.is_file() else None,
         }
     )
-    failed = next((r for r in records if r.get("failed") is not None), None)
-    if failed is not None:  # what `rlvr eval` names when every episode failed
-        summary["first_failure"] = f"row {failed['index']}: {failed['failed']}"
     summary = {key: _clean(v) for key, v in summary.items()}
     if not dist.is_main:  # rank 0 writes the files
         return summary

@@ -129,6 +129,9 @@ class Evaluation:
                 runner.close()
         summary = self.summarize(records, summaries)
         summary.update(env)
+        failed = next((r for r in records if r.get("failed") is not None), None)
+        if failed is not None:  # what an error names when too many episodes failed
+            summary["first_failure"] = f"row {failed['index']}: {failed['failed']}"
         summary["generation_time"] = gen_time
         summary["scoring_time"] = score_time
         summary["total_time"] = time.perf_counter() - start

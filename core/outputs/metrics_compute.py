@@ -53,9 +53,10 @@ def length_metrics(lengths: Sequence[int], truncated: Sequence[bool]) -> dict[st
 def eval_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     """An :class:`rlvr.evaluation.loop.Evaluation` summary as ``metrics.jsonl`` keys:
     ``eval/`` before each, ``reward`` named ``eval/reward_mean``; ``accuracy`` (equal to
-    pass@1) and the timing parts are left out, ``eval/time`` is the whole evaluation."""
+    pass@1), the timing parts and the first failed episode's cause (text) are left out,
+    ``eval/time`` is the whole evaluation."""
     renamed = {"reward": "reward_mean", "total_time": "time"}
-    skip = {"accuracy", "generation_time", "scoring_time"}
+    skip = {"accuracy", "generation_time", "scoring_time", "first_failure"}
     return {f"eval/{renamed.get(k, k)}": v for k, v in summary.items() if k not in skip}
 
 

@@ -86,14 +86,15 @@ class EpisodeFailures(RlvrError, RuntimeError):
 
 
 def failed_episodes_error(
-    step: int, failed: float, total: float, limit: float, environment: str, first: str | None
+    what: str, failed: float, total: float, limit: float, environment: str, first: str | None
 ) -> str:
-    """The message of :class:`EpisodeFailures`: how many, the first cause, what to do."""
+    """The message of :class:`EpisodeFailures`: how many of ``what`` ("step 2", "the eval at
+    step 2") failed, the first cause, what to do."""
     example = f"; the first: {first}" if first else ""
     return (
-        f"step {step}: {failed:.0f} of {total:.0f} episodes of environment {environment!r} "
+        f"{what}: {failed:.0f} of {total:.0f} episodes of environment {environment!r} "
         f"failed, more than training.max_failed_episode_frac={limit:g}{example}. Fix the "
-        "environment (the warning above counts the step's failures by kind; `rlvr env check "
+        "environment (the warning above counts the failures by kind; `rlvr env check "
         "CONFIG` runs a few episodes alone), raise environment.turn_timeout/episode_timeout "
         "if its calls are only slow, or raise training.max_failed_episode_frac (1: never stop)"
     )
@@ -248,7 +249,9 @@ class RolloutRunner:
         first = next((c for c in got.items if c.failed is not None), None)
         where = f"row {first.prompt_index}: {first.failed}" if first is not None else None
         name = self.episodes.environment_name if self.episodes is not None else "?"
-        raise EpisodeFailures(failed_episodes_error(step, failed, total, limit, name, where))
+        raise EpisodeFailures(
+            failed_episodes_error(f"step {step}", failed, total, limit, name, where)
+        )
 
 
 #: Episode metrics that are counts (summed over rounds); the others are means per episode.

@@ -29,7 +29,7 @@ from rlvr.outputs.metrics_logger import MetricsLogger
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError
 from rlvr.rewards.pool import ScoringAbandoned
-from rlvr.rollout.runner import step_sample_records
+from rlvr.rollout.runner import EpisodeFailures, failed_episodes_error, step_sample_records
 from rlvr.training import memory, setup
 from rlvr.training.callbacks import Callbacks
 from rlvr.training.checkpointer import OPTIMIZER
@@ -89,6 +89,7 @@ class Trainer:
         self._closers: list[Any] = []
         self._step_start = (0, 0)
         self._stop: StopFlag | None = None  # while run() runs
+        self._failed_eval: str | None = None  # see _stop_if_eval_failed
         self.dist = distributed.current()
         self.log: MetricsLogger | None = None
         self.budget = TimeBudget(self.t.max_minutes)  # counts from here, loading included
@@ -227,6 +228,16 @@ class Trainer:
         if any(k.startswith("eval/") for k in m):
             self.callbacks.call("on_evaluate", step=m["step"], metrics=m)
 
+    def _stop_if_eval_failed(self) -> None:
+        """An eval with too many failed episodes stops the run as a step's would (its figures
+        describe the environment's failures, not the model): once its line is written and
+        the step it followed saved, on every rank (each has the gathered counts)."""
+        if self._failed_eval is None:
+            return
+        if self.step > 0:
+            self._save_unless_saved()
+        raise EpisodeFailures(self._failed_eval)
+
     # ------------------------------------------------------------------ one step
 
     def train_step(self) -> dict[str, Any]:
@@ -273,6 +284,14 @@ class Trainer:
             if take_metrics is not None:
                 take_metrics()
         self.budget.eval_took(self.budget.now() - began)
+        # too many failed episodes: the run stops once the line is written
+        failed, episodes = summary.get("env/failed") or 0, summary.get("env/episodes") or 0
+        limit = self.t.max_failed_episode_frac
+        if episodes and failed / episodes > limit:
+            env = self.config.environment.name if self.config.environment else "?"
+            what = f"the eval at step {self.step}"
+            first = summary.get("first_failure")
+            self._failed_eval = failed_episodes_error(what, failed, episodes, limit, env, first)
         return eval_metrics(summary)
 
     def _stop_requested(self) -> bool:
@@ -311,6 +330,7 @@ class Trainer:
             if self.step == 0 and self.eval_schedule.should_evaluate(0):  # the baseline
                 m = {"step": 0, **self.evaluate()}
                 self._log(m)
+                self._stop_if_eval_failed()
                 self.guard.observe_eval(0, eval_accuracy(m))
             with StopFlag() as stop:
                 self._stop = stop
@@ -319,6 +339,7 @@ class Trainer:
                 while self.step < self.max_steps:
                     if not self._checked_step(stop):  # discarded on a requested stop
                         return self.last_metrics
+                    self._stop_if_eval_failed()
                     self.callbacks.call("on_step_end", step=self.step, metrics=self.last_metrics)
                     if self.bad_steps.too_many():
                         raise self.bad_steps.error(self.step, self.save())
@@ -376,6 +397,7 @@ class Trainer:
         elif first == "out_of_time":
             if self.eval_schedule.at_early_stop(self.step):
                 self._log({"step": self.step, **self.evaluate()})
+                self._stop_if_eval_failed()
             why = f" ({self.budget.used()})"
         self.stopped = why.strip(" ()") or "a stop request"
         if self.log is not None:
