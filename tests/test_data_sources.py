@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -186,6 +187,13 @@ def test_a_pip_installed_data_source_is_trained_on_by_name(tmp_path, tiny_model_
     listing = json.loads(rlvr(python, "plugins", "--json"))
     (doubles,) = [p for p in listing["plugins"] if p["dist"] == "rlvr-doubles"]
     assert [(r["kind"], r["name"]) for r in doubles["registers"]] == [("data_source", "doubles")]
+    # the docs' conformance test of this package (docs/how-to/write-a-data-source.md)
+    check = (
+        "from rlvr.testing import check_data_source\n"
+        "rows = check_data_source('doubles', params={'count': 20})\n"
+        "assert rows['train'][0] == {'prompt': 'What is 1 + 1?', 'answer': '2'}, rows\n"
+    )
+    subprocess.run([str(python), "-c", check], check=True, timeout=300)
 
     raw = {
         "model": {"name_or_path": str(tiny_model_dir)},

@@ -8,6 +8,8 @@ that says what to fix, on deliberately broken ones; the fixtures; the pytest ent
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
 import math
 import os
 import subprocess
@@ -19,8 +21,17 @@ import pytest
 import torch
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+import rlvr
 from rlvr.algorithms.base import GroupRelative
-from rlvr.api.registration import Algorithm, Backend, Capabilities, Params, Reward, Sample
+from rlvr.api.registration import (
+    Algorithm,
+    Backend,
+    Capabilities,
+    DataSource,
+    Params,
+    Reward,
+    Sample,
+)
 from rlvr.api.runtime import Generation, LossOutput
 from rlvr.config.schema import ConfigError
 from rlvr.plugin import hookimpl
@@ -29,6 +40,7 @@ from rlvr.testing import (  # noqa: F401 - fixtures, used here before rlvr's pyt
     ConformanceError,
     check_algorithm,
     check_backend,
+    check_data_source,
     check_reward,
     rlvr_host,
     rlvr_host_factory,
@@ -390,6 +402,85 @@ def test_sound_fake_backend_passes(fake_host, rlvr_tiny_model):
 def test_broken_backends_fail_clearly(fake_host, rlvr_tiny_model, name, flaw, message):
     with pytest.raises(ConformanceError, match=message):
         check_backend(name, {"flaw": flaw}, host=fake_host, model_dir=rlvr_tiny_model)
+
+
+# --------------------------------------------------------------------------- data sources
+
+
+def test_builtin_data_sources_conform(rlvr_host, tmp_path):
+    rows = [{"prompt": f"What is {a} + {a}?", "answer": str(2 * a)} for a in range(5)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # a local file is all its rows, whatever the split (so no held-out split to compare)
+    got = check_data_source("file", {"path": str(path)}, splits=("train",), host=rlvr_host)
+    assert got == {"train": rows}
+    params = {"path": "json", "data_files": {"train": str(path), "test": str(path)}}
+    with pytest.raises(ConformanceError, match="5 of the 5 prompts of split 'test' are also in"):
+        check_data_source("datasets", params, host=rlvr_host)
+    if importlib.util.find_spec("reasoning_gym") is not None:
+        task = {"task": "basic_arithmetic", "train_size": 40, "eval_size": 10, "seed": 1}
+        got = check_data_source("reasoning_gym", task, host=rlvr_host)
+        assert got["train"] and got["test"]
+
+
+class CountParams(Params):
+    flaw: str = "none"
+    count: int = 4
+
+
+def rows_with_a_flaw(params: CountParams, split: str) -> list:
+    """Rows of ``a + a``, the eval's apart from training's, unless ``params.flaw`` says."""
+    import random
+
+    if split not in ("train", "test"):
+        if params.flaw == "split":
+            raise KeyError(split)
+        raise rlvr.RlvrError(f"no split {split!r}: there are 'train' and 'test'")
+    start = 0 if split == "train" or params.flaw == "shared" else 100
+    rows = [{"prompt": f"What is {a} + {a}?", "answer": str(2 * a)} for a in range(start, 104)]
+    rows = rows[: params.count]
+    if params.flaw == "random":
+        random.shuffle(rows)
+    if params.flaw == "strings":
+        return [r["prompt"] for r in rows]
+    if params.flaw == "field":
+        return [{"question": r["prompt"]} for r in rows]
+    if params.flaw == "number":
+        return [{"prompt": 7} for _ in rows]
+    if params.flaw == "raises":
+        raise FileNotFoundError("rows.db")
+    if params.flaw == "empty":
+        return []
+    return rows
+
+
+SOURCE = DataSource("counts", CountParams, rows_with_a_flaw, "a + a, with a flaw to order")
+
+
+@pytest.mark.parametrize(
+    ("flaw", "message"),
+    [
+        ("random", r"split 'train' gave other rows when loaded again .*seed what is random"),
+        ("strings", r"split 'train'\[0\] is a str, not a row"),
+        ("field", r"field 'prompt' needed by the prompt .* is not in the dataset"),
+        ("number", r"must hold text or a list of \{role, content\} messages"),
+        ("raises", r"split 'train' raised FileNotFoundError: rows.db \(raise rlvr.RlvrError"),
+        ("empty", r"split 'train' has no rows"),
+        ("shared", r"4 of the 4 prompts of split 'test' are also in split 'train'"),
+        ("split", r"an unknown split .* raised KeyError.*raise rlvr.RlvrError naming the splits"),
+    ],
+)
+def test_broken_data_sources_fail_clearly(flaw, message):
+    with pytest.raises(ConformanceError, match=message):
+        check_data_source(SOURCE, {"flaw": flaw, "count": 4 if flaw != "random" else 50})
+
+
+def test_a_sound_data_source_passes_and_returns_its_rows():
+    got = check_data_source(SOURCE, {"count": 3})
+    assert [r["answer"] for r in got["train"]] == ["0", "2", "4"]
+    assert [r["answer"] for r in got["test"]] == ["200", "202", "204"]
+    with pytest.raises(ConformanceError, match="not valid for CountParams"):
+        check_data_source(SOURCE, {"cuont": 3})
 
 
 # --------------------------------------------------------------------------- fixtures, config

@@ -32,13 +32,17 @@ its name (looked up among the installed plugins) and raises :class:`ConformanceE
   an :class:`~rlvr.api.runtime.EnvResponse` with finite named rewards, ``close`` works even
   right after ``start``, and two episodes run concurrently do not change each other (state
   lives in ``state``, not on the object). Returns the transcripts.
+- :func:`check_data_source`: each split holds rows whose prompt is text or chat messages, the
+  same rows on every load (a resumed run loads them again), the eval split shares no prompt
+  with the training one, and an unknown split is one :class:`rlvr.RlvrError`. Returns the rows.
 - :func:`validate_config`: a config dict validated against the installed plugins.
 
 Loading this package is cheap (no torch): pytest loads it in every test session of an
 environment where rlvr is installed, so what loads pydantic, torch or transformers (the host,
 the records, the config, the model) is imported inside the checks and fixtures that use it.
 Each plugin kind's checker is a module of its own (``reward``, ``algorithm``, ``backend``,
-``environment``), next to what they share (``conformance``) and the fixtures (``fixtures``).
+``environment``, ``data_source``), next to what they share (``conformance``) and the fixtures
+(``fixtures``).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from rlvr.testing.algorithm import check_algorithm, synthetic_batch
 from rlvr.testing.backend import check_backend
 from rlvr.testing.config import validate_config
 from rlvr.testing.conformance import ConformanceError
+from rlvr.testing.data_source import check_data_source
 from rlvr.testing.environment import check_environment
 from rlvr.testing.fixtures import tiny_model_dir
 from rlvr.testing.reward import SAMPLE_FIELDS, check_reward, default_samples
@@ -78,6 +83,7 @@ __all__ = [
     "ConformanceError",
     "check_algorithm",
     "check_backend",
+    "check_data_source",
     "check_environment",
     "check_reward",
     "default_samples",
