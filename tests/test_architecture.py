@@ -84,6 +84,7 @@ ALLOWED_LATE_IMPORTS: dict[str, dict[str, str]] = {
         "torch": "torch",
     },
     "rlvr.testing.environment": {"rlvr.rollout.envcheck": "pydantic, torch"},
+    "rlvr.testing.data_source": {"rlvr.data.prompts": "pydantic"},
     # verifiers: the environment says how to install it when a config names it
     "rlvr.plugins.environments.verifiers": {
         "verifiers.v1": "optional extra rlvr[verifiers]",

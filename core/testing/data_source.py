@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rlvr.api.errors import RlvrError
 from rlvr.testing.conformance import check_params_model, fail, resolve, validated_params
 
 if TYPE_CHECKING:
@@ -35,8 +36,7 @@ def check_data_source(
     a split the source does not have gives rows or an :class:`rlvr.RlvrError` (one ``error:``
     line for the user), not another exception.
     """
-    # loads pydantic and datasets: not when pytest loads rlvr.testing (see its __init__)
-    from rlvr.api.errors import RlvrError
+    # loads pydantic: not when pytest loads rlvr.testing (see its __init__)
     from rlvr.data.prompts import DataError, dataset_rows, field_problems
 
     record = resolve("data_source", record_or_name, host)

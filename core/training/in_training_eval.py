@@ -1,14 +1,17 @@
 """The in-training eval's policies, which the loop asks after a step: when the eval runs
-(:class:`EvalSchedule`) and whether its result is the best so far, whose checkpoint
-``training.keep_best`` keeps (:class:`KeepBest`)."""
+(:class:`EvalSchedule`), whether its failed episodes stop the run (:func:`failed_eval`) and
+whether its result is the best so far, whose checkpoint ``training.keep_best`` keeps
+(:class:`KeepBest`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlvr.outputs import checkpoint as ckpt
+from rlvr.rollout.runner import failed_episodes_error
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,20 @@ def eval_accuracy(m: dict[str, Any]) -> float | None:
     return None
 
 
+def failed_eval(
+    summary: Mapping[str, Any], limit: float, step: int, environment: str
+) -> str | None:
+    """The error that stops a run whose eval at ``step`` had more failed episodes than
+    ``training.max_failed_episode_frac`` allows, as a step's would (its figures would describe
+    the environment's failures, not the model); None otherwise."""
+    failed, episodes = summary.get("env/failed") or 0, summary.get("env/episodes") or 0
+    if not episodes or failed / episodes <= limit:
+        return None
+    first = summary.get("first_failure")
+    what = f"the eval at step {step}"
+    return failed_episodes_error(what, failed, episodes, limit, environment, first)
+
+
 class KeepBest:
     """``training.keep_best``: the best in-training eval so far, whose checkpoint is kept
     (:func:`rlvr.outputs.checkpoint.record_best` records it in the output directory)."""
@@ -72,4 +89,4 @@ class KeepBest:
             self.best = float(best["value"])
 
 
-__all__ = ["EvalSchedule", "KeepBest", "eval_accuracy"]
+__all__ = ["EvalSchedule", "KeepBest", "eval_accuracy", "failed_eval"]

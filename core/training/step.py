@@ -73,8 +73,13 @@ class StepRunner:
         return self.pipeline.exclusive() if self.pipeline else contextlib.nullcontext()
 
     def close(self) -> None:
-        if self.pipeline is not None:
-            self.pipeline.close()
+        """The producer thread first (its rollouts use the rest), then the episodes' runner."""
+        try:
+            if self.pipeline is not None:
+                self.pipeline.close()
+        finally:
+            if self.rollout_runner.episodes is not None:
+                self.rollout_runner.episodes.close()
 
     def run(
         self, step: int, stopping: Callable[[], bool]

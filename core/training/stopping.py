@@ -79,6 +79,15 @@ class Discarded(Exception):
     so the step is not trained on; the run stops at the step before it."""
 
 
+def discarded(at: int, step: int, why: BaseException, saved: bool, output_dir: Path) -> str:
+    """What a run stopped at step ``at`` says when it discarded step ``step`` (the step before
+    it ``saved`` where it could)."""
+    where = f"checkpoint in {output_dir}" if saved else "nothing saved"
+    return (
+        f"stopped at step {at} ({where}); step {step} discarded: {why}; it runs again on --resume"
+    )
+
+
 class TimeBudget:
     """``training.max_minutes``, counted from the run's start (model loading included).
 
@@ -192,5 +201,15 @@ class StopReasons:
                 return name
         return None
 
+    def why(self, budget: TimeBudget) -> str:
+        """What the stop message says in brackets of the first reason (empty for a stop
+        request); on time, the budget's account (:meth:`TimeBudget.used`)."""
+        first = self.first()
+        if first == "collapsed":
+            return " (training.collapse.action: stop)"
+        if first == "asked":
+            return f" (a callback asked: {self.asked})"
+        return f" ({budget.used()})" if first == "out_of_time" else ""
 
-__all__ = ["BadSteps", "Discarded", "StopFlag", "StopReasons", "TimeBudget"]
+
+__all__ = ["BadSteps", "Discarded", "StopFlag", "StopReasons", "TimeBudget", "discarded"]

@@ -29,12 +29,12 @@ from rlvr.outputs.metrics_logger import MetricsLogger
 from rlvr.parallel import distributed
 from rlvr.rewards.failures import RewardError
 from rlvr.rewards.pool import ScoringAbandoned
-from rlvr.rollout.runner import EpisodeFailures, failed_episodes_error, step_sample_records
+from rlvr.rollout.runner import EpisodeFailures, step_sample_records
 from rlvr.training import memory, setup
 from rlvr.training.callbacks import Callbacks
 from rlvr.training.checkpointer import OPTIMIZER
 from rlvr.training.collapse import CollapseGuard, warning_text
-from rlvr.training.in_training_eval import EvalSchedule, KeepBest, eval_accuracy
+from rlvr.training.in_training_eval import EvalSchedule, KeepBest, eval_accuracy, failed_eval
 from rlvr.training.models import load_run_models
 from rlvr.training.stateful import Stateful
 from rlvr.training.stopping import (
@@ -43,6 +43,7 @@ from rlvr.training.stopping import (
     StopFlag,
     StopReasons,
     TimeBudget,
+    discarded,
     planned_steps,
 )
 from rlvr.training.update import WeightsError
@@ -175,9 +176,7 @@ class Trainer:
             start_step=self.step,
         )
         self.rollout_runner = self.stepper.rollout_runner
-        if self.rollout_runner.episodes is not None:
-            self._closers.append(self.rollout_runner.episodes)
-        self._closers.append(self.stepper)  # first to close: its rollouts use the rest
+        self._closers.append(self.stepper)  # first to close (and its episodes' runner)
         if self.dist.is_main:  # rank 0 alone writes the run's files
             self.log = setup.metrics_log(
                 config, self.max_steps, self.step, self.progress, self.rollout_runner.episodes
@@ -229,14 +228,12 @@ class Trainer:
             self.callbacks.call("on_evaluate", step=m["step"], metrics=m)
 
     def _stop_if_eval_failed(self) -> None:
-        """An eval with too many failed episodes stops the run as a step's would (its figures
-        describe the environment's failures, not the model): once its line is written and
-        the step it followed saved, on every rank (each has the gathered counts)."""
-        if self._failed_eval is None:
-            return
-        if self.step > 0:
-            self._save_unless_saved()
-        raise EpisodeFailures(self._failed_eval)
+        """Once an eval's line is written: its failed episodes stop the run (every rank), the
+        step it followed saved (:func:`~rlvr.training.in_training_eval.failed_eval`)."""
+        if self._failed_eval is not None:
+            if self.step > 0:
+                self._save_unless_saved()
+            raise EpisodeFailures(self._failed_eval)
 
     # ------------------------------------------------------------------ one step
 
@@ -278,20 +275,11 @@ class Trainer:
                 reward_errors=self.reward_errors,
                 step=self.step,
             )
-            # The generator's own metrics (prefix-cache hits, queue time) describe rollouts:
-            # what the eval's requests added is dropped, not counted in the next step's.
-            take_metrics = getattr(self.generator, "take_metrics", None)
-            if take_metrics is not None:
-                take_metrics()
+            # the generator's own metrics (prefix-cache hits) are a step's: the eval's dropped
+            getattr(self.generator, "take_metrics", dict)()
         self.budget.eval_took(self.budget.now() - began)
-        # too many failed episodes: the run stops once the line is written
-        failed, episodes = summary.get("env/failed") or 0, summary.get("env/episodes") or 0
-        limit = self.t.max_failed_episode_frac
-        if episodes and failed / episodes > limit:
-            env = self.config.environment.name if self.config.environment else "?"
-            what = f"the eval at step {self.step}"
-            first = summary.get("first_failure")
-            self._failed_eval = failed_episodes_error(what, failed, episodes, limit, env, first)
+        env = self.config.environment.name if self.config.environment else "?"
+        self._failed_eval = failed_eval(summary, self.t.max_failed_episode_frac, self.step, env)
         return eval_metrics(summary)
 
     def _stop_requested(self) -> bool:
@@ -371,7 +359,9 @@ class Trainer:
             discard = stop.requested and isinstance(exc, Discarded | RewardError | ScoringAbandoned)
             self._save_after_interrupt(announce=not discard)
             if discard:
-                self._stopped_discarding(step, exc)
+                if self.log is not None:
+                    saved = self.checkpointer.saved(self.step) and self.step > 0
+                    self.log.write(discarded(self.step, step, exc, saved, self.output_dir))
                 return False
             raise
         return True
@@ -388,17 +378,10 @@ class Trainer:
     def _stop_early(self, reasons: StopReasons) -> None:
         """Save, and say why the run stopped (a stop on time ends with the run's last eval)."""
         self._save_unless_saved()
-        why = ""
-        first = reasons.first()
-        if first == "collapsed":
-            why = " (training.collapse.action: stop)"
-        elif first == "asked":
-            why = f" (a callback asked: {reasons.asked})"
-        elif first == "out_of_time":
-            if self.eval_schedule.at_early_stop(self.step):
-                self._log({"step": self.step, **self.evaluate()})
-                self._stop_if_eval_failed()
-            why = f" ({self.budget.used()})"
+        if reasons.first() == "out_of_time" and self.eval_schedule.at_early_stop(self.step):
+            self._log({"step": self.step, **self.evaluate()})
+            self._stop_if_eval_failed()
+        why = reasons.why(self.budget)
         self.stopped = why.strip(" ()") or "a stop request"
         if self.log is not None:
             self.log.write(
@@ -452,18 +435,6 @@ class Trainer:
                 return
             if self.log is not None and announce:
                 self.log.write(f"stopped; saved {path}; continue with --resume")
-
-    def _stopped_discarding(self, step: int, why: BaseException) -> None:
-        """The message of a stop that discarded step ``step`` (``_save_after_interrupt`` has
-        saved the step before it, where it could)."""
-        if self.log is None:
-            return
-        saved = self.checkpointer.saved(self.step) and self.step > 0
-        where = f"checkpoint in {self.output_dir}" if saved else "nothing saved"
-        self.log.write(
-            f"stopped at step {self.step} ({where}); step {step} discarded: {why}; it runs "
-            "again on --resume"
-        )
 
     def close(self) -> None:
         while self._closers:
