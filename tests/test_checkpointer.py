@@ -19,7 +19,7 @@ import test_trainer  # noqa: E402
 
 from rlvr.training.in_training_eval import EvalSchedule, KeepBest  # noqa: E402
 from rlvr.training.stateful import Stateful  # noqa: E402
-from rlvr.training.stopping import BadSteps, StopReasons  # noqa: E402
+from rlvr.training.stopping import BadSteps, StopReasons, close_all  # noqa: E402
 from rlvr.training.trainer import Trainer  # noqa: E402
 
 tiny_model, dataset = test_trainer.tiny_model, test_trainer.dataset
@@ -163,3 +163,29 @@ def test_bad_steps_count_in_a_row():
 )
 def test_stop_reasons_name_the_first_that_holds(reasons, first):
     assert reasons.first() == first and reasons.any() == (first is not None)
+
+
+def test_a_ctrl_c_while_closing_still_closes_every_part(caplog):
+    """A second Ctrl-C right after a stop lands while the run closes its parts (seen: while
+    the server mode waited for its vLLM server to exit); the parts after it must close too,
+    or the reward workers left open keep the process from exiting. Then it is raised."""
+    closed = []
+
+    class Part:
+        def __init__(self, name, fails=None):
+            self.name, self.fails = name, fails
+
+        def close(self):
+            closed.append(self.name)
+            if self.fails is not None:
+                raise self.fails
+
+    parts = [
+        Part("scorer"),
+        Part("bad", RuntimeError("disk")),
+        Part("servers", KeyboardInterrupt()),
+    ]
+    with pytest.raises(KeyboardInterrupt):
+        close_all(parts)
+    assert closed == ["servers", "bad", "scorer"] and parts == []
+    assert "closing Part failed: disk" in caplog.text

@@ -79,6 +79,24 @@ class Discarded(Exception):
     so the step is not trained on; the run stops at the step before it."""
 
 
+def close_all(parts: list[Any]) -> None:
+    """Close a run's parts, the last built first (the list empties). A Ctrl-C while one closes
+    (a second one right after a stop) still closes the rest, then is raised: a part left
+    open (reward workers, vLLM servers) would keep the process from exiting. Any other error
+    is a warning: closing must not hide the error that ended the run."""
+    interrupted: KeyboardInterrupt | None = None
+    while parts:
+        part = parts.pop()
+        try:
+            part.close()
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+        except Exception as exc:
+            logger.warning("closing %s failed: %s", type(part).__name__, exc)
+    if interrupted is not None:
+        raise interrupted
+
+
 def discarded(at: int, step: int, why: BaseException, saved: bool, output_dir: Path) -> str:
     """What a run stopped at step ``at`` says when it discarded step ``step`` (the step before
     it ``saved`` where it could)."""
@@ -212,4 +230,12 @@ class StopReasons:
         return f" ({budget.used()})" if first == "out_of_time" else ""
 
 
-__all__ = ["BadSteps", "Discarded", "StopFlag", "StopReasons", "TimeBudget", "discarded"]
+__all__ = [
+    "BadSteps",
+    "Discarded",
+    "StopFlag",
+    "StopReasons",
+    "TimeBudget",
+    "close_all",
+    "discarded",
+]

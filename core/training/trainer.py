@@ -43,6 +43,7 @@ from rlvr.training.stopping import (
     StopFlag,
     StopReasons,
     TimeBudget,
+    close_all,
     discarded,
     planned_steps,
 )
@@ -437,12 +438,7 @@ class Trainer:
                 self.log.write(f"stopped; saved {path}; continue with --resume")
 
     def close(self) -> None:
-        while self._closers:
-            thing = self._closers.pop()
-            try:
-                thing.close()
-            except Exception as exc:  # closing must not hide the real error
-                logger.warning("closing %s failed: %s", type(thing).__name__, exc)
+        close_all(self._closers)
 
 
 __all__ = ["Trainer", "TrainingError"]

@@ -120,11 +120,17 @@ class StartedServer:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         return "(no log)"
 
+    def terminate(self) -> None:
+        """SIGTERM to its process group, without waiting for it to exit."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+
     def stop(self) -> None:
+        """:meth:`terminate`, then wait for it to exit (SIGKILL after 30 s)."""
         if self.proc.poll() is not None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
+        self.terminate()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -531,23 +537,35 @@ class ServerGenerator:
             ) from None
 
     def close(self) -> None:
-        """Stop the servers rlvr started (servers given by URL keep running)."""
+        """Stop the servers rlvr started (servers given by URL keep running); waiting
+        requests are told to give up first."""
         atexit.unregister(self.close)
         self._closed.set()
-        if self._nccl is not None:
-            self._nccl.close()
-            self._nccl = None
-        for server in self.started:
-            server.stop()
-        self.started = []
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._push_pool.shutdown(wait=False, cancel_futures=True)
-        if self._adapter_dir is not None:
-            self._adapter_dir.close()
-            self._adapter_dir = None
-        if self._files is not None and self._files.tmp is not None:
-            self._files.tmp.cleanup()
-            self._files = None
+        try:
+            if self._nccl is not None:  # the servers leave the group before they stop
+                nccl, self._nccl = self._nccl, None
+                nccl.close()
+        finally:
+            self._stop_started()
+
+    def _stop_started(self) -> None:
+        """Signal every server rlvr started before waiting for any, so that a Ctrl-C during a
+        wait leaves none running; remove the files they were handed."""
+        for server in self.started:
+            server.terminate()
+        try:
+            for server in self.started:
+                server.stop()
+        finally:
+            self.started = []
+            if self._adapter_dir is not None:
+                self._adapter_dir.close()
+                self._adapter_dir = None
+            if self._files is not None and self._files.tmp is not None:
+                self._files.tmp.cleanup()
+                self._files = None
 
 
 #: the counters of a server's ``/metrics`` that :meth:`ServerGenerator.take_metrics` reads
