@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import textwrap
 
 import pytest
@@ -98,6 +99,11 @@ def tool_files(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("")
     (pkg / "table.py").write_text(LOOKUP_PY)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    # each test imports its own mypkg: one cached by an earlier test lives in that test's
+    # tmp_path, removed once it passed
+    forget = [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]
+    for name in forget:
+        monkeypatch.delitem(sys.modules, name)
     return tmp_path
 
 

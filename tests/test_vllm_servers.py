@@ -343,29 +343,30 @@ def test_signals_stop_the_servers_rlvr_started(tmp_path):
 
     # Ctrl-C twice: the second once the first was taken (two signals sent before the process
     # runs its handler arrive as one, which is a plain stop)
-    resumed = subprocess.Popen(
-        [*cmd, "--resume"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    wait_for_steps(out, resumed, len(metrics(out)) + 1)
-    printed = Printed(resumed)
-    resumed.send_signal(signal.SIGINT)
-    printed.wait_for("stop requested")
-    resumed.send_signal(signal.SIGINT)
+    resumed, printed = resume_and_ctrl_c_twice(cmd, out, second_after="stop requested")
     assert resumed.wait(timeout=300) == 130, printed.text()[-3000:]
     assert server_pids() == before
 
     # Ctrl-C again while the stopped run closes (it waits for its server to exit): the rest
     # still closes and the process ends (it hung at exit on the reward workers left open)
-    resumed = subprocess.Popen(
-        [*cmd, "--resume"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    wait_for_steps(out, resumed, len(metrics(out)) + 1)
-    printed = Printed(resumed)
-    resumed.send_signal(signal.SIGINT)
-    printed.wait_for("continue with --resume")
-    resumed.send_signal(signal.SIGINT)
+    resumed, printed = resume_and_ctrl_c_twice(cmd, out, second_after="continue with --resume")
     assert resumed.wait(timeout=120) in (0, 130), printed.text()[-3000:]
     assert server_pids() == before
+
+
+def resume_and_ctrl_c_twice(
+    cmd: list[str], out: Path, second_after: str
+) -> tuple[subprocess.Popen, Printed]:
+    """Resume the run; Ctrl-C once it made a step, and again once it printed ``second_after``."""
+    proc = subprocess.Popen(
+        [*cmd, "--resume"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    wait_for_steps(out, proc, len(metrics(out)) + 1)
+    printed = Printed(proc)
+    proc.send_signal(signal.SIGINT)
+    printed.wait_for(second_after)
+    proc.send_signal(signal.SIGINT)
+    return proc, printed
 
 
 class Printed:
